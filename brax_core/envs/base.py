@@ -1,0 +1,210 @@
+"""Core environment types: ``State``, ``Env``, ``PipelineEnv`` (MuJoCo MJX) and ``Wrapper``.
+
+The API follows Brax's ``brax.envs.base`` so that code written against Brax ports by changing the
+import prefix. The physics pipeline is always ``mujoco.mjx``.
+"""
+
+from __future__ import annotations
+
+import abc
+import contextlib
+from typing import Any, Iterator, Mapping
+
+import jax
+import jax.numpy as jnp
+import mujoco
+from flax import struct
+from mujoco import mjx
+
+from brax_core import _quiet  # noqa: F401
+
+ObservationSize = int | Mapping[str, tuple[int, ...] | int]
+
+
+@struct.dataclass
+class State:
+    """Environment state for training and inference (a pytree)."""
+
+    pipeline_state: Any
+    obs: jax.Array | Mapping[str, jax.Array]
+    reward: jax.Array
+    done: jax.Array
+    metrics: dict[str, jax.Array] = struct.field(default_factory=dict)
+    info: dict[str, Any] = struct.field(default_factory=dict)
+
+
+def validate_action(action: Any, action_size: int, batch_shape: tuple[int, ...] | None = None) -> None:
+    """Raises a clear error when ``action`` cannot be an action of this env.
+
+    Runs at trace time on static shapes and dtypes, so a bad action fails before anything compiles.
+    """
+    shape = getattr(action, "shape", None)
+    dtype = getattr(action, "dtype", None)
+    if shape is None or dtype is None:
+        raise TypeError(f"action must be an array of shape (..., {action_size}), got {type(action).__name__}")
+    expected = (*batch_shape, action_size) if batch_shape is not None else (..., action_size)
+    shape_ok = len(shape) >= 1 and shape[-1] == action_size
+    if batch_shape is not None:
+        shape_ok = tuple(shape) == tuple(expected)
+    if not shape_ok:
+        pretty = "(" + ", ".join("..." if d is Ellipsis else str(d) for d in expected) + ")"
+        raise ValueError(f"action has shape {tuple(shape)}; expected shape {pretty} (action_size={action_size})")
+    if not jnp.issubdtype(dtype, jnp.floating):
+        raise TypeError(f"action has dtype {dtype}; expected a floating dtype (float32)")
+
+
+class Env(abc.ABC):
+    """Interface for a driven dynamical system."""
+
+    @abc.abstractmethod
+    def reset(self, rng: jax.Array) -> State:
+        """Resets the environment to an initial state."""
+
+    @abc.abstractmethod
+    def step(self, state: State, action: jax.Array) -> State:
+        """Runs one timestep of the environment's dynamics."""
+
+    @property
+    def observation_size(self) -> ObservationSize:
+        """The size of the observation vector (or a dict of shapes for dict observations).
+
+        Found once by abstract evaluation of ``reset`` (no compile, no physics) and cached.
+        """
+        cached = self.__dict__.get("_observation_size_cache")
+        if cached is None:
+            obs = jax.eval_shape(self.reset, jax.random.PRNGKey(0)).obs
+            if isinstance(obs, Mapping):
+                cached = {k: tuple(v.shape) for k, v in obs.items()}
+            else:
+                cached = int(obs.shape[-1])
+            self.__dict__["_observation_size_cache"] = cached
+        return cached
+
+    @property
+    @abc.abstractmethod
+    def action_size(self) -> int:
+        """The size of the action vector."""
+
+    @property
+    def unwrapped(self) -> Env:
+        return self
+
+    @property
+    def backend(self) -> str:
+        return "mjx"
+
+
+class PipelineEnv(Env):
+    """An environment driven by a MuJoCo MJX physics pipeline.
+
+    Args:
+      sys: the ``mjx.Model`` to simulate (see ``brax_core.io.mjcf.load``).
+      backend: only ``'mjx'``; accepted for Brax compatibility.
+      n_frames: physics steps per environment step.
+      debug: accepted for Brax compatibility.
+      mj_model: the native ``mujoco.MjModel`` behind ``sys``, used for rendering and reference physics.
+    """
+
+    def __init__(
+        self,
+        sys: mjx.Model,
+        backend: str = "mjx",
+        n_frames: int = 1,
+        debug: bool = False,
+        mj_model: mujoco.MjModel | None = None,
+    ):
+        if backend != "mjx":
+            raise ValueError(f"backend must be 'mjx' (brax_core runs on MuJoCo MJX only), got {backend!r}")
+        if not isinstance(n_frames, int) or n_frames < 1:
+            raise ValueError(f"n_frames must be an integer >= 1, got {n_frames!r}")
+        self.sys = sys
+        self._backend = backend
+        self._n_frames = n_frames
+        self._debug = debug
+        if mj_model is None:
+            from brax_core.io import mjcf
+
+            mj_model = mjcf.native_model(sys)
+        self.mj_model = mj_model
+
+    def pipeline_init(self, q: jax.Array, qd: jax.Array, act: jax.Array | None = None, ctrl: jax.Array | None = None) -> mjx.Data:
+        """Initialises the pipeline state at positions ``q`` and velocities ``qd``."""
+        data = mjx.make_data(self.sys)
+        data = data.replace(qpos=q, qvel=qd)
+        if act is not None:
+            data = data.replace(act=act)
+        if ctrl is not None:
+            data = data.replace(ctrl=ctrl)
+        return mjx.forward(self.sys, data)
+
+    def pipeline_step(self, pipeline_state: mjx.Data, action: jax.Array) -> mjx.Data:
+        """Takes ``n_frames`` physics steps holding ``action`` as the control."""
+
+        def one_frame(data: mjx.Data, _: None) -> tuple[mjx.Data, None]:
+            return mjx.step(self.sys, data.replace(ctrl=action)), None
+
+        return jax.lax.scan(one_frame, pipeline_state, (), self._n_frames)[0]
+
+    @contextlib.contextmanager
+    def using_sys(self, sys: mjx.Model) -> Iterator[PipelineEnv]:
+        """Temporarily simulates ``sys`` (e.g. a randomised model inside ``vmap``).
+
+        The original model is always put back, so no tracer outlives the trace that made it.
+        """
+        original = self.sys
+        self.sys = sys
+        try:
+            yield self
+        finally:
+            self.sys = original
+
+    @property
+    def dt(self) -> jax.Array:
+        """The timestep of one environment step."""
+        return self.sys.opt.timestep * self._n_frames
+
+    @property
+    def n_frames(self) -> int:
+        return self._n_frames
+
+    @property
+    def action_size(self) -> int:
+        return int(self.sys.nu)
+
+    @property
+    def backend(self) -> str:
+        return self._backend
+
+
+class Wrapper(Env):
+    """Wraps an environment to add functionality."""
+
+    def __init__(self, env: Env):
+        self.env = env
+
+    def reset(self, rng: jax.Array) -> State:
+        return self.env.reset(rng)
+
+    def step(self, state: State, action: jax.Array) -> State:
+        return self.env.step(state, action)
+
+    @property
+    def observation_size(self) -> ObservationSize:
+        return self.env.observation_size
+
+    @property
+    def action_size(self) -> int:
+        return self.env.action_size
+
+    @property
+    def unwrapped(self) -> Env:
+        return self.env.unwrapped
+
+    @property
+    def backend(self) -> str:
+        return self.unwrapped.backend
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "__setstate__" or name == "env":
+            raise AttributeError(name)
+        return getattr(self.env, name)

@@ -1,0 +1,50 @@
+"""``inverted_pendulum``: balance a pole on a cart that slides along a rail.
+
+* Observation (4): ``[cart position, pole angle, cart velocity, pole angular velocity]`` (``qpos``, ``qvel``).
+* Action (1): force on the cart in ``[-3, 3]`` (motor gear 100).
+* Reward: 1 for every step the pole is up.
+* Termination: the pole leans more than 0.2 rad from vertical (or the state stops being finite).
+* Reset: ``qpos`` and ``qvel`` uniform in ``[-0.01, 0.01]``.
+* Defaults: ``episode_length`` 1000, ``n_frames`` 2 (``dt`` 0.04 s).
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from brax_core.envs import _assets
+from brax_core.envs.base import PipelineEnv, State
+
+
+class InvertedPendulum(PipelineEnv):
+    """Cart-pole balancing on MuJoCo MJX."""
+
+    default_episode_length = 1000
+
+    def __init__(self, n_frames: int = 2, reset_noise_scale: float = 0.01, backend: str = "mjx", **kwargs):
+        sys, mj_model = _assets.load("inverted_pendulum")
+        super().__init__(sys, backend=backend, n_frames=n_frames, mj_model=mj_model, **kwargs)
+        self._reset_noise_scale = reset_noise_scale
+
+    def reset(self, rng: jax.Array) -> State:
+        rng_q, rng_qd = jax.random.split(rng)
+        scale = self._reset_noise_scale
+        q = self.sys.qpos0 + jax.random.uniform(rng_q, (self.sys.nq,), jnp.float32, -scale, scale)
+        qd = jax.random.uniform(rng_qd, (self.sys.nv,), jnp.float32, -scale, scale)
+        pipeline_state = self.pipeline_init(q, qd)
+        zero = jnp.zeros((), jnp.float32)
+        return State(pipeline_state, self._get_obs(pipeline_state), zero, zero)
+
+    def step(self, state: State, action: jax.Array) -> State:
+        pipeline_state = self.pipeline_step(state.pipeline_state, action)
+        obs = self._get_obs(pipeline_state)
+        fallen = jnp.abs(obs[1]) > 0.2
+        broken = ~jnp.all(jnp.isfinite(obs))
+        done = jnp.where(fallen | broken, 1.0, 0.0).astype(jnp.float32)
+        reward = jnp.ones((), jnp.float32)
+        return state.replace(pipeline_state=pipeline_state, obs=obs, reward=reward, done=done)
+
+    @staticmethod
+    def _get_obs(pipeline_state) -> jax.Array:
+        return jnp.concatenate([pipeline_state.qpos, pipeline_state.qvel])

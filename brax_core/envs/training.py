@@ -1,0 +1,11 @@
+"""Training wrappers (``brax.envs.training`` counterpart); see ``brax_core.envs.wrappers.training``."""
+
+from brax_core.envs.wrappers.training import (  # noqa: F401
+    AutoResetWrapper,
+    DomainRandomizationVmapWrapper,
+    EpisodeWrapper,
+    EvalMetrics,
+    EvalWrapper,
+    VmapWrapper,
+    wrap,
+)

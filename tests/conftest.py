@@ -1,0 +1,16 @@
+"""Test-session set-up: quiet logs and a persistent XLA compile cache.
+
+Identical computations (the same env step compiled by several tests or examples) are compiled once per
+machine instead of once per test, which keeps the suite inside its time budget on two cores.
+"""
+
+import os
+
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import jax  # noqa: E402
+
+jax.config.update("jax_compilation_cache_dir", os.path.expanduser(os.environ.get("BRAX_BRIDGE_JAX_CACHE", "~/.cache/brax_bridge/jax")))
+jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)

@@ -1,0 +1,176 @@
+"""The Brax-compatible environment API: registry, wrappers, auto-reset, typing and bad input."""
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from brax_core import envs
+from brax_core.envs import training
+
+
+def _keys(n: int, seed: int = 0) -> jax.Array:
+    return jax.random.split(jax.random.PRNGKey(seed), n)
+
+
+def test_unknown_environment_lists_registered_names():
+    with pytest.raises(ValueError, match="registered environments: .*inverted_pendulum"):
+        envs.get_environment("no_such_env")
+
+
+def test_register_environment_and_create():
+    envs.register_environment("fast_copy", envs.get_environment_class("fast"))
+    env = envs.create("fast_copy", episode_length=10, batch_size=3)
+    state = jax.jit(env.reset)(jax.random.PRNGKey(0))
+    assert state.obs.shape == (3, 2)
+
+
+def test_observation_size_does_not_reset_each_time():
+    env = envs.get_environment("inverted_pendulum")
+    calls = []
+    original = env.reset
+
+    def counting_reset(rng):
+        calls.append(1)
+        return original(rng)
+
+    env.reset = counting_reset
+    assert env.observation_size == 4
+    assert env.observation_size == 4
+    assert len(calls) <= 1
+    assert env.action_size == 1
+    assert float(env.dt) == pytest.approx(0.04)
+
+
+def test_step_compiles_once_and_outputs_are_strongly_typed():
+    env = training.wrap(envs.get_environment("inverted_pendulum"), episode_length=5)
+    reset, step = jax.jit(env.reset), jax.jit(env.step)
+    state = reset(_keys(4))
+    action = jnp.zeros((4, 1), jnp.float32)
+    for _ in range(7):  # crosses the time limit, so auto-reset paths run too
+        state = step(state, action)
+    assert step._cache_size() == 1
+    weak = [jax.tree_util.keystr(p) for p, x in jax.tree_util.tree_leaves_with_path(state) if x.weak_type]
+    assert weak == []
+    assert state.reward.dtype == jnp.float32 and state.done.dtype == jnp.float32
+
+
+def test_episode_wrapper_truncation_and_metrics():
+    env = training.wrap(envs.get_environment("fast"), episode_length=6, action_repeat=2)
+    state = jax.jit(env.reset)(_keys(2))
+    step = jax.jit(env.step)
+    action = jnp.zeros((2, 1), jnp.float32)
+    rewards = []
+    for _ in range(3):
+        state = step(state, action)
+        rewards.append(state.reward)
+    np.testing.assert_array_equal(state.done, [1.0, 1.0])
+    np.testing.assert_array_equal(state.info["truncation"], [1.0, 1.0])
+    np.testing.assert_array_equal(state.info["steps"], [6.0, 6.0])
+    np.testing.assert_allclose(state.info["episode_metrics"]["sum_reward"], sum(rewards), rtol=1e-5)
+    np.testing.assert_array_equal(state.info["episode_metrics"]["length"], [6.0, 6.0])
+    state = step(state, action)  # the next episode starts counting from zero
+    np.testing.assert_array_equal(state.info["steps"], [2.0, 2.0])
+    np.testing.assert_array_equal(state.info["truncation"], [0.0, 0.0])
+    np.testing.assert_allclose(state.info["episode_metrics"]["sum_reward"], state.reward, rtol=1e-6)
+
+
+def test_termination_is_not_truncation():
+    env = training.wrap(envs.get_environment("inverted_pendulum"), episode_length=1000)
+    state = jax.jit(env.reset)(_keys(2))
+    step = jax.jit(env.step)
+    push = jnp.full((2, 1), 3.0, jnp.float32)
+    for _ in range(40):
+        state = step(state, push)
+        if bool(state.done.any()):
+            break
+    assert bool(state.done.all())
+    np.testing.assert_array_equal(state.info["truncation"], [0.0, 0.0])
+    # the terminal observation is kept; the returned observation is the fresh episode's first
+    assert np.all(np.abs(np.asarray(state.info["final_obs"])[:, 1]) > 0.2)
+    assert np.all(np.abs(np.asarray(state.obs)) <= 0.01 + 1e-6)
+
+
+def test_auto_reset_draws_fresh_initial_states_and_brax_mode_reuses_first():
+    base = envs.get_environment("fast")
+    for full_reset, expect_fresh in ((True, True), (False, False)):
+        env = training.wrap(base, episode_length=1, full_reset=full_reset)
+        state = jax.jit(env.reset)(_keys(3))
+        first = np.asarray(state.obs)
+        step = jax.jit(env.step)
+        starts = []
+        for _ in range(3):
+            state = step(state, jnp.ones((3, 1), jnp.float32))
+            starts.append(np.asarray(state.obs))
+        same = all(np.allclose(s, first) for s in starts)
+        assert same != expect_fresh
+        assert not np.allclose(np.asarray(state.info["final_obs"]), np.asarray(state.obs))
+
+
+def _scale_mass(sys, rng):
+    @jax.vmap
+    def randomise(key):
+        scale = jax.random.uniform(key, (), minval=0.5, maxval=1.5)
+        return sys.body_mass * scale  # reads a sys field inside its own vmap
+
+    body_mass = randomise(rng)
+    in_axes = jax.tree.map(lambda _: None, sys)
+    in_axes = in_axes.tree_replace({"body_mass": 0})
+    return sys.tree_replace({"body_mass": body_mass}), in_axes
+
+
+def test_domain_randomization_can_wrap_the_same_env_twice_without_leaking_tracers():
+    env = envs.get_environment("inverted_pendulum")
+    original_mass = np.asarray(env.sys.body_mass)
+    for n in (3, 2):  # training and evaluation wrappers of one env object
+        fn = functools.partial(_scale_mass, rng=_keys(n, seed=n))
+        wrapped = training.wrap(env, episode_length=10, randomization_fn=fn)
+        state = jax.jit(wrapped.reset)(_keys(n))
+        state = jax.jit(wrapped.step)(state, jnp.ones((n, 1), jnp.float32))
+        assert state.obs.shape == (n, 4)
+        assert not isinstance(env.sys.body_mass, jax.core.Tracer)
+    np.testing.assert_array_equal(np.asarray(env.sys.body_mass), original_mass)
+
+
+def test_randomised_masses_change_the_dynamics():
+    env = envs.get_environment("inverted_pendulum")
+    fn = functools.partial(_scale_mass, rng=_keys(2, seed=7))
+    wrapped = training.wrap(env, episode_length=100, randomization_fn=fn)
+    state = wrapped.reset(jnp.stack([jax.random.PRNGKey(1)] * 2))
+    for _ in range(3):
+        state = jax.jit(wrapped.step)(state, jnp.ones((2, 1), jnp.float32))
+    assert not np.allclose(np.asarray(state.obs[0]), np.asarray(state.obs[1]))
+
+
+@pytest.mark.parametrize(
+    "action, match",
+    [
+        (jnp.zeros((4, 2), jnp.float32), r"expected shape \(4, 1\)"),
+        (jnp.zeros((3, 1), jnp.float32), r"expected shape \(4, 1\)"),
+        (jnp.zeros((4, 1), jnp.int32), "floating"),
+    ],
+)
+def test_bad_actions_fail_before_compiling(action, match):
+    env = training.wrap(envs.get_environment("fast"), episode_length=10)
+    state = env.reset(_keys(4))
+    with pytest.raises((ValueError, TypeError), match=match):
+        jax.jit(env.step)(state, action)
+
+
+@pytest.mark.parametrize("kwargs, match", [({"episode_length": 0}, "episode_length"), ({"action_repeat": 0}, "action_repeat")])
+def test_bad_wrap_arguments(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        training.wrap(envs.get_environment("fast"), **kwargs)
+
+
+def test_eval_wrapper_counts_each_episode_once():
+    env = training.EvalWrapper(training.wrap(envs.get_environment("fast"), episode_length=4))
+    state = jax.jit(env.reset)(_keys(2))
+    step = jax.jit(env.step)
+    for _ in range(10):
+        state = step(state, jnp.zeros((2, 1), jnp.float32))
+    metrics = state.info["eval_metrics"]
+    np.testing.assert_array_equal(metrics.episode_steps, [4.0, 4.0])
+    np.testing.assert_array_equal(metrics.active_episodes, [0.0, 0.0])
