@@ -11,6 +11,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import jax  # noqa: E402
 
-jax.config.update("jax_compilation_cache_dir", os.path.expanduser(os.environ.get("BRAX_BRIDGE_JAX_CACHE", "~/.cache/brax_bridge/jax")))
+_CACHE = os.environ.get("BRAX_BRIDGE_JAX_CACHE", "~/.cache/brax_bridge/jax")
+jax.config.update("jax_compilation_cache_dir", os.path.expanduser(_CACHE))
 jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
 jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)

@@ -153,7 +153,9 @@ def test_bad_actions_fail_before_compiling(action, match):
         jax.jit(env.step)(state, action)
 
 
-@pytest.mark.parametrize("kwargs, match", [({"episode_length": 0}, "episode_length"), ({"action_repeat": 0}, "action_repeat")])
+@pytest.mark.parametrize(
+    "kwargs, match", [({"episode_length": 0}, "episode_length"), ({"action_repeat": 0}, "action_repeat")]
+)
 def test_bad_wrap_arguments(kwargs, match):
     with pytest.raises(ValueError, match=match):
         training.wrap(envs.get_environment("fast"), **kwargs)
@@ -168,3 +170,11 @@ def test_eval_wrapper_counts_each_episode_once():
     metrics = state.info["eval_metrics"]
     np.testing.assert_array_equal(metrics.episode_steps, [4.0, 4.0])
     np.testing.assert_array_equal(metrics.active_episodes, [0.0, 0.0])
+
+
+def test_brax_backend_names_port_and_unknown_backend_is_rejected():
+    with pytest.warns(UserWarning, match="MuJoCo MJX"):
+        env = envs.get_environment("inverted_pendulum", backend="generalized")
+    assert env.backend == "mjx"
+    with pytest.raises(ValueError, match="backend must be one of 'mjx'"):
+        envs.get_environment("inverted_pendulum", backend="warp")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import importlib
-from typing import Callable
+from collections.abc import Callable
 
 from brax_core.envs.base import Env, PipelineEnv, State, Wrapper
 from brax_core.envs.wrappers import training

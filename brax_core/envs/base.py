@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import abc
 import contextlib
-from typing import Any, Iterator, Mapping
+import warnings
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -51,6 +53,22 @@ def validate_action(action: Any, action_size: int, batch_shape: tuple[int, ...] 
         raise ValueError(f"action has shape {tuple(shape)}; expected shape {pretty} (action_size={action_size})")
     if not jnp.issubdtype(dtype, jnp.floating):
         raise TypeError(f"action has dtype {dtype}; expected a floating dtype (float32)")
+
+
+# Brax's pipeline names: scripts ported from Brax pass them; every one is simulated by MuJoCo MJX here.
+BRAX_BACKENDS = ("mjx", "generalized", "positional", "spring")
+_warned_backends: set[str] = set()
+
+
+def _check_backend(backend: str) -> None:
+    if backend not in BRAX_BACKENDS:
+        raise ValueError(f"backend must be one of {', '.join(map(repr, BRAX_BACKENDS))}; got {backend!r}")
+    if backend != "mjx" and backend not in _warned_backends:
+        _warned_backends.add(backend)
+        warnings.warn(
+            f"backend={backend!r}: brax_core simulates every environment with MuJoCo MJX; using 'mjx'",
+            stacklevel=3,
+        )
 
 
 class Env(abc.ABC):
@@ -113,12 +131,11 @@ class PipelineEnv(Env):
         debug: bool = False,
         mj_model: mujoco.MjModel | None = None,
     ):
-        if backend != "mjx":
-            raise ValueError(f"backend must be 'mjx' (brax_core runs on MuJoCo MJX only), got {backend!r}")
+        _check_backend(backend)
         if not isinstance(n_frames, int) or n_frames < 1:
             raise ValueError(f"n_frames must be an integer >= 1, got {n_frames!r}")
         self.sys = sys
-        self._backend = backend
+        self._backend = "mjx"
         self._n_frames = n_frames
         self._debug = debug
         if mj_model is None:
@@ -127,7 +144,9 @@ class PipelineEnv(Env):
             mj_model = mjcf.native_model(sys)
         self.mj_model = mj_model
 
-    def pipeline_init(self, q: jax.Array, qd: jax.Array, act: jax.Array | None = None, ctrl: jax.Array | None = None) -> mjx.Data:
+    def pipeline_init(
+        self, q: jax.Array, qd: jax.Array, act: jax.Array | None = None, ctrl: jax.Array | None = None
+    ) -> mjx.Data:
         """Initialises the pipeline state at positions ``q`` and velocities ``qd``."""
         data = mjx.make_data(self.sys)
         data = data.replace(qpos=q, qvel=qd)

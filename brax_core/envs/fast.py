@@ -53,7 +53,8 @@ class Fast(Env):
         distance = jnp.abs(position[0])
         reward = 1.0 - jnp.minimum(distance, 1.0)
         metrics = dict(state.metrics, distance=distance)
-        return state.replace(pipeline_state=pipeline_state, obs=self._obs(pipeline_state), reward=reward, metrics=metrics)
+        obs = self._obs(pipeline_state)
+        return state.replace(pipeline_state=pipeline_state, obs=obs, reward=reward, metrics=metrics)
 
     @staticmethod
     def _obs(pipeline_state: FastPipelineState) -> jax.Array:

@@ -13,7 +13,8 @@ Same names and call signatures as Brax's ``brax.envs.wrappers.training``, with i
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -186,8 +187,9 @@ class AutoResetWrapper(Wrapper):
         else:
             pipeline_state, obs = state.info["first_pipeline_state"], state.info["first_obs"]
             info = state.info
-        pipeline_state = jax.tree.map(lambda new, old: _where_done(done, new, old), pipeline_state, state.pipeline_state)
-        obs = jax.tree.map(lambda new, old: _where_done(done, new, old), obs, state.obs)
+        select = lambda new, old: _where_done(done, new, old)
+        pipeline_state = jax.tree.map(select, pipeline_state, state.pipeline_state)
+        obs = jax.tree.map(select, obs, state.obs)
         return state.replace(pipeline_state=pipeline_state, obs=obs, info=info)
 
 
