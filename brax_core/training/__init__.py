@@ -1,0 +1,1 @@
+"""Training algorithms and their building blocks (``brax.training`` counterpart)."""

@@ -1,0 +1,1 @@
+"""Utilities adapted in spirit from Acme: running observation statistics."""

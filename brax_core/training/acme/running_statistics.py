@@ -1,0 +1,154 @@
+"""Running mean and standard deviation of observations (``brax.training.acme.running_statistics``).
+
+Statistics are merged batch by batch with Welford's parallel update, so a stream of batches gives the same
+mean and variance as one pass over all the data, in float32 without catastrophic cancellation. Under ``pmap``
+or ``shard_map`` the per-device counts and sums are added across devices, so every device holds the same state.
+
+Definition (mirrored by the torch trainer):
+  count'  = count + n
+  mean'   = mean + sum(x - mean) / count'
+  summed_variance' = summed_variance + sum((x - mean) * (x - mean'))
+  std'    = clip(sqrt(summed_variance' / count'), std_min_value, std_max_value)
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from flax import struct
+
+Nest = Any
+
+
+@struct.dataclass
+class NestedMeanStd:
+    """A container for running statistics (mean, std) of possibly nested data."""
+
+    mean: Nest
+    std: Nest
+
+
+@struct.dataclass
+class RunningStatisticsState(NestedMeanStd):
+    """Full state of running statistics computation."""
+
+    count: jax.Array
+    summed_variance: Nest
+
+
+def _zeros_like_spec(x: Any) -> jax.Array:
+    return jnp.zeros(getattr(x, "shape", ()), jnp.float32)
+
+
+def init_state(nest: Nest) -> RunningStatisticsState:
+    """Initial statistics for data shaped like ``nest`` (arrays or ``jax.ShapeDtypeStruct``s, no batch dims)."""
+    zeros = jax.tree.map(_zeros_like_spec, nest)
+    ones = jax.tree.map(lambda z: jnp.ones_like(z), zeros)
+    return RunningStatisticsState(count=jnp.zeros((), jnp.float32), mean=zeros, summed_variance=zeros, std=ones)
+
+
+def _batch_axes(batch_leaf: jax.Array, stat_leaf: jax.Array, validate_shapes: bool) -> tuple[int, ...]:
+    n_batch = batch_leaf.ndim - stat_leaf.ndim
+    if validate_shapes and (n_batch < 0 or tuple(batch_leaf.shape[n_batch:]) != tuple(stat_leaf.shape)):
+        raise ValueError(
+            f"batch leaf of shape {tuple(batch_leaf.shape)} does not end with the statistics shape "
+            f"{tuple(stat_leaf.shape)}"
+        )
+    return tuple(range(n_batch))
+
+
+def update(
+    state: RunningStatisticsState,
+    batch: Nest,
+    *,
+    weights: jax.Array | None = None,
+    std_min_value: float = 1e-6,
+    std_max_value: float = 1e6,
+    pmap_axis_name: str | tuple[str, ...] | None = None,
+    validate_shapes: bool = True,
+) -> RunningStatisticsState:
+    """Merges a batch (leading dims are batch dims) into the running statistics.
+
+    Args:
+      state: the current statistics.
+      batch: data with the structure of the statistics and extra leading batch dimensions.
+      weights: optional per-sample weights with the batch dims' shape (0 drops a sample, e.g. padding).
+      std_min_value: lower clip of the reported std.
+      std_max_value: upper clip of the reported std.
+      pmap_axis_name: axis name(s) to sum counts and moments over when running under ``pmap``/``shard_map``.
+      validate_shapes: check that every batch leaf ends with its statistic's shape.
+    """
+    if std_min_value > std_max_value:
+        raise ValueError(f"std_min_value ({std_min_value}) must not exceed std_max_value ({std_max_value})")
+    first_batch = jax.tree.leaves(batch)[0]
+    first_stat = jax.tree.leaves(state.mean)[0]
+    batch_axes = _batch_axes(first_batch, first_stat, validate_shapes)
+    batch_shape = first_batch.shape[: len(batch_axes)]
+    if weights is None:
+        step_count = jnp.asarray(float(math.prod(batch_shape)), jnp.float32)
+    else:
+        if tuple(weights.shape) != tuple(batch_shape):
+            raise ValueError(
+                f"weights have shape {tuple(weights.shape)}; expected the batch shape {tuple(batch_shape)}"
+            )
+        step_count = jnp.sum(weights.astype(jnp.float32))
+    if pmap_axis_name is not None:
+        step_count = jax.lax.psum(step_count, axis_name=pmap_axis_name)
+    count = state.count + step_count
+
+    def weighted(x: jax.Array) -> jax.Array:
+        if weights is None:
+            return x
+        return x * jnp.reshape(weights, weights.shape + (1,) * (x.ndim - weights.ndim)).astype(x.dtype)
+
+    def total(x: jax.Array, axes: tuple[int, ...]) -> jax.Array:
+        s = jnp.sum(x, axis=axes)
+        return jax.lax.psum(s, axis_name=pmap_axis_name) if pmap_axis_name is not None else s
+
+    def moments(mean: jax.Array, summed_variance: jax.Array, x: jax.Array) -> tuple[jax.Array, jax.Array]:
+        axes = _batch_axes(x, mean, validate_shapes)
+        x = x.astype(jnp.float32)
+        diff_to_old_mean = x - mean
+        new_mean = mean + total(weighted(diff_to_old_mean), axes) / count
+        diff_to_new_mean = x - new_mean
+        new_summed_variance = summed_variance + total(weighted(diff_to_old_mean * diff_to_new_mean), axes)
+        # Rounding can leave a tiny negative total where a feature is constant.
+        return new_mean, jnp.maximum(new_summed_variance, 0.0)
+
+    treedef = jax.tree.structure(state.mean)
+    leaves = zip(
+        jax.tree.leaves(state.mean), jax.tree.leaves(state.summed_variance), treedef.flatten_up_to(batch), strict=True
+    )
+    pairs = [moments(m, sv, x) for m, sv, x in leaves]
+    mean = jax.tree.unflatten(treedef, [p[0] for p in pairs])
+    summed_variance = jax.tree.unflatten(treedef, [p[1] for p in pairs])
+    std = jax.tree.map(lambda sv: jnp.clip(jnp.sqrt(sv / count), std_min_value, std_max_value), summed_variance)
+    return RunningStatisticsState(count=count, mean=mean, summed_variance=summed_variance, std=std)
+
+
+def normalize(batch: Nest, mean_std: NestedMeanStd, max_abs_value: float | None = None) -> Nest:
+    """``(x - mean) / std``, optionally clipped to ``[-max_abs_value, max_abs_value]``."""
+
+    def one(x: jax.Array, mean: jax.Array, std: jax.Array) -> jax.Array:
+        if not jnp.issubdtype(x.dtype, jnp.floating):
+            return x
+        y = (x - mean) / std
+        if max_abs_value is not None:
+            y = jnp.clip(y, -max_abs_value, max_abs_value)
+        return y
+
+    return jax.tree.map(one, batch, mean_std.mean, mean_std.std)
+
+
+def denormalize(batch: Nest, mean_std: NestedMeanStd) -> Nest:
+    """The inverse of ``normalize`` (without clipping): ``x * std + mean``."""
+
+    def one(x: jax.Array, mean: jax.Array, std: jax.Array) -> jax.Array:
+        if not jnp.issubdtype(x.dtype, jnp.floating):
+            return x
+        return x * std + mean
+
+    return jax.tree.map(one, batch, mean_std.mean, mean_std.std)

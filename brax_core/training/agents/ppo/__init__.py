@@ -1,0 +1,1 @@
+"""Proximal policy optimisation (``brax.training.agents.ppo`` counterpart)."""
