@@ -178,3 +178,14 @@ def test_brax_backend_names_port_and_unknown_backend_is_rejected():
     assert env.backend == "mjx"
     with pytest.raises(ValueError, match="backend must be one of 'mjx'"):
         envs.get_environment("inverted_pendulum", backend="warp")
+
+
+def test_pipeline_state_has_brax_views():
+    env = envs.get_environment("inverted_pendulum")
+    state = jax.jit(env.reset)(jax.random.PRNGKey(0))
+    ps = state.pipeline_state
+    np.testing.assert_array_equal(ps.q, ps.qpos)
+    np.testing.assert_array_equal(ps.qd, ps.qvel)
+    assert ps.x.pos.shape == (env.sys.nbody - 1, 3) and ps.x.rot.shape == (env.sys.nbody - 1, 4)
+    stepped = jax.jit(env.step)(state, jnp.zeros(1, jnp.float32))
+    assert type(stepped.pipeline_state) is type(ps)

@@ -18,7 +18,7 @@ import mujoco
 from flax import struct
 from mujoco import mjx
 
-from brax_core import _quiet  # noqa: F401
+from brax_core import _quiet, base  # noqa: F401
 
 ObservationSize = int | Mapping[str, tuple[int, ...] | int]
 
@@ -146,9 +146,9 @@ class PipelineEnv(Env):
 
     def pipeline_init(
         self, q: jax.Array, qd: jax.Array, act: jax.Array | None = None, ctrl: jax.Array | None = None
-    ) -> mjx.Data:
+    ) -> base.State:
         """Initialises the pipeline state at positions ``q`` and velocities ``qd``."""
-        data = mjx.make_data(self.sys)
+        data = base.from_data(mjx.make_data(self.sys))
         data = data.replace(qpos=q, qvel=qd)
         if act is not None:
             data = data.replace(act=act)
