@@ -1,0 +1,130 @@
+"""brax_core.io.html: a self-contained trajectory viewer whose embedded data matches the states given."""
+
+import json
+import re
+
+import jax
+import mujoco
+import numpy as np
+import pytest
+from mujoco import mjx
+
+from brax_core.envs import _assets
+from brax_core.io import html, image
+
+SCENE_XML = """
+<mujoco>
+  <asset><mesh name="tet" vertex="0 0 0  1 0 0  0 1 0  0 0 1"/></asset>
+  <worldbody>
+    <geom name="floor" type="plane" size="0 0 1" rgba="0.5 0.5 0.5 1"/>
+    <geom name="hidden" type="box" size="1 1 1" group="3"/>
+    <body name="ball" pos="0 0 1">
+      <freejoint/>
+      <geom name="s" type="sphere" size="0.1"/>
+      <geom name="c" type="capsule" fromto="0 0 0 0.3 0 0" size="0.05"/>
+      <geom name="y" type="cylinder" size="0.05 0.1" pos="0 0.2 0"/>
+      <geom name="b" type="box" size="0.1 0.2 0.3" pos="0 -0.2 0"/>
+      <geom name="e" type="ellipsoid" size="0.1 0.2 0.05" pos="0.3 0.3 0"/>
+      <geom name="m" type="mesh" mesh="tet"/>
+    </body>
+  </worldbody>
+</mujoco>
+"""
+
+
+@pytest.fixture(scope="module")
+def pendulum():
+    sys, mj_model = _assets.load("inverted_pendulum")
+    data = mujoco.MjData(mj_model)
+    frames = []
+    for _ in range(12):
+        data.ctrl[:] = 0.3
+        mujoco.mj_step(mj_model, data)
+        frames.append(mjx.put_data(mj_model, data))  # real mjx.Data, made without compiling anything
+    return sys, mj_model, frames
+
+
+def _payload(page: str) -> dict:
+    match = re.search(r'<script id="bb-data" type="application/json">(.*?)</script>', page, re.S)
+    assert match, "the trajectory JSON block is missing"
+    return json.loads(match.group(1))
+
+
+def test_page_is_self_contained_and_data_matches_states(pendulum):
+    sys, mj_model, frames = pendulum
+    page = html.render(sys, frames, height=300)
+    assert page.startswith("<!DOCTYPE html>") and page.rstrip().endswith("</html>")
+    assert "http://" not in page and "https://" not in page and "src=" not in page  # nothing fetched
+    assert "height:300px" in page
+    data = _payload(page)
+    assert data["frames"] == 12 and data["nbody"] == mj_model.nbody
+    np.testing.assert_allclose(data["xpos"][5], np.asarray(frames[5].xpos), atol=1e-5)
+    np.testing.assert_allclose(data["xquat"][11], np.asarray(frames[11].xquat), atol=1e-5)
+    names = {g["name"]: g for g in data["geoms"]}
+    assert set(names) == {"rail", "cart", "pole"}
+    assert names["pole"]["type"] == "capsule" and names["pole"]["body"] == 2
+    np.testing.assert_allclose(names["pole"]["size"][:2], mj_model.geom_size[2][:2], atol=1e-5)
+    assert data["dt"] == pytest.approx(float(mj_model.opt.timestep))
+
+
+def test_batched_pipeline_state_and_states_holding_it(pendulum):
+    sys, _, frames = pendulum
+    stacked = jax.tree.map(lambda *xs: np.stack(xs), *frames)  # one mjx.Data with a leading time axis
+    from_stacked = _payload(html.render(sys, stacked, dt=0.04))
+    from_list = _payload(html.render(sys, frames, dt=0.04))
+    assert from_stacked["xpos"] == from_list["xpos"] and from_stacked["dt"] == 0.04
+
+    class Holder:  # a brax_core State carries the physics in .pipeline_state
+        def __init__(self, data):
+            self.pipeline_state = data
+
+    assert _payload(html.render(sys, [Holder(f) for f in frames]))["xquat"] == from_list["xquat"]
+    assert "height:100vh" in html.render(sys, frames, colab=False)
+
+
+def test_every_geom_type_is_exported_and_hidden_groups_are_not():
+    model = mujoco.MjModel.from_xml_string(SCENE_XML)
+    data = mujoco.MjData(model)
+    mujoco.mj_forward(model, data)
+    payload = _payload(html.render(model, [data]))
+    kinds = {g["name"]: g["type"] for g in payload["geoms"]}
+    assert kinds == {"floor": "plane", "s": "sphere", "c": "capsule", "y": "cylinder", "b": "box",
+                     "e": "ellipsoid", "m": "mesh"}
+    mesh = next(g for g in payload["geoms"] if g["type"] == "mesh")["mesh"]
+    assert len(mesh["vert"]) == 3 * 4 and len(mesh["face"]) == 3 * 4  # a tetrahedron
+
+
+def test_bad_input_is_named(pendulum):
+    sys, mj_model, frames = pendulum
+    with pytest.raises(ValueError, match="states is empty"):
+        html.render(sys, [])
+    with pytest.raises(TypeError, match="xpos"):
+        html.render(sys, [np.zeros(3)])
+    batched = jax.tree.map(lambda *xs: np.stack(xs), *frames)
+    two_envs = jax.tree.map(lambda x: np.stack([x, x], axis=1), batched)
+    with pytest.raises(ValueError, match="indexed to one"):
+        html.render(sys, two_envs)
+    with pytest.raises(ValueError, match="height"):
+        html.render(sys, frames, height=10)
+    with pytest.raises(TypeError, match="sys must be"):
+        html.render(object(), frames)
+    with pytest.raises(ValueError, match="dt"):
+        html.render(sys, frames, dt=0.0)
+
+
+def test_video_frames_or_a_clear_message(pendulum, tmp_path):
+    sys, _, frames = pendulum
+    if image.backend_available() is None:
+        with pytest.raises(image.RenderingUnavailable, match="MUJOCO_GL"):
+            image.render_array(sys, frames[:2])
+        return
+    pixels = image.render_array(sys, frames[:3], height=48, width=64)
+    assert pixels.shape == (3, 48, 64, 3) and pixels.dtype == np.uint8
+    assert pixels.max() > 0  # something was drawn
+    path = image.save_video(tmp_path / "a.gif", pixels, fps=25)
+    from PIL import Image
+
+    with Image.open(path) as gif:
+        assert gif.n_frames == 3
+    with pytest.raises(ValueError, match=".gif or .mp4"):
+        image.save_video(tmp_path / "a.avi", pixels, fps=25)
