@@ -1,0 +1,146 @@
+"""GAE and the PPO loss, with the JAX PPO's semantics (``brax_core.training.agents.ppo.losses``).
+
+``compute_gae`` is time-major (``[T, B]``) like its JAX twin; ``compute_ppo_loss`` takes a minibatch TensorDict in
+the rollout layout ``[B, T]`` and transposes internally.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+from tensordict import TensorDictBase
+
+from torch_ppo.networks import PPOModules, tanh_normal_entropy, tanh_normal_log_prob
+
+
+@torch.no_grad()
+def compute_gae(
+    truncation: torch.Tensor,
+    termination: torch.Tensor,
+    rewards: torch.Tensor,
+    values: torch.Tensor,
+    bootstrap_value: torch.Tensor,
+    lambda_: float = 1.0,
+    discount: float = 0.99,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """λ-returns ``vs`` and advantages, time-major ``[T, B]`` (``bootstrap_value`` is ``[B]``).
+
+    TD errors are masked by truncation; advantages are the one-step TD error against the value *targets*:
+    ``(r_t + γ(1 - term_t) vs_{t+1} - V_t)(1 - trunc_t)``. Neither output carries gradient.
+    """
+    truncation_mask = 1.0 - truncation
+    continuation = discount * (1.0 - termination)
+    values_next = torch.cat([values[1:], bootstrap_value.unsqueeze(0)], dim=0)
+    deltas = (rewards + continuation * values_next - values) * truncation_mask
+    decay = continuation * truncation_mask * lambda_
+    acc = torch.zeros_like(bootstrap_value)
+    vs_minus_v = []
+    for t in range(rewards.shape[0] - 1, -1, -1):
+        acc = deltas[t] + decay[t] * acc
+        vs_minus_v.append(acc)
+    vs = torch.stack(vs_minus_v[::-1], dim=0) + values
+    vs_next = torch.cat([vs[1:], bootstrap_value.unsqueeze(0)], dim=0)
+    advantages = (rewards + continuation * vs_next - values) * truncation_mask
+    return vs, advantages
+
+
+@torch.no_grad()
+def compute_gae_bootstrapped(
+    truncation: torch.Tensor,
+    termination: torch.Tensor,
+    rewards: torch.Tensor,
+    values: torch.Tensor,
+    next_values: torch.Tensor,
+    lambda_: float = 1.0,
+    discount: float = 0.99,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """GAE that keeps time-limit steps, bootstrapping them from ``next_values`` (V of the true final observation).
+
+    ``next_values[t]`` is the value of the observation transition ``t`` reached. The λ-trace is cut at every episode
+    end; a truncated step's target is ``r_t + γ V(final_obs_t)``. Time-major ``[T, B]``.
+    """
+    episode_continues = 1.0 - truncation
+    continuation = discount * (1.0 - termination)
+    deltas = rewards + continuation * next_values - values
+    decay = continuation * episode_continues * lambda_
+    acc = torch.zeros_like(next_values[-1])
+    vs_minus_v = []
+    for t in range(rewards.shape[0] - 1, -1, -1):
+        acc = deltas[t] + decay[t] * acc
+        vs_minus_v.append(acc)
+    vs = torch.stack(vs_minus_v[::-1], dim=0) + values
+    following_vs = torch.cat([vs[1:], next_values[-1:]], dim=0)
+    next_targets = torch.where(truncation > 0, next_values, following_vs)
+    advantages = rewards + continuation * next_targets - values
+    return vs, advantages
+
+
+class LossTerms(NamedTuple):
+    total_loss: torch.Tensor
+    policy_loss: torch.Tensor
+    v_loss: torch.Tensor
+    entropy_loss: torch.Tensor
+    entropy: torch.Tensor
+    approx_kl: torch.Tensor
+
+
+def compute_ppo_loss(
+    modules: PPOModules,
+    batch: TensorDictBase,
+    entropy_noise: torch.Tensor,
+    entropy_cost: float = 1e-4,
+    discounting: float = 0.9,
+    reward_scaling: float = 1.0,
+    gae_lambda: float = 0.95,
+    clipping_epsilon: float = 0.3,
+    normalize_advantage: bool = True,
+    vf_loss_coefficient: float = 0.5,
+    bootstrap_on_timeout: bool = False,
+) -> LossTerms:
+    """Clipped-surrogate PPO loss on a ``[B, T]`` minibatch.
+
+    ``batch`` holds ``observation``, ``raw_action``, ``action_log_prob`` (behaviour), ``("next", "reward")``,
+    ``("next", "terminated")``, ``("next", "truncated")`` and ``("next", "final_observation")`` (the observation
+    each transition reached, before any auto-reset: where it differs from the post-reset observation the JAX side's
+    mask or termination factor zeroes its weight, so using it everywhere is the same computation).
+    ``entropy_noise`` (``[T, B, action_size]``, standard normal) is the sample at which
+    the entropy estimate evaluates the tanh jacobian, passed in so the loss is a pure function of its inputs.
+    """
+    data = batch.transpose(0, 1)  # time-major [T, B], as the JAX loss
+    observation = data.get("observation")
+    final_obs = data.get(("next", "final_observation"))
+    num_steps = observation.shape[0]
+    # One value pass over observations and bootstrap observations: [T + 1, B] (or [2T, B] with bootstrapping).
+    bootstrap_obs = final_obs if bootstrap_on_timeout else final_obs[-1:]
+    all_values = modules.value(torch.cat([observation, bootstrap_obs], dim=0)).squeeze(-1)
+    baseline = all_values[:num_steps]
+    next_values = all_values[num_steps:].detach()
+
+    rewards = data.get(("next", "reward")).squeeze(-1) * reward_scaling
+    truncation = data.get(("next", "truncated")).squeeze(-1).to(rewards.dtype)
+    termination = data.get(("next", "terminated")).squeeze(-1).to(rewards.dtype)
+
+    loc, scale = modules.policy(observation)
+    target_log_prob = tanh_normal_log_prob(loc, scale, data.get("raw_action"))
+    behaviour_log_prob = data.get("action_log_prob")
+
+    gae = compute_gae_bootstrapped if bootstrap_on_timeout else compute_gae
+    bootstrap = next_values if bootstrap_on_timeout else next_values[0]
+    vs, advantages = gae(truncation, termination, rewards, baseline.detach(), bootstrap, gae_lambda, discounting)
+    if normalize_advantage:
+        advantages = (advantages - advantages.mean()) / (advantages.std(correction=0) + 1e-8)
+    log_ratio = target_log_prob - behaviour_log_prob
+    rho = torch.exp(log_ratio)
+    surrogate1 = rho * advantages
+    surrogate2 = rho.clamp(1.0 - clipping_epsilon, 1.0 + clipping_epsilon) * advantages
+    policy_loss = -torch.minimum(surrogate1, surrogate2).mean()
+
+    v_error = vs - baseline
+    v_loss = (v_error * v_error).mean() * 0.5 * vf_loss_coefficient
+
+    entropy = tanh_normal_entropy(loc, scale, entropy_noise).mean()
+    entropy_loss = -entropy_cost * entropy
+    total = policy_loss + v_loss + entropy_loss
+    approx_kl = ((rho - 1.0) - log_ratio).mean().detach()
+    return LossTerms(total, policy_loss, v_loss, entropy_loss, entropy, approx_kl)

@@ -1,0 +1,70 @@
+"""Running observation statistics (Welford), the torch twin of ``brax_core.training.acme.running_statistics``.
+
+The state lives in buffers of one ``nn.Module`` so it moves with ``.to(device)``, is saved by ``state_dict`` and is
+shared by the actor and the critic (both normalise with the same statistics, as in the JAX PPO).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+STD_MIN = 1e-6
+STD_MAX = 1e6
+
+
+class RunningNormalizer(nn.Module):
+    """Observation normaliser with the JAX side's update and clipping rules.
+
+    ``count``, ``mean``, ``summed_variance`` and ``std`` mirror ``RunningStatisticsState``; ``std`` is clipped to
+    ``[1e-6, 1e6]`` after every update and starts at one, so an unused normaliser is the identity.
+    """
+
+    def __init__(self, size: int, enabled: bool = True, max_abs_value: float | None = None):
+        super().__init__()
+        self.size = int(size)
+        self.enabled = bool(enabled)
+        self.max_abs_value = max_abs_value
+        # float64 count: exact for any realistic number of samples (float32 stops counting at 2**24).
+        self.register_buffer("count", torch.zeros((), dtype=torch.float64))
+        self.register_buffer("mean", torch.zeros(self.size))
+        self.register_buffer("summed_variance", torch.zeros(self.size))
+        self.register_buffer("std", torch.ones(self.size))
+
+    def forward(self, observation: torch.Tensor) -> torch.Tensor:
+        if not self.enabled:
+            return observation
+        normalized = (observation - self.mean) / self.std
+        if self.max_abs_value is not None:
+            normalized = normalized.clamp(-self.max_abs_value, self.max_abs_value)
+        return normalized
+
+    @torch.no_grad()
+    def update(self, batch: torch.Tensor, process_group: dist.ProcessGroup | None = None) -> None:
+        """Folds ``batch`` (any leading dims, last dim = size) into the statistics.
+
+        With ``process_group`` the batch is the union over all ranks (two all-reduces), so every rank ends with the
+        same statistics, like the JAX side's device-synchronised update.
+        """
+        if not self.enabled:
+            return
+        flat = batch.reshape(-1, self.size).to(self.mean.dtype)
+        batch_count = torch.tensor(float(flat.shape[0]), dtype=torch.float64, device=flat.device)
+        batch_sum_diff = (flat - self.mean).sum(0)
+        if process_group is not None:
+            packed = torch.cat([batch_count.to(flat.dtype).reshape(1), batch_sum_diff])
+            dist.all_reduce(packed, group=process_group)
+            batch_count = packed[0].to(torch.float64).round()
+            batch_sum_diff = packed[1:]
+        count = self.count + batch_count
+        mean = self.mean + batch_sum_diff / count.to(flat.dtype)
+        variance_update = ((flat - self.mean) * (flat - mean)).sum(0)
+        if process_group is not None:
+            dist.all_reduce(variance_update, group=process_group)
+        summed_variance = self.summed_variance + variance_update
+        std = torch.sqrt(torch.clamp(summed_variance / count.to(flat.dtype), min=0.0)).clamp(STD_MIN, STD_MAX)
+        self.count.copy_(count)
+        self.mean.copy_(mean)
+        self.summed_variance.copy_(summed_variance)
+        self.std.copy_(std)

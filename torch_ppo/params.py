@@ -1,0 +1,97 @@
+"""What ``torch_ppo.train`` returns: parameters as a named triple, and ``make_policy`` over them.
+
+``TorchPPOParams(normalizer_params, policy_params, value_params)`` has the JAX side's field names and order. Each
+field is a plain ``dict`` of tensors (normaliser statistics ``count/mean/summed_variance/std``; MLP state dicts with
+keys ``hidden_i.weight`` / ``hidden_i.bias``), detached copies that later training never mutates.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Mapping
+from typing import Any, NamedTuple
+
+import torch
+
+from torch_ppo.networks import PPOModules, tanh_normal_log_prob
+
+TorchPolicy = Callable[..., tuple[torch.Tensor, dict[str, torch.Tensor]]]
+
+
+class TorchPPOParams(NamedTuple):
+    normalizer_params: dict[str, torch.Tensor]
+    policy_params: dict[str, torch.Tensor]
+    value_params: dict[str, torch.Tensor]
+
+
+_NORMALIZER_KEYS = ("count", "mean", "summed_variance", "std")
+_PARAMS_HELP = (
+    "make_policy expects TorchPPOParams(normalizer_params, policy_params, value_params) as returned by train, "
+    "a (normalizer_params, policy_params) pair, or any object with .normalizer_params and .policy_params"
+)
+
+
+def params_of(modules: PPOModules) -> TorchPPOParams:
+    """A detached snapshot of the trainable state of ``modules``."""
+    snap = lambda sd: {k: v.detach().clone() for k, v in sd.items()}
+    normalizer = {k: getattr(modules.normalizer, k).detach().clone() for k in _NORMALIZER_KEYS}
+    return TorchPPOParams(normalizer, snap(modules.policy.mlp.state_dict()), snap(modules.value.mlp.state_dict()))
+
+
+def policy_params_of(params: Any) -> tuple[Mapping[str, torch.Tensor], Mapping[str, torch.Tensor]]:
+    """``(normalizer_params, policy_params)`` from any of the accepted structures (TypeError otherwise)."""
+    if hasattr(params, "normalizer_params") and hasattr(params, "policy_params"):
+        return params.normalizer_params, params.policy_params
+    if isinstance(params, Mapping):
+        if "normalizer_params" in params and "policy_params" in params:
+            return params["normalizer_params"], params["policy_params"]
+        raise TypeError(f"{_PARAMS_HELP}; got a mapping with keys {sorted(map(str, params))}")
+    if isinstance(params, (tuple, list)) and len(params) in (2, 3):
+        return params[0], params[1]
+    described = type(params).__name__
+    if isinstance(params, (tuple, list)):
+        described += f" of length {len(params)}"
+    raise TypeError(f"{_PARAMS_HELP}; got {described}")
+
+
+def load_params(modules: PPOModules, params: Any) -> PPOModules:
+    """Copies ``params`` (full triple, or the policy pair) into ``modules`` in place and returns them."""
+    normalizer_params, policy_params = policy_params_of(params)
+    with torch.no_grad():
+        for key in _NORMALIZER_KEYS:
+            getattr(modules.normalizer, key).copy_(torch.as_tensor(normalizer_params[key]))
+        modules.policy.mlp.load_state_dict(policy_params)
+        value_params = getattr(params, "value_params", None)
+        if value_params is None and isinstance(params, (tuple, list)) and len(params) == 3:
+            value_params = params[2]
+        if value_params is not None:
+            modules.value.mlp.load_state_dict(value_params)
+    return modules
+
+
+def make_inference_fn(modules: PPOModules) -> Callable[..., TorchPolicy]:
+    """``make_policy(params, deterministic=False) -> policy(observation, generator=None) -> (action, extras)``.
+
+    The policy owns a private copy of the networks, so training on ``modules`` never changes it.
+    """
+    template = copy.deepcopy(modules)
+
+    def make_policy(params: Any, deterministic: bool = False) -> TorchPolicy:
+        own = load_params(copy.deepcopy(template), params)
+        own.eval()
+
+        @torch.no_grad()
+        def policy(
+            observation: torch.Tensor, generator: torch.Generator | None = None
+        ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+            loc, scale = own.policy(observation)
+            if deterministic:
+                return torch.tanh(loc), {}
+            noise = torch.randn(loc.shape, generator=generator, device=loc.device, dtype=loc.dtype)
+            raw = loc + scale * noise
+            return torch.tanh(raw), {"log_prob": tanh_normal_log_prob(loc, scale, raw), "raw_action": raw}
+
+        policy.modules = own  # for export / transfer to JAX
+        return policy
+
+    return make_policy
