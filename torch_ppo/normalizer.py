@@ -62,8 +62,9 @@ class RunningNormalizer(nn.Module):
         variance_update = ((flat - self.mean) * (flat - mean)).sum(0)
         if process_group is not None:
             dist.all_reduce(variance_update, group=process_group)
-        summed_variance = self.summed_variance + variance_update
-        std = torch.sqrt(torch.clamp(summed_variance / count.to(flat.dtype), min=0.0)).clamp(STD_MIN, STD_MAX)
+        # Rounding can leave a tiny negative total where a feature is constant (clamped as on the JAX side).
+        summed_variance = torch.clamp(self.summed_variance + variance_update, min=0.0)
+        std = torch.sqrt(summed_variance / count.to(flat.dtype)).clamp(STD_MIN, STD_MAX)
         self.count.copy_(count)
         self.mean.copy_(mean)
         self.summed_variance.copy_(summed_variance)
