@@ -1,0 +1,42 @@
+"""Environment facts for the ``envs`` table, found without compiling or stepping any physics."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from brax_core import envs
+
+
+@dataclasses.dataclass(frozen=True)
+class EnvInfo:
+    name: str
+    observation_size: int | str | None
+    action_size: int | None
+    episode_length: int | None
+    dt: float | None
+    error: str | None = None
+
+
+def describe(name: str) -> EnvInfo:
+    """Sizes come from the model and from abstract evaluation of ``reset`` (``jax.eval_shape``): no compile."""
+    try:
+        env_class = envs.get_environment_class(name)
+        env = env_class()
+        obs = env.observation_size  # eval_shape of reset, cached by Env
+        if isinstance(obs, dict):
+            obs = ", ".join(f"{k}: {v}" for k, v in obs.items())
+        return EnvInfo(
+            name=name,
+            observation_size=obs,
+            action_size=int(env.action_size),
+            episode_length=int(getattr(env_class, "default_episode_length", 1000)),
+            dt=round(float(env.dt), 6),  # float32 timestep shown as the decimal it was written as
+        )
+    except Exception as err:  # one broken or unfinished env must not hide the others
+        return EnvInfo(name, None, None, None, None, error=f"{type(err).__name__}: {err}".splitlines()[0][:120])
+
+
+def describe_all(names: list[str] | None = None) -> list[EnvInfo]:
+    """Facts for ``names`` (default: every registered environment), in registry order."""
+    wanted = set(names) if names else None
+    return [describe(name) for name in envs.registered_names() if wanted is None or name in wanted]

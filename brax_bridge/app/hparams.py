@@ -1,0 +1,256 @@
+"""PPO hyperparameters as the command line sees them: one spec per name, presets, validation, per-trainer kwargs.
+
+Both trainers take Brax's argument names, so one resolved dict drives either; only the network settings
+differ in how they are passed (JAX: a ``network_factory``; torch: plain keyword arguments).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import inspect
+from collections.abc import Callable, Mapping
+from typing import Any
+
+ACTIVATIONS = ("relu", "tanh", "sigmoid", "swish", "silu", "elu", "gelu", "leaky_relu", "softplus")
+TRAINERS = ("jax", "torch")
+NETWORK_KEYS = ("policy_hidden_layer_sizes", "value_hidden_layer_sizes", "activation")
+
+
+@dataclasses.dataclass(frozen=True)
+class HParam:
+    """One hyperparameter: its kind ('int', 'float', 'bool', 'sizes', 'choice'), range and help line."""
+
+    name: str
+    kind: str
+    help: str
+    default: Any = None
+    minimum: float | None = None
+    maximum: float | None = None
+    min_open: bool = False  # True: the minimum itself is not allowed
+    optional: bool = False  # None is a valid value (e.g. max_grad_norm: no clipping)
+    choices: tuple[str, ...] = ()
+    trainers: tuple[str, ...] = TRAINERS
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+
+# Defaults follow Brax's PPO; a preset replaces them, a flag replaces both.
+SPECS: tuple[HParam, ...] = (
+    HParam("num_timesteps", "int", "total environment steps to train", 1_000_000, minimum=0),
+    HParam("episode_length", "int", "steps per episode before the time limit (default: the env's own)", None, 1),
+    HParam("action_repeat", "int", "env steps per policy action", 1, 1),
+    HParam("num_envs", "int", "parallel training environments", 2048, 1),
+    HParam("num_eval_envs", "int", "parallel evaluation environments", 128, 1),
+    HParam("num_evals", "int", "evaluations (and checkpoints) over the run; 0: none", 10, 0),
+    HParam("num_resets_per_eval", "int", "environment resets between evaluations (JAX trainer)", 0, 0,
+           trainers=("jax",)),
+    HParam("learning_rate", "float", "Adam learning rate", 3e-4, 0, min_open=True),
+    HParam("entropy_cost", "float", "weight of the entropy bonus", 1e-2, 0),
+    HParam("discounting", "float", "discount factor gamma", 0.97, 0, 1, min_open=True),
+    HParam("gae_lambda", "float", "GAE lambda", 0.95, 0, 1),
+    HParam("unroll_length", "int", "steps per rollout segment", 5, 1),
+    HParam("batch_size", "int", "segments per minibatch", 1024, 1),
+    HParam("num_minibatches", "int", "minibatches per update epoch", 32, 1),
+    HParam("num_updates_per_batch", "int", "update epochs over each batch", 4, 1),
+    HParam("reward_scaling", "float", "multiplier applied to rewards in the loss", 10.0, 0, min_open=True),
+    HParam("clipping_epsilon", "float", "PPO ratio clipping", 0.3, 0, min_open=True),
+    HParam("max_grad_norm", "float", "global gradient-norm clip (0: none)", None, 0, optional=True),
+    HParam("vf_loss_coefficient", "float", "value-loss weight", 0.5, 0),
+    HParam("normalize_observations", "bool", "running mean/std observation normaliser", True),
+    HParam("normalize_advantage", "bool", "normalise advantages per minibatch", True),
+    HParam("deterministic_eval", "bool", "evaluate the policy's mode instead of sampling", True),
+    HParam("log_training_metrics", "bool", "stream training metrics between evaluations", False),
+    HParam("training_metrics_steps", "int", "env steps between training-metric reports", None, 1, optional=True),
+    HParam("policy_hidden_layer_sizes", "sizes", "policy MLP hidden sizes, e.g. 32,32,32,32", (32, 32, 32, 32)),
+    HParam("value_hidden_layer_sizes", "sizes", "value MLP hidden sizes, e.g. 256,256,256,256,256",
+           (256, 256, 256, 256, 256)),
+    HParam("activation", "choice", "hidden-layer activation", "swish", choices=ACTIVATIONS),
+)
+BY_NAME: dict[str, HParam] = {s.name: s for s in SPECS}
+
+
+class HParamError(ValueError):
+    """A bad hyperparameter; the message names the flag and what it accepts."""
+
+
+def parse_sizes(text: str | Any, name: str = "sizes") -> tuple[int, ...]:
+    """``"64,64"`` (or a sequence of ints) -> ``(64, 64)``, refusing empty, non-integer and non-positive sizes."""
+    flag = BY_NAME[name].flag if name in BY_NAME else name
+    if isinstance(text, str):
+        parts = [p.strip() for p in text.replace(" ", ",").split(",") if p.strip()]
+        try:
+            sizes = tuple(int(p) for p in parts)
+        except ValueError:
+            raise HParamError(f"{flag} must be comma-separated positive integers like 64,64; got {text!r}") from None
+    else:
+        try:
+            sizes = tuple(text)
+        except TypeError:
+            raise HParamError(f"{flag} must be a sequence of positive integers; got {text!r}") from None
+    if not sizes or any(isinstance(s, bool) or not isinstance(s, int) or s < 1 for s in sizes):
+        raise HParamError(f"{flag} must be one or more positive integers like 64,64; got {text!r}")
+    return sizes
+
+
+def check(name: str, value: Any) -> Any:
+    """Validates (and normalises) one value, raising ``HParamError`` naming the flag and the accepted range."""
+    spec = BY_NAME.get(name)
+    if spec is None:
+        raise HParamError(f"unknown hyperparameter {name!r}; known: {', '.join(BY_NAME)}")
+    if value is None:
+        if spec.optional or (name == "episode_length"):
+            return None
+        raise HParamError(f"{spec.flag} needs a value")
+    if spec.kind == "sizes":
+        return parse_sizes(value, name)
+    if spec.kind == "choice":
+        if value not in spec.choices:
+            raise HParamError(f"{spec.flag} must be one of: {', '.join(spec.choices)}; got {value!r}")
+        return value
+    if spec.kind == "bool":
+        if not isinstance(value, bool):
+            raise HParamError(f"{spec.flag} must be true or false; got {value!r}")
+        return value
+    if spec.kind == "int":
+        if isinstance(value, bool) or not isinstance(value, int):
+            if isinstance(value, float) and value.is_integer():
+                value = int(value)
+            else:
+                raise HParamError(f"{spec.flag} must be an integer; got {value!r}")
+    else:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise HParamError(f"{spec.flag} must be a number; got {value!r}")
+        value = float(value)
+        if spec.optional and value == 0:
+            return None
+    low, high = spec.minimum, spec.maximum
+    if low is not None and (value < low or (spec.min_open and value == low)):
+        relation = ">" if spec.min_open else ">="
+        raise HParamError(f"{spec.flag} must be {relation} {low:g}; got {value!r}")
+    if high is not None and value > high:
+        raise HParamError(f"{spec.flag} must be <= {high:g}; got {value!r}")
+    return value
+
+
+def presets() -> dict[str, dict[str, Any]]:
+    """The JAX PPO teammate's presets (env name -> train kwargs), or ``{}`` when not installed."""
+    try:
+        from brax_core.training.agents.ppo.presets import PRESETS
+    except ImportError:
+        return {}
+    return dict(PRESETS)
+
+
+def _preset_values(preset: Mapping[str, Any]) -> dict[str, Any]:
+    """A preset's entries under the CLI's names (a ``network_factory`` partial is unpacked into its kwargs)."""
+    values = {}
+    for key, value in preset.items():
+        if key == "network_factory":
+            keywords = getattr(value, "keywords", None) or {}
+            for net_key in NETWORK_KEYS:
+                if net_key in keywords:
+                    values[net_key] = keywords[net_key]
+            continue
+        values[key] = value
+    if callable(values.get("activation")):
+        values["activation"] = getattr(values["activation"], "__name__", str(values["activation"]))
+    return values
+
+
+def resolve(env_name: str, preset_name: str | None, overrides: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:
+    """Every hyperparameter's value: spec default < preset < flag. Returns ``(values, preset used)``.
+
+    ``preset_name=None`` picks the env's own preset when one exists. Unknown preset names and preset keys
+    the CLI does not know are errors (a preset value that could not be overridden would be a silent setting).
+    """
+    table = presets()
+    if preset_name is not None and preset_name not in table:
+        known = ", ".join(sorted(table)) or "none installed"
+        raise HParamError(f"--preset must be one of: {known}; got {preset_name!r}")
+    used = preset_name if preset_name is not None else (env_name if env_name in table else None)
+    values = {s.name: s.default for s in SPECS}
+    if used is not None:
+        from_preset = _preset_values(table[used])
+        unknown = sorted(set(from_preset) - set(BY_NAME) - {"seed"})
+        if unknown:
+            raise HParamError(f"preset {used!r} sets {unknown}, which the command line cannot override")
+        from_preset.pop("seed", None)
+        values.update(from_preset)
+    values.update({k: v for k, v in overrides.items() if v is not None})
+    resolved = {name: check(name, value) for name, value in values.items()}
+    if resolved["episode_length"] is None:
+        resolved["episode_length"] = env_default_episode_length(env_name)
+    check_consistency(resolved)
+    return resolved, used
+
+
+def env_default_episode_length(env_name: str) -> int:
+    from brax_core import envs
+
+    return int(getattr(envs.get_environment_class(env_name), "default_episode_length", 1000))
+
+
+def check_consistency(hp: Mapping[str, Any]) -> None:
+    """The cross-field rules both trainers enforce, checked here so the CLI fails before building anything."""
+    if (hp["batch_size"] * hp["num_minibatches"]) % hp["num_envs"] != 0:
+        raise HParamError(
+            f"--batch-size x --num-minibatches ({hp['batch_size']} x {hp['num_minibatches']} = "
+            f"{hp['batch_size'] * hp['num_minibatches']}) must be divisible by --num-envs ({hp['num_envs']})"
+        )
+
+
+def activation_fn(name: str) -> Callable:
+    """The flax activation for a name in ``ACTIVATIONS``."""
+    from flax import linen
+
+    return getattr(linen, name)
+
+
+def jax_kwargs(hp: Mapping[str, Any]) -> dict[str, Any]:
+    """Keyword arguments for ``brax_core.training.agents.ppo.train.train``."""
+    from brax_core.training.agents.ppo import networks as ppo_networks
+
+    kwargs = {k: v for k, v in hp.items() if k not in NETWORK_KEYS and "jax" in BY_NAME[k].trainers}
+    kwargs["network_factory"] = functools.partial(
+        ppo_networks.make_ppo_networks,
+        policy_hidden_layer_sizes=tuple(hp["policy_hidden_layer_sizes"]),
+        value_hidden_layer_sizes=tuple(hp["value_hidden_layer_sizes"]),
+        activation=activation_fn(hp["activation"]),
+    )
+    return _accepted(_jax_train(), kwargs)
+
+
+def torch_kwargs(hp: Mapping[str, Any]) -> dict[str, Any]:
+    """Keyword arguments for ``torch_ppo.train`` (network settings passed by name)."""
+    kwargs = {k: v for k, v in hp.items() if "torch" in BY_NAME[k].trainers}
+    return _accepted(_torch_train(), kwargs)
+
+
+def _jax_train() -> Callable:
+    from brax_core.training.agents.ppo import train as ppo_train
+
+    return ppo_train.train
+
+
+def _torch_train() -> Callable:
+    import torch_ppo
+
+    return torch_ppo.train
+
+
+def _accepted(fn: Callable, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """Refuses kwargs the trainer does not take, naming them (never drops a setting silently)."""
+    params = inspect.signature(fn).parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return kwargs
+    unknown = sorted(set(kwargs) - set(params))
+    if unknown:
+        raise HParamError(f"{fn.__module__}.{fn.__name__} does not accept {unknown}")
+    return kwargs
+
+
+def to_json(hp: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in hp.items()}

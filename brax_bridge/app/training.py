@@ -1,0 +1,215 @@
+"""One training run into a run folder, for either trainer, with a live progress bar and clean Ctrl-C.
+
+Ctrl-C once: training stops at the next progress report (the trainer has saved its checkpoint at every
+evaluation point, atomically), the folder is finalised and marked ``interrupted``, and ``--resume`` continues.
+Ctrl-C twice: stop immediately; the last completed checkpoint is still intact.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import signal
+import time
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+from brax_bridge.app import hparams, plots, rundir
+
+
+class StopTraining(Exception):
+    """Raised from the progress callback to leave the trainer between two compiled steps."""
+
+
+@dataclasses.dataclass
+class StopFlag:
+    """Set by the SIGINT handler (or by a caller) to request a stop at the next report."""
+
+    requested: bool = False
+
+
+@contextlib.contextmanager
+def sigint_stops(flag: StopFlag, console: Console) -> Iterator[StopFlag]:
+    """While active, the first Ctrl-C sets ``flag``; a second one raises ``KeyboardInterrupt`` at once."""
+    try:
+        previous = signal.getsignal(signal.SIGINT)
+    except ValueError:  # not the main thread: signals cannot be handled here
+        yield flag
+        return
+
+    def handler(signum, frame):
+        if flag.requested:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            raise KeyboardInterrupt
+        flag.requested = True
+        console.print("[yellow]Ctrl-C: stopping at the next progress report (Ctrl-C again to abort now)[/]")
+
+    try:
+        signal.signal(signal.SIGINT, handler)
+    except ValueError:
+        yield flag
+        return
+    try:
+        yield flag
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def default_device() -> str:
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def _progress_bar(console: Console) -> Progress:
+    return Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("steps"),
+        TextColumn("{task.fields[sps]}"),
+        TextColumn("reward {task.fields[reward]}"),
+        TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+        console=console,
+        transient=False,
+    )
+
+
+def _fmt_reward(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}"
+
+
+def make_config(
+    env: str, trainer: str, seed: int, hp: Mapping[str, Any], preset: str | None, device: str | None
+) -> dict[str, Any]:
+    return {
+        "env": env,
+        "trainer": trainer,
+        "seed": seed,
+        "preset": preset,
+        "device": device,
+        "hyperparameters": hparams.to_json(hp),
+        "versions": rundir.versions(),
+        "command": rundir.command_line(),
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
+
+
+def _call_trainer(config: Mapping[str, Any], progress_fn: Callable, ckpt: str, restore: str | None) -> Any:
+    from brax_core import envs
+
+    hp = dict(config["hyperparameters"])
+    for key in ("policy_hidden_layer_sizes", "value_hidden_layer_sizes"):
+        hp[key] = tuple(hp[key])
+    environment = envs.get_environment(config["env"])
+    common = dict(progress_fn=progress_fn, save_checkpoint_path=ckpt, restore_checkpoint_path=restore,
+                  seed=int(config["seed"]))
+    if config["trainer"] == "jax":
+        from brax_core.training.agents.ppo import train as ppo_train
+
+        return ppo_train.train(environment=environment, **common, **hparams.jax_kwargs(hp))
+    if config["trainer"] == "torch":
+        import torch_ppo
+
+        return torch_ppo.train(environment=environment, device=config.get("device") or default_device(), **common,
+                               **hparams.torch_kwargs(hp))
+    raise hparams.HParamError(f"--trainer must be one of {', '.join(hparams.TRAINERS)}; got {config['trainer']!r}")
+
+
+def summarize(config: Mapping[str, Any], rows: list[dict], status: str, wall_s: float | None) -> dict[str, Any]:
+    """Final and best reward, env steps, speed and start-up time of one run (from its metrics rows)."""
+    rewarded = [r for r in rows if rundir.reward_of(r) is not None]
+    evals = [r for r in rows if r.get(rundir.EVAL_REWARD) is not None]
+    final = (evals or rewarded or [None])[-1]
+    moving = [r for r in rows if r.get("step", 0) > 0]
+    # Steps per second between the first and last training report: start-up (compilation) excluded.
+    sps = None
+    if len(moving) >= 2 and moving[-1]["time_s"] > moving[0]["time_s"]:
+        sps = (moving[-1]["step"] - moving[0]["step"]) / (moving[-1]["time_s"] - moving[0]["time_s"])
+    elif moving and moving[0]["time_s"] > 0:
+        sps = moving[0]["step"] / moving[0]["time_s"]
+    trainer_sps = [r[rundir.TRAIN_SPS] for r in rows if r.get(rundir.TRAIN_SPS)]
+    return {
+        "env": config["env"],
+        "trainer": config["trainer"],
+        "seed": config["seed"],
+        "status": status,
+        "env_steps": rows[-1]["step"] if rows else 0,
+        "final_reward": rundir.reward_of(final) if final else None,
+        "final_reward_std": final.get(rundir.EVAL_REWARD_STD) if final else None,
+        "best_reward": max((rundir.reward_of(r) for r in rewarded), default=None),
+        "wall_s": wall_s,
+        "first_report_s": moving[0]["time_s"] if moving else None,
+        "steps_per_s": sps,
+        "trainer_sps": trainer_sps[-1] if trainer_sps else None,
+    }
+
+
+def train_run(
+    run_dir: str,
+    config: Mapping[str, Any],
+    console: Console,
+    resume: bool = False,
+    stop: StopFlag | None = None,
+    on_report: Callable[[int, dict], None] | None = None,
+) -> dict[str, Any]:
+    """Trains one run into ``run_dir`` and returns its summary (also written to ``summary.json``).
+
+    With ``resume`` the trainer restores ``run_dir/checkpoint`` and the metrics file is continued; times keep
+    counting from the earlier part's end so the curve against wall time stays monotone.
+    """
+    os.makedirs(run_dir, exist_ok=True)
+    ckpt = os.path.abspath(os.path.join(run_dir, rundir.CHECKPOINT))
+    stop = stop or StopFlag()
+    log = rundir.MetricsLog(run_dir)
+    earlier = rundir.read_metrics(run_dir) if resume else []
+    if not resume and os.path.exists(log.path):
+        os.remove(log.path)  # a fresh run in a reused folder starts a fresh log
+    time_offset = earlier[-1]["time_s"] if earlier else 0.0
+    restore = ckpt if resume else None
+    if resume and not os.path.exists(ckpt):
+        raise rundir.RunDirError(f"cannot resume: {ckpt} does not exist (the run stopped before its first checkpoint)")
+    rundir.write_json(os.path.join(run_dir, rundir.CONFIG), config)
+
+    total = int(config["hyperparameters"]["num_timesteps"])
+    label = f"{config['trainer']} · {config['env']} · seed {config['seed']}"
+    start = time.perf_counter()
+    rows = list(earlier)
+
+    with _progress_bar(console) as bar:
+        task = bar.add_task(label, total=max(total, 1), sps="", reward="-")
+
+        def progress_fn(step: int, metrics: Mapping[str, Any]) -> None:
+            elapsed = time.perf_counter() - start
+            row = {"step": int(step), "time_s": round(time_offset + elapsed, 4), **rundir.scalar_metrics(metrics)}
+            log.append(row)
+            rows.append(row)
+            speed = row.get(rundir.TRAIN_SPS)
+            bar.update(task, completed=min(int(step), total), reward=_fmt_reward(rundir.reward_of(row)),
+                       sps=f"{speed:,.0f} steps/s" if speed else "")
+            if on_report is not None:
+                on_report(int(step), row)
+            if stop.requested:
+                raise StopTraining
+
+        status = "completed"
+        try:
+            _call_trainer(config, progress_fn, ckpt, restore)
+        except StopTraining:
+            status = "interrupted"
+        except KeyboardInterrupt:
+            status = "aborted"
+        if status == "completed":
+            bar.update(task, completed=total)
+    wall_s = round(time_offset + time.perf_counter() - start, 3)
+    summary = summarize(config, rows, status, wall_s)
+    summary["checkpoint"] = ckpt if os.path.exists(ckpt) else None
+    rundir.write_json(os.path.join(run_dir, rundir.SUMMARY), summary)
+    plots.learning_curve(rows, os.path.join(run_dir, rundir.CURVE), title=label)
+    return summary

@@ -1,0 +1,429 @@
+"""The ``brax-bridge`` command line: list envs, train, compare the two trainers, evaluate, render, benchmark.
+
+Run ``brax-bridge --help`` (or ``python -m brax_bridge.cli --help``) for the commands, and ``--help`` after any
+command for its flags. Hyperparameter flags override the env's preset; every value is validated before
+anything is built or compiled.
+"""
+
+import os
+import warnings
+
+# Quiet start-up: these must be set before JAX, TensorFlow-style C++ logging or absl are imported.
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
+warnings.filterwarnings("ignore", category=DeprecationWarning)
+warnings.filterwarnings("ignore", category=FutureWarning)
+warnings.filterwarnings("ignore", message=".*[Ee]xplicitly requested dtype.*")
+
+import functools  # noqa: E402
+import inspect  # noqa: E402
+import logging  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Annotated, Any  # noqa: E402
+
+import typer  # noqa: E402
+from rich.console import Console  # noqa: E402
+from rich.table import Table  # noqa: E402
+
+from brax_bridge.app import hparams, rundir  # noqa: E402
+
+# JAX, MuJoCo and torch are imported by the commands that need them, so --help answers at once.
+logging.getLogger("absl").setLevel(logging.ERROR)
+logging.getLogger("jax").setLevel(logging.ERROR)
+
+console = Console()
+app = typer.Typer(
+    name="brax-bridge",
+    help="Train and compare PPO on MuJoCo MJX environments with JAX and with PyTorch (through the DLPack bridge).",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+HP_PANEL = "Hyperparameters (override the preset)"
+
+
+def _enable_compile_cache() -> None:
+    """A persistent XLA cache makes a second run of the same command start in seconds instead of minutes."""
+    from brax_core import _quiet  # noqa: F401  (hides MJX's import-time stdout line before anything else)
+
+    path = os.environ.get("BRAX_BRIDGE_JAX_CACHE", "~/.cache/brax_bridge/jax")
+    if not path:
+        return
+    import jax
+
+    jax.config.update("jax_compilation_cache_dir", os.path.expanduser(path))
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+
+
+def _fail(message: str) -> typer.BadParameter:
+    return typer.BadParameter(message)
+
+
+def _hp_parameters() -> list[inspect.Parameter]:
+    """One keyword parameter (and so one flag) per hyperparameter; ``None`` means "keep the preset's value"."""
+    params = []
+    for spec in hparams.SPECS:
+        text = spec.help + (f" (default: {_show(spec.default)})" if spec.default is not None else "")
+        if spec.kind == "bool":
+            option = typer.Option(f"{spec.flag}/--no-{spec.flag[2:]}", help=text, rich_help_panel=HP_PANEL,
+                                  show_default=False)
+            annotation = bool | None
+        else:
+            metavar = {"int": "INT", "float": "FLOAT", "sizes": "N,N,...", "choice": "|".join(spec.choices)}[spec.kind]
+            option = typer.Option(spec.flag, help=text, rich_help_panel=HP_PANEL, show_default=False, metavar=metavar)
+            annotation = {"int": int | None, "float": float | None}.get(spec.kind, str | None)
+        params.append(inspect.Parameter(spec.name, inspect.Parameter.KEYWORD_ONLY, default=None,
+                                        annotation=Annotated[annotation, option]))
+    return params
+
+
+def _show(value: Any) -> str:
+    return ",".join(map(str, value)) if isinstance(value, tuple) else str(value)
+
+
+def with_hparams(fn):
+    """Adds the hyperparameter flags to a command; the command receives them as one dict ``hp``."""
+    signature = inspect.signature(fn, eval_str=True)
+    own = [p for name, p in signature.parameters.items() if name != "hp"]
+
+    @functools.wraps(fn)
+    def command(**kwargs):
+        overrides = {spec.name: kwargs.pop(spec.name) for spec in hparams.SPECS}
+        return fn(hp=overrides, **kwargs)
+
+    command.__signature__ = signature.replace(parameters=own + _hp_parameters())
+    command.__annotations__ = {p.name: p.annotation for p in command.__signature__.parameters.values()}
+    del command.__wrapped__  # typer must read the new signature, not the wrapped function's
+    return command
+
+
+def _check_env(env: str | None) -> str:
+    from brax_core import envs
+
+    if not env:
+        raise _fail("--env is required; run `brax-bridge envs` to list them")
+    if env not in envs.registered_names():
+        raise _fail(f"--env must be one of: {', '.join(envs.registered_names())}; got {env!r}")
+    return env
+
+
+def _check_trainer(trainer: str) -> str:
+    """Refuses names other than jax and torch."""
+    if trainer not in hparams.TRAINERS:
+        raise _fail(f"--trainer must be one of: {', '.join(hparams.TRAINERS)}; got {trainer!r}")
+    return trainer
+
+
+def _check_device(device: str) -> str | None:
+    """``auto`` -> None (the trainer's CUDA-if-available choice); otherwise a torch device string."""
+    if device == "auto":
+        return None
+    import torch
+
+    try:
+        parsed = torch.device(device)
+    except (RuntimeError, TypeError):
+        raise _fail(f"--device must be auto, cpu, cuda or cuda:N; got {device!r}") from None
+    if parsed.type == "cuda" and not torch.cuda.is_available():
+        raise _fail(f"--device {device}: torch sees no CUDA device here; use --device cpu or auto")
+    if parsed.type not in ("cpu", "cuda"):
+        raise _fail(f"--device must be auto, cpu, cuda or cuda:N; got {device!r}")
+    return str(parsed)
+
+
+def _resolve(env: str, preset: str | None, hp: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
+    try:
+        return hparams.resolve(env, preset, hp)
+    except hparams.HParamError as err:
+        raise _fail(str(err)) from None
+
+
+def _machine() -> str:
+    import jax
+
+    platform = jax.default_backend()
+    cores = os.cpu_count()
+    if platform == "cpu":
+        return f"{cores}-core CPU, JAX on cpu, no GPU"
+    return f"{cores}-core host, JAX on {platform} ({jax.devices()[0].device_kind})"
+
+
+def _print_summary(summary: dict[str, Any], run_dir: str) -> None:
+    def fmt(value, spec):
+        return "-" if value is None else format(value, spec)
+
+    status_style = {"completed": "green", "interrupted": "yellow"}.get(summary["status"], "red")
+    console.print(
+        f"[{status_style}]{summary['status']}[/]: {summary['trainer']} on {summary['env']} (seed {summary['seed']}) — "
+        f"final reward {fmt(summary['final_reward'], '.1f')}, {fmt(summary['env_steps'], ',')} env steps, "
+        f"{fmt(summary['steps_per_s'], ',.0f')} steps/s, wall {fmt(summary['wall_s'], '.1f')} s "
+        f"(first report after {fmt(summary['first_report_s'], '.1f')} s)"
+    )
+    console.print(f"run folder: {run_dir}  (config.json, metrics.jsonl, checkpoint/, learning_curve.png)")
+    if summary["status"] != "completed" and summary.get("checkpoint"):
+        console.print(f"resume with: brax-bridge train --resume {run_dir}")
+
+
+@app.command("envs")
+def envs_command(
+    names: Annotated[list[str] | None, typer.Argument(help="only these environments (default: all)")] = None,
+) -> None:
+    """List the registered environments: observation and action sizes, default episode length, dt.
+
+    Sizes come from the model and from abstract evaluation of reset (no physics is compiled or stepped).
+    """
+    from brax_bridge.app import envinfo
+    from brax_core import envs
+
+    unknown = sorted(set(names or ()) - set(envs.registered_names()))
+    if unknown:
+        raise _fail(f"NAMES must be among: {', '.join(envs.registered_names())}; got {', '.join(unknown)}")
+
+    table = Table(title="brax_core environments")
+    for header in ("name", "obs size", "action size", "episode length", "dt (s)"):
+        table.add_column(header, justify="left" if header == "name" else "right")
+    broken = []
+    for info in envinfo.describe_all(names):
+        if info.error:
+            broken.append(info)
+            table.add_row(info.name, "-", "-", "-", "-")
+            continue
+        table.add_row(info.name, str(info.observation_size), str(info.action_size), str(info.episode_length),
+                      f"{info.dt:g}")
+    console.print(table)
+    for info in broken:
+        console.print(f"[yellow]{info.name}: unavailable ({info.error})[/]")
+
+
+@app.command("train")
+@with_hparams
+def train_command(
+    env: Annotated[str | None, typer.Option(help="environment name (see `brax-bridge envs`)")] = None,
+    trainer: Annotated[
+        str | None, typer.Option(help="jax (brax_core PPO) or torch (torch_ppo through the bridge) (default: jax)")
+    ] = None,
+    preset: Annotated[str | None, typer.Option(help="hyperparameter preset (default: the env's own)")] = None,
+    out: Annotated[Path | None, typer.Option(help="run folder (default: runs/<env>-<trainer>-<time>)")] = None,
+    seed: Annotated[int, typer.Option(help="random seed")] = 0,
+    resume: Annotated[
+        Path | None, typer.Option(help="continue the run in this folder from its checkpoint", file_okay=False)
+    ] = None,
+    device: Annotated[str, typer.Option(help="torch device: auto (cuda if available), cpu, cuda, cuda:N")] = "auto",
+    hp: dict = None,
+) -> None:
+    """Train one trainer on one environment, with a live progress bar; writes a run folder.
+
+    The folder holds config.json (every resolved hyperparameter), metrics.jsonl (one line per report), the
+    checkpoint, learning_curve.png and summary.json. Ctrl-C stops at the next report and keeps a resumable
+    checkpoint; --resume DIR continues it (only --num-timesteps may change on resume).
+    """
+    from brax_bridge.app import training
+
+    if resume is not None:
+        config, run_dir = _resume_config(resume, env, trainer, preset, hp)
+    else:
+        env = _check_env(env)
+        trainer = _check_trainer(trainer or "jax")
+        torch_device = _check_device(device)
+        resolved, used = _resolve(env, preset, hp)
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        run_dir = str(out) if out is not None else os.path.join("runs", f"{env}-{trainer}-{stamp}")
+        config = training.make_config(env, trainer, seed, resolved, used, torch_device)
+    _enable_compile_cache()
+    console.print(f"training [bold]{config['trainer']}[/] PPO on [bold]{config['env']}[/] "
+                  f"({config['hyperparameters']['num_timesteps']:,} env steps, preset {config['preset']}) -> {run_dir}")
+    with training.sigint_stops(training.StopFlag(), console) as stop:
+        summary = training.train_run(run_dir, config, console, resume=resume is not None, stop=stop)
+    _print_summary(summary, run_dir)
+    if summary["status"] == "aborted":
+        raise typer.Exit(130)
+
+
+def _resume_config(resume: Path, env, trainer, preset, hp) -> tuple[dict, str]:
+    from brax_bridge.app import training
+
+    run_dir = str(resume)
+    try:
+        config = rundir.read_config(run_dir)
+    except rundir.RunDirError as err:
+        raise _fail(f"--resume: {err}") from None
+    if env is not None and env != config["env"]:
+        raise _fail(f"--env {env} differs from the resumed run's env {config['env']!r}; leave it out with --resume")
+    if trainer is not None and trainer != config["trainer"]:
+        raise _fail(f"--trainer {trainer} differs from the resumed run's {config['trainer']!r}")
+    changed = sorted(k for k, v in hp.items() if v is not None and k != "num_timesteps")
+    if changed or preset is not None:
+        flags = [hparams.BY_NAME[k].flag for k in changed] + (["--preset"] if preset else [])
+        raise _fail(f"{', '.join(flags)} cannot change on --resume (the checkpoint fixes them); "
+                    "only --num-timesteps can")
+    if hp.get("num_timesteps") is not None:
+        try:
+            config["hyperparameters"]["num_timesteps"] = hparams.check("num_timesteps", hp["num_timesteps"])
+        except hparams.HParamError as err:
+            raise _fail(str(err)) from None
+    config["versions"] = rundir.versions()
+    config.setdefault("resumed", []).append(time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+    del training
+    return config, run_dir
+
+
+@app.command("compare")
+@with_hparams
+def compare_command(
+    env: Annotated[str | None, typer.Option(help="environment name (see `brax-bridge envs`)")] = None,
+    out: Annotated[Path | None, typer.Option(help="report folder (default: runs/compare_<env>)")] = None,
+    seeds: Annotated[str, typer.Option(help="comma-separated seeds, each trained by both trainers")] = "0",
+    preset: Annotated[str | None, typer.Option(help="hyperparameter preset (default: the env's own)")] = None,
+    trainers: Annotated[str, typer.Option(help="which trainers to run, in order")] = "jax,torch",
+    device: Annotated[str, typer.Option(help="torch device: auto (cuda if available), cpu, cuda, cuda:N")] = "auto",
+    hp: dict = None,
+) -> None:
+    """Train both trainers with the same hyperparameters and seeds; write compare.png and report.md.
+
+    Each run keeps its own folder (<out>/<trainer>-seed<k>/). The report table (final reward, steps/s, wall
+    time, start-up time) is printed and saved as Markdown next to the figure.
+    """
+    from brax_bridge.app import plots, report, training
+
+    env = _check_env(env)
+    seed_list = _parse_seeds(seeds)
+    trainer_list = [t.strip() for t in trainers.split(",") if t.strip()]
+    distinct = len(set(trainer_list)) == len(trainer_list)
+    if not trainer_list or not distinct or any(t not in hparams.TRAINERS for t in trainer_list):
+        raise _fail(f"--trainers must list distinct names from {', '.join(hparams.TRAINERS)}; got {trainers!r}")
+    torch_device = _check_device(device)
+    resolved, used = _resolve(env, preset, hp)
+    out_dir = str(out) if out is not None else os.path.join("runs", f"compare_{env}")
+    os.makedirs(out_dir, exist_ok=True)
+    _enable_compile_cache()
+    console.print(f"comparing {' vs '.join(trainer_list)} PPO on [bold]{env}[/], seeds {seed_list}, "
+                  f"{resolved['num_timesteps']:,} env steps each (preset {used}) -> {out_dir}")
+    summaries, curves = [], []
+    start = time.perf_counter()
+    with training.sigint_stops(training.StopFlag(), console) as stop:
+        for seed in seed_list:
+            for trainer in trainer_list:
+                run_dir = os.path.join(out_dir, f"{trainer}-seed{seed}")
+                config = training.make_config(env, trainer, seed, resolved, used, torch_device)
+                summary = training.train_run(run_dir, config, console, stop=stop)
+                _print_summary(summary, run_dir)
+                summaries.append(summary)
+                curves.append((f"{trainer} seed {seed}", rundir.read_metrics(run_dir)))
+                if stop.requested or summary["status"] == "aborted":
+                    break
+            if stop.requested or (summaries and summaries[-1]["status"] == "aborted"):
+                console.print("[yellow]comparison stopped early; the report covers the runs so far[/]")
+                break
+    total = time.perf_counter() - start
+    plots.compare(curves, os.path.join(out_dir, "compare.png"), title=f"{env}: {' vs '.join(trainer_list)} PPO")
+    text = report.markdown(env, summaries, hparams.to_json(resolved), _machine(), rundir.command_line(), total)
+    with open(os.path.join(out_dir, "report.md"), "w", encoding="utf-8") as f:
+        f.write(text)
+    rundir.write_json(os.path.join(out_dir, "compare.json"),
+                      {"env": env, "preset": used, "seeds": seed_list, "hyperparameters": hparams.to_json(resolved),
+                       "runs": summaries, "total_wall_s": round(total, 3), "machine": _machine()})
+    console.print(report.rich_table(summaries, title=f"{env}: {' vs '.join(trainer_list)}"))
+    console.print(f"total {total:.1f} s; report: {os.path.join(out_dir, 'report.md')}, "
+                  f"figure: {os.path.join(out_dir, 'compare.png')}")
+
+
+def _parse_seeds(text: str) -> list[int]:
+    try:
+        seeds = [int(s) for s in text.split(",") if s.strip()]
+    except ValueError:
+        raise _fail(f"--seeds must be comma-separated integers like 0,1,2; got {text!r}") from None
+    if not seeds or len(set(seeds)) != len(seeds) or min(seeds) < 0:
+        raise _fail(f"--seeds must be distinct non-negative integers like 0,1,2; got {text!r}")
+    return seeds
+
+
+@app.command("eval")
+def eval_command(
+    run_dir: Annotated[
+        Path, typer.Argument(help="a run folder written by `brax-bridge train`", file_okay=False, metavar="RUN_DIR")
+    ],
+    episodes: Annotated[int, typer.Option(help="episodes to run (in parallel)", min=1)] = 10,
+    render: Annotated[bool, typer.Option(help="write an HTML viewer and a video of the first episode")] = False,
+    deterministic: Annotated[bool, typer.Option("--deterministic/--stochastic", help="policy mode or samples")] = True,
+    seed: Annotated[int, typer.Option(help="seed of the evaluation episodes")] = 0,
+    video: Annotated[str, typer.Option(help="video format with --render: mp4, gif or none")] = "gif",
+) -> None:
+    """Load a run's checkpoint, run N episodes and report mean/std return; --render writes viewers."""
+    from brax_bridge.app import evaluate
+
+    if video not in ("mp4", "gif", "none"):
+        raise _fail(f"--video must be mp4, gif or none; got {video!r}")
+    try:
+        config = rundir.read_config(str(run_dir))
+        policy = evaluate.load_policy(str(run_dir), config, deterministic)
+    except rundir.RunDirError as err:
+        raise _fail(f"RUN_DIR: {err}") from None
+    mode = "deterministic" if deterministic else "stochastic"
+    console.print(f"evaluating {config['trainer']} policy on {config['env']}: {episodes} episodes ({mode})")
+    result = evaluate.run_episodes(config, policy, episodes, seed, record=render)
+    summary = {
+        "episodes": episodes, "deterministic": deterministic, "seed": seed,
+        "mean_return": float(result.returns.mean()), "std_return": float(result.returns.std()),
+        "min_return": float(result.returns.min()), "max_return": float(result.returns.max()),
+        "mean_length": float(result.lengths.mean()), "returns": result.returns.tolist(),
+    }
+    console.print(f"return {summary['mean_return']:.1f} ± {summary['std_return']:.1f} "
+                  f"(min {summary['min_return']:.1f}, max {summary['max_return']:.1f}; "
+                  f"mean length {summary['mean_length']:.0f} steps)")
+    if render:
+        summary["render"] = _render(run_dir, config, result, video)
+    rundir.write_json(os.path.join(str(run_dir), "eval.json"), summary)
+
+
+def _render(run_dir: Path, config: dict, result, video: str) -> dict[str, str | None]:
+    from brax_bridge.app import evaluate
+    from brax_core import envs
+    from brax_core.io import html, image
+
+    written: dict[str, str | None] = {"html": None, "video": None}
+    if result.xpos is None:
+        console.print(f"[yellow]--render: {config['env']} has no MuJoCo model, so there is nothing to draw[/]")
+        return written
+    model = envs.get_environment(config["env"]).mj_model
+    trajectory = evaluate.Trajectory(result.qpos, result.xpos, result.xquat)
+    dt = evaluate.env_dt(config)
+    written["html"] = html.save(os.path.join(str(run_dir), "episode.html"), model, trajectory, dt=dt)
+    console.print(f"HTML viewer: {written['html']} (open in a browser; works offline)")
+    if video != "none":
+        path = os.path.join(str(run_dir), f"episode.{video}")
+        try:
+            frames = image.render_array(model, trajectory, height=240, width=320)
+            written["video"] = image.save_video(path, frames, fps=1.0 / dt)
+            console.print(f"video: {written['video']} ({len(frames)} frames)")
+        except image.RenderingUnavailable as err:
+            console.print(f"[yellow]no video: {err}[/]")
+    return written
+
+
+@app.command("bench")
+def bench_command(
+    size: Annotated[str, typer.Option(help="small (seconds), medium (minutes) or large")] = "small",
+    out: Annotated[Path | None, typer.Option(help="also write the results as JSON here", dir_okay=False)] = None,
+) -> None:
+    """Run the benchmark suite (benchmarks/*.py) at a chosen size and print the tables."""
+    from brax_bridge.app import bench
+
+    if size not in bench.SIZES:
+        raise _fail(f"--size must be one of: {', '.join(bench.SIZES)}; got {size!r}")
+    _enable_compile_cache()
+    results = bench.run_all(size, console)
+    if out is not None:
+        rundir.write_json(str(out), {"size": size, "machine": _machine(), "results": results})
+        console.print(f"results: {out}")
+
+
+def main() -> None:
+    """Console-script entry point (``brax-bridge``)."""
+    app()
+
+
+if __name__ == "__main__":
+    main()
