@@ -163,8 +163,12 @@ def _print_summary(summary: dict[str, Any], run_dir: str) -> None:
         f"(first report after {fmt(summary['first_report_s'], '.1f')} s)"
     )
     console.print(f"run folder: {run_dir}  (config.json, metrics.jsonl, checkpoint/, learning_curve.png)")
-    if summary["status"] != "completed" and summary.get("checkpoint"):
-        console.print(f"resume with: brax-bridge train --resume {run_dir}")
+    if summary["status"] != "completed":
+        if summary.get("checkpoint"):
+            console.print(f"checkpoint at {summary['checkpoint_step']:,} env steps; "
+                          f"resume with: brax-bridge train --resume {run_dir}")
+        else:
+            console.print("no checkpoint was saved before the stop (one is written at every evaluation)")
 
 
 @app.command("envs")

@@ -128,3 +128,98 @@ def test_metrics_log_round_trip(tmp_path):
     assert rows[0]["x"] is None and rundir.reward_of(rows[1]) == 3.0  # NaN stored as null: valid JSON
     for line in (tmp_path / rundir.METRICS).read_text().splitlines():
         json.loads(line)
+
+
+# ---- training commands (the real trainers, at a tiny size on the `fast` env) ----
+
+TINY = ["--num-timesteps", "800", "--num-envs", "8", "--batch-size", "8", "--num-minibatches", "2",
+        "--unroll-length", "5", "--num-evals", "3", "--num-eval-envs", "8", "--episode-length", "20",
+        "--policy-hidden-layer-sizes", "8,8", "--value-hidden-layer-sizes", "8,8"]
+
+
+@pytest.fixture(scope="module")
+def compared(tmp_path_factory):
+    out = tmp_path_factory.mktemp("compare")
+    result = invoke("compare", "--env", "fast", "--out", str(out), "--seeds", "3", *TINY)
+    assert result.exit_code == 0, result.output
+    return out, result.output
+
+
+def _check_run_folder(run_dir, trainer):
+    config = json.loads((run_dir / rundir.CONFIG).read_text())
+    assert config["trainer"] == trainer and config["env"] == "fast" and config["seed"] == 3
+    assert set(config["hyperparameters"]) == set(hparams.BY_NAME)  # every resolved hyperparameter
+    assert config["hyperparameters"]["policy_hidden_layer_sizes"] == [8, 8]
+    assert config["versions"]["jax"] and config["versions"]["torch"]
+    rows = [json.loads(line) for line in (run_dir / rundir.METRICS).read_text().splitlines()]
+    steps = [r["step"] for r in rows]
+    assert steps == sorted(steps) and steps[-1] >= 800 and len(rows) == 3  # num_evals reports
+    assert all(rundir.EVAL_REWARD in r for r in rows)
+    with Image.open(run_dir / rundir.CURVE) as image:
+        assert image.format == "PNG" and image.size == (640, 400)
+    summary = json.loads((run_dir / rundir.SUMMARY).read_text())
+    assert summary["status"] == "completed" and summary["final_reward"] == rows[-1][rundir.EVAL_REWARD]
+    return config
+
+
+def test_compare_writes_matched_runs_figure_and_report(compared):
+    out, output = compared
+    jax_config = _check_run_folder(out / "jax-seed3", "jax")
+    torch_config = _check_run_folder(out / "torch-seed3", "torch")
+    assert jax_config["hyperparameters"] == torch_config["hyperparameters"]  # matched settings
+    with Image.open(out / "compare.png") as image:
+        assert image.size == (1100, 420)
+    text = (out / "report.md").read_text()
+    assert "| jax | 3 |" in text and "| torch | 3 |" in text and "| num_envs | 8 |" in text
+    data = json.loads((out / "compare.json").read_text())
+    assert [r["trainer"] for r in data["runs"]] == ["jax", "torch"]
+    assert "fast: jax vs torch" in output and "final reward" in output  # the table is printed too
+
+
+def test_checkpoints_load_and_eval_reports_returns(compared):
+    out, _ = compared
+    from brax_core.training.agents.ppo import checkpoint as jax_checkpoint
+    from torch_ppo import checkpoint as torch_checkpoint
+
+    policy = jax_checkpoint.load_policy(str(out / "jax-seed3" / rundir.CHECKPOINT))
+    action, _ = policy(jax.numpy.zeros((2, 2)), jax.random.PRNGKey(0))
+    assert action.shape == (2, 1)
+    assert torch_checkpoint.load(str(out / "torch-seed3" / rundir.CHECKPOINT))["env_steps"] >= 800
+    for trainer in ("jax", "torch"):
+        result = invoke("eval", str(out / f"{trainer}-seed3"), "--episodes", "3")
+        assert result.exit_code == 0, result.output
+        data = json.loads((out / f"{trainer}-seed3" / "eval.json").read_text())
+        assert len(data["returns"]) == 3 and data["mean_length"] == 20.0
+        assert 0.0 <= data["mean_return"] <= 20.0  # fast's reward is in [0, 1] per step
+    assert "no MuJoCo model" in invoke("eval", str(out / "jax-seed3"), "--episodes", "1", "--render").output
+
+
+def test_ctrl_c_leaves_a_resumable_checkpoint(tmp_path, monkeypatch):
+    import signal
+
+    run_dir = tmp_path / "run"
+    original = rundir.MetricsLog.append
+
+    def append_then_ctrl_c(self, row):
+        original(self, row)
+        if row["step"] > 0:  # like a user pressing Ctrl-C after the first evaluation of a trained policy
+            signal.raise_signal(signal.SIGINT)
+
+    monkeypatch.setattr(rundir.MetricsLog, "append", append_then_ctrl_c)
+    result = invoke("train", "--env", "fast", "--trainer", "torch", "--out", str(run_dir), *TINY)
+    monkeypatch.setattr(rundir.MetricsLog, "append", original)
+    assert result.exit_code == 0, result.output
+    assert "resume with: brax-bridge train --resume" in result.output
+    summary = json.loads((run_dir / rundir.SUMMARY).read_text())
+    assert summary["status"] == "interrupted" and 0 < summary["checkpoint_step"] < 800
+    logged = rundir.read_metrics(str(run_dir))
+    assert logged[-1]["step"] == summary["checkpoint_step"]  # log and checkpoint end together
+
+    assert invoke("train", "--resume", str(run_dir), "--num-envs", "4").exit_code == 2  # fixed by the checkpoint
+    result = invoke("train", "--resume", str(run_dir))
+    assert result.exit_code == 0, result.output
+    summary = json.loads((run_dir / rundir.SUMMARY).read_text())
+    assert summary["status"] == "completed" and summary["env_steps"] >= 800
+    steps = [r["step"] for r in rundir.read_metrics(str(run_dir))]
+    assert steps == sorted(set(steps)) and steps[-1] >= 800
+    assert len(json.loads((run_dir / rundir.CONFIG).read_text())["resumed"]) == 1

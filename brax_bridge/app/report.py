@@ -6,18 +6,20 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from rich import box
 from rich.table import Table
 
+# (key, terminal header or None, Markdown header): the terminal table must fit 80 columns.
 COLUMNS = (
-    ("trainer", "trainer"),
-    ("seeds", "seeds"),
-    ("final_reward", "final eval reward"),
-    ("best_reward", "best reward"),
-    ("env_steps", "env steps"),
-    ("steps_per_s", "steps/s (training)"),
-    ("wall_s", "wall time (s)"),
-    ("first_report_s", "start-up: first report (s)"),
-    ("status", "status"),
+    ("trainer", "trainer", "trainer"),
+    ("seeds", "seeds", "seeds"),
+    ("final_reward", "final reward", "final eval reward"),
+    ("best_reward", None, "best reward"),  # Markdown only
+    ("env_steps", "env steps", "env steps"),
+    ("steps_per_s", "steps/s", "steps/s (training)"),
+    ("wall_s", "wall s", "wall time (s)"),
+    ("first_report_s", "startup s", "start-up: first report (s)"),
+    ("status", "status", "status"),
 )
 
 
@@ -52,11 +54,12 @@ def rows(summaries: Sequence[Mapping[str, Any]]) -> list[dict[str, str]]:
 
 
 def rich_table(summaries: Sequence[Mapping[str, Any]], title: str = "") -> Table:
-    table = Table(title=title)
-    for key, header in COLUMNS:
+    table = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+    shown = [(key, header) for key, header, _ in COLUMNS if header is not None]
+    for key, header in shown:
         table.add_column(header, justify="left" if key in ("trainer", "seeds", "status") else "right")
     for row in rows(summaries):
-        table.add_row(*(row[key] for key, _ in COLUMNS))
+        table.add_row(*(row[key] for key, _ in shown))
     return table
 
 
@@ -64,9 +67,9 @@ def markdown(env: str, summaries: Sequence[Mapping[str, Any]], hyperparameters: 
              command: str, total_wall_s: float | None = None) -> str:
     """The whole ``report.md``: the table, how it was made, and the hyperparameters both trainers shared."""
     lines = [f"# brax-bridge compare: `{env}`", ""]
-    lines += ["| " + " | ".join(h for _, h in COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+    lines += ["| " + " | ".join(h for _, _, h in COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
     for row in rows(summaries):
-        lines.append("| " + " | ".join(row[key] for key, _ in COLUMNS) + " |")
+        lines.append("| " + " | ".join(row[key] for key, _, _ in COLUMNS) + " |")
     lines += [
         "",
         "![reward vs env steps and wall time](compare.png)",

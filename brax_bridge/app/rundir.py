@@ -99,10 +99,22 @@ class MetricsLog:
         self.path = os.path.join(run_dir, METRICS)
 
     def append(self, row: Mapping[str, Any]) -> None:
-        clean = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in row.items()}
         with open(self.path, "a", encoding="utf-8") as f:
-            f.write(json.dumps(clean, default=_json_default) + "\n")
+            f.write(_line(row))
             f.flush()
+
+    def rewrite(self, rows: list[Mapping[str, Any]]) -> None:
+        """Replaces the file's rows (atomically)."""
+        tmp = f"{self.path}.tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.writelines(_line(r) for r in rows)
+        os.replace(tmp, self.path)
+
+
+def _line(row: Mapping[str, Any]) -> str:
+    # NaN/inf are not JSON: they are written as null.
+    clean = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in row.items()}
+    return json.dumps(clean, default=_json_default) + "\n"
 
 
 def read_metrics(run_dir: str) -> list[dict[str, Any]]:

@@ -10,15 +10,18 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import re
 import signal
 import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from brax_bridge.app import hparams, plots, rundir
+
+KEEP_CHECKPOINTS = 3  # the newest few: enough to resume, bounded on disk
 
 
 class StopTraining(Exception):
@@ -68,9 +71,8 @@ def default_device() -> str:
 def _progress_bar(console: Console) -> Progress:
     return Progress(
         TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("steps"),
+        BarColumn(bar_width=24),
+        TextColumn("{task.completed:,.0f}/{task.total:,.0f} steps"),
         TextColumn("{task.fields[sps]}"),
         TextColumn("reward {task.fields[reward]}"),
         TimeElapsedColumn(),
@@ -101,6 +103,17 @@ def make_config(
     }
 
 
+def checkpoint_step(trainer: str, path: str) -> int | None:
+    """Env steps of the newest complete checkpoint under ``path`` (from its name; nothing is loaded)."""
+    if not os.path.isdir(path):
+        return None
+    if trainer == "jax":
+        names = [n for n in os.listdir(path) if n.isdigit() and os.path.isdir(os.path.join(path, n))]
+    else:
+        names = [m.group(1) for n in os.listdir(path) if (m := re.fullmatch(r"checkpoint_(\d+)\.pt", n))]
+    return max((int(n) for n in names), default=None)
+
+
 def _call_trainer(config: Mapping[str, Any], progress_fn: Callable, ckpt: str, restore: str | None) -> Any:
     from brax_core import envs
 
@@ -113,12 +126,16 @@ def _call_trainer(config: Mapping[str, Any], progress_fn: Callable, ckpt: str, r
     if config["trainer"] == "jax":
         from brax_core.training.agents.ppo import train as ppo_train
 
-        return ppo_train.train(environment=environment, **common, **hparams.jax_kwargs(hp))
+        # JAX counts num_timesteps from zero, restored steps included.
+        return ppo_train.train(environment=environment, max_to_keep=KEEP_CHECKPOINTS, **common,
+                               **hparams.jax_kwargs(hp))
     if config["trainer"] == "torch":
         import torch_ppo
 
-        return torch_ppo.train(environment=environment, device=config.get("device") or default_device(), **common,
-                               **hparams.torch_kwargs(hp))
+        if restore is not None:  # torch_ppo counts num_timesteps within the call: train what is left
+            hp["num_timesteps"] = max(0, hp["num_timesteps"] - (checkpoint_step("torch", restore) or 0))
+        return torch_ppo.train(environment=environment, device=config.get("device") or default_device(),
+                               max_checkpoints_to_keep=KEEP_CHECKPOINTS, **common, **hparams.torch_kwargs(hp))
     raise hparams.HParamError(f"--trainer must be one of {', '.join(hparams.TRAINERS)}; got {config['trainer']!r}")
 
 
@@ -168,17 +185,22 @@ def train_run(
     ckpt = os.path.abspath(os.path.join(run_dir, rundir.CHECKPOINT))
     stop = stop or StopFlag()
     log = rundir.MetricsLog(run_dir)
-    earlier = rundir.read_metrics(run_dir) if resume else []
-    if not resume and os.path.exists(log.path):
+    restore = ckpt if resume else None
+    earlier: list[dict] = []
+    if resume:
+        step = checkpoint_step(config["trainer"], ckpt)
+        if step is None:
+            raise rundir.RunDirError(f"cannot resume: {ckpt} holds no checkpoint (the run stopped before its first)")
+        # Reports past the checkpoint will be made again by the resumed run.
+        earlier = [r for r in rundir.read_metrics(run_dir) if r["step"] <= step]
+        log.rewrite(earlier)
+    elif os.path.exists(log.path):
         os.remove(log.path)  # a fresh run in a reused folder starts a fresh log
     time_offset = earlier[-1]["time_s"] if earlier else 0.0
-    restore = ckpt if resume else None
-    if resume and not os.path.exists(ckpt):
-        raise rundir.RunDirError(f"cannot resume: {ckpt} does not exist (the run stopped before its first checkpoint)")
     rundir.write_json(os.path.join(run_dir, rundir.CONFIG), config)
 
     total = int(config["hyperparameters"]["num_timesteps"])
-    label = f"{config['trainer']} · {config['env']} · seed {config['seed']}"
+    label = f"{config['trainer']}/{config['env']}/seed {config['seed']}"
     start = time.perf_counter()
     rows = list(earlier)
 
@@ -186,17 +208,20 @@ def train_run(
         task = bar.add_task(label, total=max(total, 1), sps="", reward="-")
 
         def progress_fn(step: int, metrics: Mapping[str, Any]) -> None:
+            # Stop before logging: the newest checkpoint is the one saved right after the previous report,
+            # so the log and the checkpoint end at the same step.
+            if stop.requested:
+                raise StopTraining
             elapsed = time.perf_counter() - start
             row = {"step": int(step), "time_s": round(time_offset + elapsed, 4), **rundir.scalar_metrics(metrics)}
-            log.append(row)
-            rows.append(row)
+            if not (earlier and int(step) <= earlier[-1]["step"]):  # a resumed run re-evaluates its start
+                log.append(row)
+                rows.append(row)
             speed = row.get(rundir.TRAIN_SPS)
             bar.update(task, completed=min(int(step), total), reward=_fmt_reward(rundir.reward_of(row)),
                        sps=f"{speed:,.0f} steps/s" if speed else "")
             if on_report is not None:
                 on_report(int(step), row)
-            if stop.requested:
-                raise StopTraining
 
         status = "completed"
         try:
@@ -209,7 +234,8 @@ def train_run(
             bar.update(task, completed=total)
     wall_s = round(time_offset + time.perf_counter() - start, 3)
     summary = summarize(config, rows, status, wall_s)
-    summary["checkpoint"] = ckpt if os.path.exists(ckpt) else None
+    summary["checkpoint_step"] = checkpoint_step(config["trainer"], ckpt)
+    summary["checkpoint"] = ckpt if summary["checkpoint_step"] is not None else None
     rundir.write_json(os.path.join(run_dir, rundir.SUMMARY), summary)
     plots.learning_curve(rows, os.path.join(run_dir, rundir.CURVE), title=label)
     return summary
