@@ -1,0 +1,373 @@
+"""PPO checkpoints with orbax (``brax.training.agents.ppo.checkpoint`` counterpart).
+
+Layout: ``<save_checkpoint_path>/<env_steps, 12 digits>/`` holding three items,
+
+* ``config``: JSON — observation and action sizes (integers), ``normalize_observations``, the network factory
+  and *every* network keyword argument (activations and initialisers by name), the env-step count as an exact
+  integer, and the training hyperparameters;
+* ``params``: ``PPOTrainingParams(normalizer_params, policy_params, value_params)``;
+* ``state``: optimiser state, RNG key and step counters;
+* ``env_state``: the training environments' state, so a resumed run continues exactly.
+
+orbax writes each step into a temporary directory and renames it when complete, so an interrupted save never
+looks like a checkpoint; ``max_to_keep`` bounds how many are kept. ``load_policy`` rebuilds the inference
+function from the saved configuration alone.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import inspect
+import json
+import logging
+import os
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import orbax.checkpoint as ocp
+
+from brax_core.training import networks, types
+from brax_core.training.acme import running_statistics
+from brax_core.training.agents.ppo import networks as ppo_networks
+
+CONFIG_FORMAT = "brax_core.ppo.checkpoint/1"
+_STEP_DIR = re.compile(r"^\d+$")
+
+# Callables known by name in configurations (activations are looked up in networks.ACTIVATIONS first).
+_NAMED_CALLABLES: dict[str, Any] = {
+    "make_ppo_networks": ppo_networks.make_ppo_networks,
+    "lecun_uniform": networks.LECUN_UNIFORM,
+}
+
+
+def register_callable(name: str, fn: Callable[..., Any]) -> None:
+    """Gives ``fn`` a name that checkpoint configurations can store (register it again before loading)."""
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"name must be a non-empty string, got {name!r}")
+    if not callable(fn):
+        raise TypeError(f"fn must be callable, got {fn!r}")
+    _NAMED_CALLABLES[name] = fn
+
+
+def register_activation(name: str, fn: Callable[[jax.Array], jax.Array]) -> None:
+    """Adds a custom activation to ``networks.ACTIVATIONS`` so checkpoints can name it."""
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"name must be a non-empty string, got {name!r}")
+    if not callable(fn):
+        raise TypeError(f"fn must be callable, got {fn!r}")
+    networks.ACTIVATIONS[name] = fn
+
+
+def _json_value(value: Any) -> bool:
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def _callable_to_config(fn: Any, what: str) -> dict[str, Any]:
+    """A JSON description of ``fn``: a registered name, an importable function, or a partial of one."""
+    for name, known in networks.ACTIVATIONS.items():
+        if fn is known:
+            return {"name": name}
+    for name, known in _NAMED_CALLABLES.items():
+        if fn is known:
+            return {"name": name}
+    if isinstance(fn, functools.partial):
+        if fn.args:
+            raise ValueError(f"{what}: functools.partial with positional arguments cannot be stored; use keywords")
+        kwargs = {k: _config_value(v, f"{what} keyword {k!r}") for k, v in fn.keywords.items()}
+        return {**_callable_to_config(fn.func, what), "kwargs": kwargs}
+    module, qualname = getattr(fn, "__module__", None), getattr(fn, "__qualname__", None)
+    if module and qualname and module != "__main__" and "<" not in qualname:
+        try:
+            found = _import(f"{module}:{qualname}")
+        except (ImportError, AttributeError):
+            found = None
+        if found is fn:
+            return {"import": f"{module}:{qualname}"}
+    raise ValueError(
+        f"{what} {fn!r} cannot be named in the checkpoint configuration: use a name from "
+        f"{sorted(networks.ACTIVATIONS)} (or register one with brax_core.training.agents.ppo.checkpoint."
+        "register_activation / register_callable), a module-level function of an importable module, or "
+        "functools.partial of one with JSON keyword arguments"
+    )
+
+
+def _config_value(value: Any, what: str) -> Any:
+    if isinstance(value, tuple | list):
+        return [_config_value(v, what) for v in value]
+    if isinstance(value, Mapping):
+        return {str(k): _config_value(v, what) for k, v in value.items()}
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    if callable(value):
+        return {"callable": _callable_to_config(value, what)}
+    if hasattr(value, "item") and getattr(value, "ndim", None) == 0:
+        return value.item()
+    if _json_value(value):
+        return value
+    raise ValueError(f"{what} = {value!r} cannot be stored in a JSON checkpoint configuration")
+
+
+def _import(path: str) -> Any:
+    module_name, _, qualname = path.partition(":")
+    obj: Any = importlib.import_module(module_name)
+    for part in qualname.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def _callable_from_config(cfg: Mapping[str, Any]) -> Any:
+    if "name" in cfg:
+        name = cfg["name"]
+        if name in networks.ACTIVATIONS:
+            fn = networks.ACTIVATIONS[name]
+        elif name in _NAMED_CALLABLES:
+            fn = _NAMED_CALLABLES[name]
+        else:
+            raise ValueError(
+                f"the checkpoint names the callable {name!r}, which is not registered here; register it with "
+                "brax_core.training.agents.ppo.checkpoint.register_activation (or register_callable) before loading"
+            )
+    else:
+        fn = _import(cfg["import"])
+    if "kwargs" in cfg:
+        fn = functools.partial(fn, **{k: _value_from_config(v) for k, v in cfg["kwargs"].items()})
+    return fn
+
+
+def _value_from_config(value: Any) -> Any:
+    if isinstance(value, Mapping) and set(value) == {"callable"}:
+        return _callable_from_config(value["callable"])
+    if isinstance(value, list):
+        return tuple(_value_from_config(v) for v in value)
+    if isinstance(value, Mapping):
+        return {k: _value_from_config(v) for k, v in value.items()}
+    return value
+
+
+def _factory_and_kwargs(network_factory: Callable[..., Any]) -> tuple[Callable[..., Any], dict[str, Any]]:
+    """Unwraps (nested) ``functools.partial``s into the base factory and its keyword arguments."""
+    kwargs: dict[str, Any] = {}
+    fn = network_factory
+    while isinstance(fn, functools.partial):
+        if fn.args:
+            raise ValueError("network_factory: functools.partial with positional arguments cannot be stored")
+        kwargs = {**fn.keywords, **kwargs}
+        fn = fn.func
+    return fn, kwargs
+
+
+def network_config(
+    network_factory: Callable[..., Any],
+    observation_size: types.ObservationSize,
+    action_size: int,
+    normalize_observations: bool,
+) -> dict[str, Any]:
+    """The JSON configuration that rebuilds the networks (raises ``ValueError`` for what cannot be named)."""
+    factory, kwargs = _factory_and_kwargs(network_factory)
+    factory_cfg = _callable_to_config(factory, "network_factory")
+    full_kwargs: dict[str, Any] = {}
+    try:
+        signature = inspect.signature(factory)
+    except (TypeError, ValueError):
+        signature = None
+    if signature is not None:
+        for name, param in signature.parameters.items():
+            if name in ("observation_size", "action_size", "preprocess_observations_fn"):
+                continue
+            if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD) or param.default is param.empty:
+                continue
+            full_kwargs[name] = param.default
+    full_kwargs.update({k: v for k, v in kwargs.items() if k != "preprocess_observations_fn"})
+    if isinstance(observation_size, Mapping):
+        obs_cfg: Any = {
+            k: ([int(d) for d in v] if isinstance(v, tuple | list) else int(v)) for k, v in observation_size.items()
+        }
+    else:
+        obs_cfg = int(observation_size)
+    config = {
+        "format": CONFIG_FORMAT,
+        "observation_size": obs_cfg,
+        "action_size": int(action_size),
+        "normalize_observations": bool(normalize_observations),
+        "network_factory": factory_cfg,
+        "network_factory_kwargs": {k: _config_value(v, k) for k, v in full_kwargs.items()},
+    }
+    json.dumps(config)  # it must be valid JSON
+    return config
+
+
+def networks_from_config(config: Mapping[str, Any]) -> ppo_networks.PPONetworks:
+    """Rebuilds the PPO networks a configuration describes."""
+    factory = _callable_from_config(config["network_factory"])
+    kwargs = {k: _value_from_config(v) for k, v in config["network_factory_kwargs"].items()}
+    obs_size = config["observation_size"]
+    if isinstance(obs_size, Mapping):
+        obs_size = {k: tuple(v) if isinstance(v, list) else v for k, v in obs_size.items()}
+    preprocess = (
+        running_statistics.normalize if config["normalize_observations"] else types.identity_observation_preprocessor
+    )
+    return factory(obs_size, config["action_size"], preprocess_observations_fn=preprocess, **kwargs)
+
+
+def abstract_params(network: ppo_networks.PPONetworks, observation_size: types.ObservationSize) -> Any:
+    """Shapes and dtypes of ``PPOTrainingParams`` for ``network`` (nothing is computed)."""
+    key = jax.random.PRNGKey(0)
+    if isinstance(observation_size, Mapping):
+        template = {
+            k: jax.ShapeDtypeStruct(tuple(v) if not isinstance(v, int) else (v,), jnp.float32)
+            for k, v in observation_size.items()
+        }
+    else:
+        template = jax.ShapeDtypeStruct((int(observation_size),), jnp.float32)
+    return jax.eval_shape(
+        lambda: ppo_networks.PPOTrainingParams(
+            running_statistics.init_state(template),
+            network.policy_network.init(key),
+            network.value_network.init(key),
+        )
+    )
+
+
+# ----------------------------------------------------------------------------------------------- files
+
+
+def step_directories(path: str | os.PathLike) -> list[str]:
+    """Completed checkpoint step directories under ``path``, oldest first (temporary ones are ignored)."""
+    path = os.fspath(path)
+    if not os.path.isdir(path):
+        return []
+    steps = [d for d in os.listdir(path) if _STEP_DIR.match(d) and os.path.isdir(os.path.join(path, d))]
+    return [os.path.join(path, d) for d in sorted(steps, key=int)]
+
+
+def resolve(path: str | os.PathLike) -> str:
+    """A checkpoint step directory: ``path`` itself, or the newest one under a ``save_checkpoint_path``."""
+    path = os.path.abspath(os.fspath(path))
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"no checkpoint at {path!r}: the path does not exist")
+    if os.path.isdir(os.path.join(path, "config")):
+        return path
+    steps = step_directories(path)
+    if not steps:
+        raise FileNotFoundError(f"no checkpoint at {path!r}: it holds no completed checkpoint step directories")
+    return steps[-1]
+
+
+def load_config(path: str | os.PathLike) -> dict[str, Any]:
+    """The JSON configuration of a checkpoint (a step directory or the newest under ``path``)."""
+    step_dir = resolve(path)
+    config_dir = os.path.join(step_dir, "config")
+    files = [f for f in os.listdir(config_dir) if not f.startswith(".")] if os.path.isdir(config_dir) else []
+    try:
+        with open(os.path.join(config_dir, files[0]) if files else config_dir) as f:
+            config = json.load(f)
+    except (OSError, ValueError, IndexError) as e:
+        raise ValueError(f"checkpoint at {step_dir!r} is corrupt or incomplete: cannot read its config ({e})") from e
+    if not isinstance(config, dict) or config.get("format") != CONFIG_FORMAT:
+        raise ValueError(f"checkpoint at {step_dir!r} has no brax_core PPO config (format {CONFIG_FORMAT!r})")
+    return config
+
+
+class Saver:
+    """Writes checkpoints into ``path`` (atomic, at most ``max_to_keep`` kept)."""
+
+    def __init__(self, path: str | os.PathLike, max_to_keep: int | None = None):
+        self.path = os.path.abspath(os.fspath(path))
+        options = ocp.CheckpointManagerOptions(max_to_keep=max_to_keep, create=True, enable_async_checkpointing=False)
+        self._manager = ocp.CheckpointManager(
+            self.path, options=options, item_names=("config", "params", "state", "env_state")
+        )
+
+    def save(
+        self, env_steps: int, params: Any, state: Any, config: Mapping[str, Any], env_state: Any | None = None
+    ) -> str:
+        items = {
+            "config": ocp.args.JsonSave(dict(config)),
+            "params": ocp.args.StandardSave(params),
+            "state": ocp.args.StandardSave(state),
+        }
+        if env_state is not None:
+            items["env_state"] = ocp.args.StandardSave(env_state)
+        self._manager.save(int(env_steps), args=ocp.args.Composite(**items), force=True)
+        self._manager.wait_until_finished()
+        return os.path.join(self.path, f"{int(env_steps)}")
+
+    def close(self) -> None:
+        self._manager.close()
+
+
+def save(
+    path: str | os.PathLike,
+    env_steps: int,
+    params: Any,
+    state: Any,
+    config: Mapping[str, Any],
+    env_state: Any | None = None,
+    max_to_keep: int | None = None,
+) -> str:
+    """Saves one checkpoint under ``path`` (see ``Saver``)."""
+    saver = Saver(path, max_to_keep=max_to_keep)
+    try:
+        return saver.save(env_steps, params, state, config, env_state)
+    finally:
+        saver.close()
+
+
+def _restore_item(step_dir: str, item: str, target: Any) -> Any:
+    item_dir = os.path.join(step_dir, item)
+    if not os.path.isdir(item_dir):
+        raise ValueError(f"checkpoint at {step_dir!r} is corrupt or incomplete: {item!r} is missing")
+    try:
+        with ocp.StandardCheckpointer() as checkpointer:
+            return checkpointer.restore(item_dir, target)
+    except Exception as e:  # orbax raises many types; the caller needs the path and the cause
+        raise ValueError(
+            f"checkpoint at {step_dir!r} is corrupt or does not match: cannot restore {item!r} ({e})"
+        ) from e
+
+
+def restore_item(path: str | os.PathLike, item: str, target: Any) -> Any:
+    """One item (``params``, ``state``) restored into the structure (and shardings) of ``target``."""
+    return _restore_item(resolve(path), item, target)
+
+
+def restore_env_state(path: str | os.PathLike, target: Any) -> Any | None:
+    """The saved environment state, or ``None`` when there is none or it does not fit ``target``."""
+    step_dir = resolve(path)
+    if not os.path.isdir(os.path.join(step_dir, "env_state")):
+        return None
+    try:
+        return _restore_item(step_dir, "env_state", target)
+    except ValueError as e:
+        logging.warning("not resuming the environment state (%s); environments start fresh", e)
+        return None
+
+
+def load_params(path: str | os.PathLike) -> ppo_networks.PPOTrainingParams:
+    """``PPOTrainingParams(normalizer_params, policy_params, value_params)`` from a checkpoint."""
+    step_dir = resolve(path)
+    config = load_config(step_dir)
+    network = networks_from_config(config)
+    return _restore_item(step_dir, "params", abstract_params(network, _obs_size(config)))
+
+
+def _obs_size(config: Mapping[str, Any]) -> types.ObservationSize:
+    obs = config["observation_size"]
+    if isinstance(obs, Mapping):
+        return {k: tuple(v) if isinstance(v, list) else v for k, v in obs.items()}
+    return obs
+
+
+def load_policy(path: str | os.PathLike, deterministic: bool = True) -> types.Policy:
+    """Rebuilds the inference function ``(observation, key) -> (action, extras)`` from a checkpoint alone."""
+    config = load_config(path)
+    network = networks_from_config(config)
+    return ppo_networks.make_inference_fn(network)(load_params(path), deterministic=deterministic)

@@ -1,0 +1,705 @@
+"""Proximal policy optimisation training (``brax.training.agents.ppo.train`` counterpart).
+
+See: https://arxiv.org/pdf/1707.06347.pdf
+
+Same argument names, meanings and defaults as Brax's ``train``, plus what Brax lacks: exact resume from complete
+checkpoints, an env-step count that never wraps, training metrics without evaluation, randomisation without a
+separate eval env, and any activation in saved networks.
+
+Layout of one run: the environments are data-parallel over a one-axis device mesh (``shard_map``); every
+device steps its share of the envs, gradients and the observation normaliser are averaged across devices, and
+the parameters are replicated. (The env code's scans start from unvarying constants, so ``shard_map`` runs
+with ``check_vma=False``; every replicated output is the result of a cross-device mean or sum, and a
+two-device test checks that the devices' copies agree.) One compiled call runs a whole epoch (or, with
+``log_training_metrics``, one metrics interval) of training steps; the host only sees its results.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import math
+import os
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import flax
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
+
+from brax_core import envs
+from brax_core.envs import training as env_training
+from brax_core.envs.base import Env
+from brax_core.training import acting, gradients, types
+from brax_core.training.acme import running_statistics
+from brax_core.training.agents.ppo import checkpoint
+from brax_core.training.agents.ppo import losses as ppo_losses
+from brax_core.training.agents.ppo import networks as ppo_networks
+from brax_core.training.agents.ppo.networks import PPOTrainingParams
+
+_AXIS = "i"
+_TWO_32 = 1 << 32
+
+__all__ = ["PPOTrainingParams", "TrainingState", "train"]
+
+
+@flax.struct.dataclass
+class TrainingState:
+    """Contains training state for the learner.
+
+    ``env_steps`` is the env-step count as a ``uint32`` pair ``(high, low)`` so it is exact past 2**32 without
+    64-bit JAX; ``training_step`` counts training steps and, folded into the run key, gives every step its own
+    random key whatever the epoch boundaries (which is what makes a resumed run identical to an unbroken one).
+    """
+
+    optimizer_state: optax.OptState
+    params: ppo_losses.PPONetworkParams
+    normalizer_params: running_statistics.RunningStatisticsState
+    env_steps: jax.Array
+    training_step: jax.Array
+
+
+def steps_to_pair(n: int) -> np.ndarray:
+    """An exact non-negative step count as a ``uint32`` pair ``(high, low)``."""
+    if n < 0 or n >= _TWO_32 * _TWO_32:
+        raise ValueError(f"step count {n} is outside [0, 2**64)")
+    return np.array([n >> 32, n & (_TWO_32 - 1)], np.uint32)
+
+
+def pair_to_steps(pair: Any) -> int:
+    high, low = (int(v) for v in np.asarray(pair, np.uint64))
+    return (high << 32) + low
+
+
+def _add_steps(pair: jax.Array, n: int) -> jax.Array:
+    """``pair + n`` with the carry from the low word into the high word (``n < 2**32``)."""
+    low = pair[1] + jnp.uint32(n)
+    carry = (low < pair[1]).astype(jnp.uint32)
+    return jnp.stack([pair[0] + carry, low])
+
+
+# ---------------------------------------------------------------------------------------------- validation
+
+
+def _positive_int(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value <= 0:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    return int(value)
+
+
+def _non_negative_int(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 0:
+        raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
+    return int(value)
+
+
+def _real(name: str, value: Any, low: float | None = None, high: float | None = None, open_low: bool = False) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float | np.number) or not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite number, got {value!r}")
+    value = float(value)
+    if low is not None and (value < low or (open_low and value == low)):
+        bound = f"> {low}" if open_low else f">= {low}"
+        raise ValueError(f"{name} must be {bound}{'' if high is None else f' and <= {high}'}, got {value!r}")
+    if high is not None and value > high:
+        raise ValueError(f"{name} must be <= {high}, got {value!r}")
+    return value
+
+
+def _bool(name: str, value: Any) -> bool:
+    if not isinstance(value, bool | np.bool_):
+        raise ValueError(f"{name} must be True or False, got {value!r}")
+    return bool(value)
+
+
+def _callable(name: str, value: Any) -> Callable[..., Any]:
+    if not callable(value):
+        raise TypeError(f"{name} must be callable, got {value!r}")
+    return value
+
+
+def _devices(max_devices_per_host: int | None) -> list[jax.Device]:
+    """The devices to train on: up to ``max_devices_per_host`` of each process's local devices."""
+    per_process: dict[int, list[jax.Device]] = {}
+    for d in jax.devices():
+        per_process.setdefault(d.process_index, []).append(d)
+    chosen = []
+    for index in sorted(per_process):
+        local = per_process[index]
+        chosen.extend(local if max_devices_per_host is None else local[:max_devices_per_host])
+    return chosen
+
+
+# ------------------------------------------------------------------------------------------------- train
+
+
+def train(
+    environment: Env | str,
+    num_timesteps: int,
+    max_devices_per_host: int | None = None,
+    # environment wrapper
+    wrap_env: bool | Callable[..., Env] = True,
+    wrap_env_fn: Callable[..., Env] | None = None,
+    # high-level control flow
+    episode_length: int | None = None,
+    action_repeat: int = 1,
+    num_envs: int = 1,
+    num_eval_envs: int = 128,
+    # optimisation
+    learning_rate: float = 1e-4,
+    entropy_cost: float = 1e-4,
+    discounting: float = 0.9,
+    seed: int = 0,
+    unroll_length: int = 10,
+    batch_size: int = 32,
+    num_minibatches: int = 16,
+    num_updates_per_batch: int = 2,
+    num_resets_per_eval: int = 0,
+    normalize_observations: bool = False,
+    reward_scaling: float = 1.0,
+    clipping_epsilon: float = 0.3,
+    gae_lambda: float = 0.95,
+    max_grad_norm: float | None = None,
+    normalize_advantage: bool = True,
+    vf_loss_coefficient: float = 0.5,
+    bootstrap_on_timeout: bool = False,
+    network_factory: Callable[..., ppo_networks.PPONetworks] = ppo_networks.make_ppo_networks,
+    # callbacks
+    progress_fn: Callable[[int, Mapping[str, Any]], None] = lambda *args: None,
+    policy_params_fn: Callable[..., None] = lambda *args: None,
+    # environment randomisation
+    randomization_fn: Callable[..., Any] | None = None,
+    # evaluation
+    deterministic_eval: bool = False,
+    num_evals: int = 1,
+    eval_env: Env | None = None,
+    # training metrics
+    log_training_metrics: bool = False,
+    training_metrics_steps: int | None = None,
+    # checkpointing
+    save_checkpoint_path: str | os.PathLike | None = None,
+    restore_checkpoint_path: str | os.PathLike | None = None,
+    restore_params: Any | None = None,
+    restore_value_fn: bool = True,
+    max_to_keep: int | None = None,
+) -> tuple[Callable[..., types.Policy], PPOTrainingParams, dict[str, float]]:
+    """PPO training.
+
+    Args:
+      environment: the environment to train (an ``Env`` or a registered name).
+      num_timesteps: the total number of environment steps to train for. A run restored from a checkpoint
+        counts from the checkpoint's step count, so re-running the same command resumes where it stopped;
+        ``0`` only builds (and restores) the networks.
+      max_devices_per_host: maximum number of local devices to train on (default: all).
+      wrap_env: ``True`` wraps ``environment`` for training with ``brax_core.envs.training.wrap``; ``False`` uses
+        it as it is (it must already be batched and auto-resetting); a callable is used as the wrapper, called
+        like Brax's ``wrap_env_fn(env, episode_length=, action_repeat=, randomization_fn=)``.
+      wrap_env_fn: Brax's name for a wrapper callable (same as passing it as ``wrap_env``).
+      episode_length: the length of an environment episode (default: the env's ``default_episode_length``, else
+        1000).
+      action_repeat: the number of timesteps to repeat an action.
+      num_envs: the number of parallel environments (across all devices).
+      num_eval_envs: the number of environments for evaluation.
+      learning_rate: Adam learning rate.
+      entropy_cost: entropy bonus weight.
+      discounting: discount γ.
+      seed: random seed.
+      unroll_length: the number of timesteps to unroll in each environment; the PPO loss uses unrolls of this
+        length.
+      batch_size: the batch size (in unrolls) of each minibatch SGD step.
+      num_minibatches: minibatches per pass over a batch; one training step collects
+        ``batch_size * num_minibatches`` unrolls.
+      num_updates_per_batch: passes over each collected batch.
+      num_resets_per_eval: environment resets between evaluations (0: never reset).
+      normalize_observations: keep a running mean/std of observations and normalise network inputs.
+      reward_scaling: rewards are multiplied by this in the loss.
+      clipping_epsilon: PPO ratio clip.
+      gae_lambda: GAE λ.
+      max_grad_norm: clip gradients to this global norm (``None``: no clipping).
+      normalize_advantage: standardise advantages per minibatch.
+      vf_loss_coefficient: value loss weight; the value loss is ``mean((vs − V)²) · 0.5 · vf_loss_coefficient``.
+      bootstrap_on_timeout: bootstrap time-limit steps from the true final observation instead of dropping them.
+      network_factory: builds the PPO networks (``make_ppo_networks`` or a ``functools.partial`` of it).
+      progress_fn: ``progress_fn(num_steps: int, metrics: dict[str, float])`` at every evaluation and, with
+        ``log_training_metrics``, every ``training_metrics_steps`` env steps.
+      policy_params_fn: ``policy_params_fn(current_step, make_policy, params)`` after every epoch, with params
+        that ``make_policy`` accepts.
+      randomization_fn: Brax's ``randomization_fn(sys, rng) -> (batched_sys, in_axes)``; ``rng`` is bound to one
+        key per environment of a device. The eval env gets its own keys.
+      deterministic_eval: evaluate with the mode of the policy.
+      num_evals: the number of evaluations (the first one before training when ``num_evals > 1``; ``0`` builds
+        no eval env).
+      eval_env: an environment for evaluation, used as it is (never randomised); default: ``environment``.
+      log_training_metrics: stream training metrics (episode returns and lengths from the training envs, losses,
+        approximate KL, ``training/sps``) to ``progress_fn``.
+      training_metrics_steps: env steps between training-metrics reports (default: every training step).
+      save_checkpoint_path: directory for checkpoints, written after every epoch and at the end.
+      restore_checkpoint_path: a checkpoint (or a ``save_checkpoint_path``, for its newest) to resume from.
+      restore_params: ``PPOTrainingParams`` (or ``(normalizer, policy, value)``) to start from.
+      restore_value_fn: with ``restore_params``, also take the value parameters.
+      max_to_keep: the most checkpoints kept in ``save_checkpoint_path`` (``None``: all).
+
+    Returns:
+      ``(make_policy, params, metrics)``: the inference function factory, ``PPOTrainingParams`` and the last
+      metrics reported.
+    """
+    # ---- bad input, before anything compiles
+    if isinstance(environment, str):
+        environment = envs.get_environment(environment)
+    if not isinstance(environment, Env):
+        raise TypeError(f"environment must be a brax_core Env or a registered environment name, got {environment!r}")
+    num_timesteps = _non_negative_int("num_timesteps", num_timesteps)
+    if episode_length is None:
+        episode_length = int(getattr(environment.unwrapped, "default_episode_length", 1000))
+    episode_length = _positive_int("episode_length", episode_length)
+    action_repeat = _positive_int("action_repeat", action_repeat)
+    num_envs = _positive_int("num_envs", num_envs)
+    num_evals = _non_negative_int("num_evals", num_evals)
+    if num_evals > 0:
+        num_eval_envs = _positive_int("num_eval_envs", num_eval_envs)
+    unroll_length = _positive_int("unroll_length", unroll_length)
+    batch_size = _positive_int("batch_size", batch_size)
+    num_minibatches = _positive_int("num_minibatches", num_minibatches)
+    num_updates_per_batch = _positive_int("num_updates_per_batch", num_updates_per_batch)
+    num_resets_per_eval = _non_negative_int("num_resets_per_eval", num_resets_per_eval)
+    if max_devices_per_host is not None:
+        max_devices_per_host = _positive_int("max_devices_per_host", max_devices_per_host)
+    if training_metrics_steps is not None:
+        training_metrics_steps = _positive_int("training_metrics_steps", training_metrics_steps)
+    if max_to_keep is not None:
+        max_to_keep = _positive_int("max_to_keep", max_to_keep)
+    seed = int(_non_negative_int("seed", seed))
+    learning_rate = _real("learning_rate", learning_rate, 0.0, open_low=True)
+    entropy_cost = _real("entropy_cost", entropy_cost, 0.0)
+    discounting = _real("discounting", discounting, 0.0, 1.0)
+    gae_lambda = _real("gae_lambda", gae_lambda, 0.0, 1.0)
+    clipping_epsilon = _real("clipping_epsilon", clipping_epsilon, 0.0, open_low=True)
+    reward_scaling = _real("reward_scaling", reward_scaling, 0.0, open_low=True)
+    vf_loss_coefficient = _real("vf_loss_coefficient", vf_loss_coefficient, 0.0)
+    if max_grad_norm is not None:
+        max_grad_norm = _real("max_grad_norm", max_grad_norm, 0.0, open_low=True)
+    normalize_observations = _bool("normalize_observations", normalize_observations)
+    normalize_advantage = _bool("normalize_advantage", normalize_advantage)
+    bootstrap_on_timeout = _bool("bootstrap_on_timeout", bootstrap_on_timeout)
+    deterministic_eval = _bool("deterministic_eval", deterministic_eval)
+    log_training_metrics = _bool("log_training_metrics", log_training_metrics)
+    restore_value_fn = _bool("restore_value_fn", restore_value_fn)
+    progress_fn = _callable("progress_fn", progress_fn)
+    policy_params_fn = _callable("policy_params_fn", policy_params_fn)
+    network_factory = _callable("network_factory", network_factory)
+    if randomization_fn is not None:
+        _callable("randomization_fn", randomization_fn)
+    if eval_env is not None and not isinstance(eval_env, Env):
+        raise TypeError(f"eval_env must be a brax_core Env or None, got {eval_env!r}")
+    if wrap_env_fn is not None:
+        wrap_env = _callable("wrap_env_fn", wrap_env_fn)
+    if not (isinstance(wrap_env, bool) or callable(wrap_env)):
+        raise ValueError(f"wrap_env must be True, False or a wrapper callable, got {wrap_env!r}")
+    if (batch_size * num_minibatches) % num_envs != 0:
+        raise ValueError(
+            f"batch_size * num_minibatches ({batch_size} * {num_minibatches} = {batch_size * num_minibatches}) must be "
+            f"divisible by num_envs ({num_envs})"
+        )
+    devices = _devices(max_devices_per_host)
+    device_count = len(devices)
+    if num_envs % device_count != 0:
+        raise ValueError(f"num_envs ({num_envs}) must be divisible by the number of devices ({device_count})")
+    if batch_size % device_count != 0:
+        raise ValueError(f"batch_size ({batch_size}) must be divisible by the number of devices ({device_count})")
+    if num_evals > 0 and num_eval_envs % device_count != 0:
+        raise ValueError(f"num_eval_envs ({num_eval_envs}) must be divisible by the number of devices ({device_count})")
+    if restore_params is not None:
+        restore_params = PPOTrainingParams(*_three_params(restore_params))
+    if save_checkpoint_path is not None and not isinstance(save_checkpoint_path, str | os.PathLike):
+        raise TypeError(f"save_checkpoint_path must be a path, got {save_checkpoint_path!r}")
+    if restore_checkpoint_path is not None:
+        restore_checkpoint_path = checkpoint.resolve(restore_checkpoint_path)
+
+    env_step_per_training_step = batch_size * unroll_length * num_minibatches * action_repeat
+    if env_step_per_training_step >= _TWO_32:
+        raise ValueError(f"one training step would take {env_step_per_training_step} env steps; keep it below 2**32")
+    local_envs = num_envs // device_count
+    local_eval_envs = num_eval_envs // device_count if num_evals > 0 else 0
+    local_batch = batch_size * num_minibatches // device_count
+    num_unrolls = batch_size * num_minibatches // num_envs
+
+    # ---- networks and their (checkpoint) configuration
+    obs_size = environment.observation_size
+    action_size = environment.action_size
+    preprocess = running_statistics.normalize if normalize_observations else types.identity_observation_preprocessor
+    ppo_network = network_factory(obs_size, action_size, preprocess_observations_fn=preprocess)
+    make_policy = ppo_networks.make_inference_fn(ppo_network)
+    config = None
+    if save_checkpoint_path is not None:
+        # Only a run that saves needs every network argument to be nameable in JSON.
+        config = checkpoint.network_config(network_factory, obs_size, action_size, normalize_observations)
+        config["training"] = {
+            "episode_length": episode_length,
+            "action_repeat": action_repeat,
+            "num_envs": num_envs,
+            "learning_rate": learning_rate,
+            "entropy_cost": entropy_cost,
+            "discounting": discounting,
+            "unroll_length": unroll_length,
+            "batch_size": batch_size,
+            "num_minibatches": num_minibatches,
+            "num_updates_per_batch": num_updates_per_batch,
+            "reward_scaling": reward_scaling,
+            "clipping_epsilon": clipping_epsilon,
+            "gae_lambda": gae_lambda,
+            "max_grad_norm": max_grad_norm,
+            "normalize_advantage": normalize_advantage,
+            "vf_loss_coefficient": vf_loss_coefficient,
+            "bootstrap_on_timeout": bootstrap_on_timeout,
+            "seed": seed,
+        }
+
+    mesh = Mesh(np.asarray(devices), (_AXIS,))
+    replicated = NamedSharding(mesh, P())
+
+    optimizer = optax.adam(learning_rate=learning_rate)
+    if max_grad_norm is not None:
+        optimizer = optax.chain(optax.clip_by_global_norm(max_grad_norm), optax.adam(learning_rate=learning_rate))
+
+    key = jax.random.PRNGKey(seed)
+    key_init, key_run, key_env, key_eval, key_randomize = jax.random.split(key, 5)
+    if isinstance(obs_size, Mapping):
+        obs_template: Any = {
+            k: jax.ShapeDtypeStruct(tuple(v) if not isinstance(v, int) else (v,), jnp.float32)
+            for k, v in obs_size.items()
+        }
+    else:
+        obs_template = jax.ShapeDtypeStruct((int(obs_size),), jnp.float32)
+
+    @functools.partial(jax.jit, out_shardings=replicated)
+    def init_training_state(key_init: jax.Array) -> TrainingState:
+        key_policy, key_value = jax.random.split(key_init)
+        params = ppo_losses.PPONetworkParams(
+            policy=ppo_network.policy_network.init(key_policy), value=ppo_network.value_network.init(key_value)
+        )
+        return TrainingState(
+            optimizer_state=optimizer.init(params),
+            params=params,
+            normalizer_params=running_statistics.init_state(obs_template),
+            env_steps=jnp.zeros((2,), jnp.uint32),
+            training_step=jnp.zeros((), jnp.int32),
+        )
+
+    training_state = init_training_state(key_init)
+    env_steps = 0
+    restored_env_state_from = None
+
+    if restore_params is not None:
+        value = restore_params.value_params if restore_value_fn else training_state.params.value
+        params = ppo_losses.PPONetworkParams(policy=restore_params.policy_params, value=value)
+        training_state = training_state.replace(
+            params=jax.device_put(params, replicated),
+            normalizer_params=jax.device_put(restore_params.normalizer_params, replicated),
+            optimizer_state=jax.jit(optimizer.init, out_shardings=replicated)(params),
+        )
+    if restore_checkpoint_path is not None:
+        training_state, key_run, env_steps = _restore_training(restore_checkpoint_path, training_state, key_run)
+        restored_env_state_from = restore_checkpoint_path
+
+    def current_params(ts: TrainingState) -> PPOTrainingParams:
+        return PPOTrainingParams(ts.normalizer_params, ts.params.policy, ts.params.value)
+
+    saver = checkpoint.Saver(save_checkpoint_path, max_to_keep=max_to_keep) if save_checkpoint_path else None
+
+    def save(ts: TrainingState, env_state: Any | None) -> None:
+        if saver is None:
+            return
+        state = {
+            "optimizer_state": ts.optimizer_state,
+            "env_steps": ts.env_steps,
+            "training_step": ts.training_step,
+            "key": key_run,
+        }
+        saver.save(env_steps, current_params(ts), state, {**config, "env_steps": env_steps}, env_state)
+
+    remaining = num_timesteps - env_steps
+    if remaining <= 0:
+        if num_timesteps > 0 and restore_checkpoint_path is not None:
+            logging.info(
+                "checkpoint is at %d env steps, num_timesteps is %d: nothing to train", env_steps, num_timesteps
+            )
+        if saver is not None:
+            save(training_state, None)
+            saver.close()
+        return make_policy, current_params(training_state), {}
+
+    # ---- environments
+    def wrap_for(env: Env, n_local: int, rng: jax.Array | None) -> Env:
+        v_randomization_fn = None
+        if randomization_fn is not None and rng is not None:
+            v_randomization_fn = functools.partial(randomization_fn, rng=jax.random.split(rng, n_local))
+        if wrap_env is True:
+            return env_training.wrap(
+                env, episode_length=episode_length, action_repeat=action_repeat, randomization_fn=v_randomization_fn
+            )
+        if wrap_env is False:
+            return env
+        return wrap_env(
+            env, episode_length=episode_length, action_repeat=action_repeat, randomization_fn=v_randomization_fn
+        )
+
+    env = wrap_for(environment, local_envs, key_randomize)
+    extra_fields = ["truncation"]
+    if log_training_metrics:
+        extra_fields += ["episode_metrics", "episode_done"]
+
+    loss_fn = functools.partial(
+        ppo_losses.compute_ppo_loss,
+        ppo_network=ppo_network,
+        entropy_cost=entropy_cost,
+        discounting=discounting,
+        reward_scaling=reward_scaling,
+        gae_lambda=gae_lambda,
+        clipping_epsilon=clipping_epsilon,
+        normalize_advantage=normalize_advantage,
+        vf_loss_coefficient=vf_loss_coefficient,
+        bootstrap_on_timeout=bootstrap_on_timeout,
+    )
+    gradient_update_fn = gradients.gradient_update_fn(loss_fn, optimizer, pmap_axis_name=_AXIS, has_aux=True)
+
+    def minibatch_step(carry, data: types.Transition, normalizer_params):
+        optimizer_state, params, key = carry
+        key, key_loss = jax.random.split(key)
+        (_, metrics), params, optimizer_state = gradient_update_fn(
+            params, normalizer_params, data, key_loss, optimizer_state=optimizer_state
+        )
+        return (optimizer_state, params, key), metrics
+
+    def sgd_step(carry, _, data: types.Transition, normalizer_params):
+        optimizer_state, params, key = carry
+        key, key_perm, key_grad = jax.random.split(key, 3)
+        permutation = jax.random.permutation(key_perm, local_batch)
+        shuffled = jax.tree.map(lambda x: jnp.reshape(x[permutation], (num_minibatches, -1) + x.shape[1:]), data)
+        (optimizer_state, params, _), metrics = jax.lax.scan(
+            functools.partial(minibatch_step, normalizer_params=normalizer_params),
+            (optimizer_state, params, key_grad),
+            shuffled,
+        )
+        return (optimizer_state, params, key), metrics
+
+    def training_step(ts: TrainingState, env_state: Any, key: jax.Array):
+        key_sgd, key_generate = jax.random.split(key)
+        policy = make_policy((ts.normalizer_params, ts.params.policy))
+
+        def unroll(carry, _):
+            state, k = carry
+            k, k_unroll = jax.random.split(k)
+            state, data = acting.generate_unroll(env, state, policy, k_unroll, unroll_length, extra_fields)
+            return (state, k), data
+
+        (env_state, _), data = jax.lax.scan(unroll, (env_state, key_generate), (), length=num_unrolls)
+        # [unrolls, T, envs, ...] -> [unrolls * envs, T, ...]: the batch-major layout the loss expects.
+        data = jax.tree.map(lambda x: jnp.reshape(jnp.swapaxes(x, 1, 2), (-1,) + x.shape[1:2] + x.shape[3:]), data)
+        normalizer_params = ts.normalizer_params
+        if normalize_observations:
+            normalizer_params = running_statistics.update(normalizer_params, data.observation, pmap_axis_name=_AXIS)
+        (optimizer_state, params, _), metrics = jax.lax.scan(
+            functools.partial(sgd_step, data=data, normalizer_params=normalizer_params),
+            (ts.optimizer_state, ts.params, key_sgd),
+            (),
+            length=num_updates_per_batch,
+        )
+        metrics = jax.tree.map(jnp.mean, metrics)
+        if log_training_metrics:
+            done = data.extras["state_extras"]["episode_done"]
+            episodes = data.extras["state_extras"]["episode_metrics"]
+            metrics["episode_count"] = jnp.sum(done)
+            for name, value in episodes.items():
+                metrics[f"episode_sum/{name}"] = jnp.sum(value * done)
+        new_ts = TrainingState(
+            optimizer_state=optimizer_state,
+            params=params,
+            normalizer_params=normalizer_params,
+            env_steps=_add_steps(ts.env_steps, env_step_per_training_step),
+            training_step=ts.training_step + 1,
+        )
+        return new_ts, env_state, metrics
+
+    def run_training_steps(ts: TrainingState, env_state: Any, key_run: jax.Array, num_steps: int):
+        device_index = jax.lax.axis_index(_AXIS)
+
+        def one(carry, _):
+            ts, env_state = carry
+            key = jax.random.fold_in(jax.random.fold_in(key_run, ts.training_step), device_index)
+            ts, env_state, metrics = training_step(ts, env_state, key)
+            return (ts, env_state), metrics
+
+        (ts, env_state), metrics = jax.lax.scan(one, (ts, env_state), (), length=num_steps)
+        summed = {k: jax.lax.psum(jnp.sum(v), _AXIS) for k, v in metrics.items() if k.startswith("episode")}
+        averaged = {k: jax.lax.pmean(jnp.mean(v), _AXIS) for k, v in metrics.items() if not k.startswith("episode")}
+        return ts, env_state, {**averaged, **summed}
+
+    def compile_training(num_steps: int):
+        fn = jax.shard_map(
+            functools.partial(run_training_steps, num_steps=num_steps),
+            mesh=mesh,
+            in_specs=(P(), P(_AXIS), P()),
+            out_specs=(P(), P(_AXIS), P()),
+            check_vma=False,
+        )
+        return jax.jit(fn, donate_argnums=(0, 1))
+
+    def per_device_reset(key: jax.Array):
+        key = jax.random.fold_in(key, jax.lax.axis_index(_AXIS))
+        return env.reset(jax.random.split(key, local_envs))
+
+    reset_fn = jax.jit(jax.shard_map(per_device_reset, mesh=mesh, in_specs=P(), out_specs=P(_AXIS), check_vma=False))
+
+    # ---- evaluation
+    evaluator = None
+    if num_evals > 0:
+        if eval_env is None:
+            eval_base = wrap_for(environment, local_eval_envs, jax.random.fold_in(key_randomize, 1))
+        else:
+            eval_base = wrap_for(eval_env, local_eval_envs, None)
+        wrapped_eval_env = env_training.EvalWrapper(eval_base)
+        eval_steps = -(-episode_length // action_repeat)
+
+        def per_device_eval(policy_params: Any, key: jax.Array) -> dict[str, jax.Array]:
+            key = jax.random.fold_in(key, jax.lax.axis_index(_AXIS))
+            policy = make_policy(policy_params, deterministic=deterministic_eval)
+            state = acting.evaluation_rollout(wrapped_eval_env, policy, key, local_eval_envs, eval_steps)
+            return acting.summarize_eval(state.info["eval_metrics"], axis_name=_AXIS)
+
+        eval_run = jax.jit(
+            jax.shard_map(per_device_eval, mesh=mesh, in_specs=(P(), P()), out_specs=P(), check_vma=False)
+        )
+        evaluator = acting.Evaluator(
+            wrapped_eval_env,
+            functools.partial(make_policy, deterministic=deterministic_eval),
+            num_eval_envs=num_eval_envs,
+            episode_length=episode_length,
+            action_repeat=action_repeat,
+            key=key_eval,
+            run_fn=eval_run,
+        )
+
+    # ---- schedule: total training steps split into epochs (and metrics intervals) of equal compiled length
+    remaining_training_steps = -(-remaining // env_step_per_training_step)
+    num_evals_after_init = max(num_evals - 1, 1)
+    segments = num_evals_after_init * max(num_resets_per_eval, 1)
+    steps_per_segment = -(-remaining_training_steps // segments)
+    steps_per_call = steps_per_segment
+    if log_training_metrics:
+        every = 1 if training_metrics_steps is None else max(1, training_metrics_steps // env_step_per_training_step)
+        steps_per_call = min(every, steps_per_segment)
+        steps_per_segment = -(-steps_per_segment // steps_per_call) * steps_per_call
+    calls_per_segment = steps_per_segment // steps_per_call
+    training_fn = compile_training(steps_per_call)
+
+    env_state = reset_fn(key_env)
+    if restored_env_state_from is not None:
+        env_state = checkpoint.restore_env_state(restored_env_state_from, env_state) or env_state
+
+    metrics: dict[str, float] = {}
+    start = time.time()
+    training_walltime = 0.0
+    last_episode: dict[str, float] = {}
+
+    if evaluator is not None and num_evals > 1:
+        metrics = evaluator.run_evaluation(current_params(training_state), training_metrics={"eval/walltime": 0.0})
+        logging.info(metrics)
+        progress_fn(env_steps, metrics)
+
+    training_metrics: dict[str, float] = {}
+    for _ in range(num_evals_after_init):
+        for reset_index in range(max(num_resets_per_eval, 1)):
+            for _ in range(calls_per_segment):
+                t = time.time()
+                training_state, env_state, step_metrics = training_fn(training_state, env_state, key_run)
+                step_metrics = jax.device_get(step_metrics)  # waits for the call: the timing below is honest
+                elapsed = time.time() - t
+                training_walltime += elapsed
+                env_steps += steps_per_call * env_step_per_training_step
+                training_metrics = _training_metrics(
+                    step_metrics,
+                    steps_per_call * env_step_per_training_step / max(elapsed, 1e-9),
+                    training_walltime,
+                    last_episode,
+                )
+                if log_training_metrics:
+                    logging.info(training_metrics)
+                    metrics = training_metrics
+                    progress_fn(env_steps, dict(training_metrics))
+            if num_resets_per_eval > 0 and reset_index < num_resets_per_eval:
+                reset_key = jax.random.fold_in(key_env, int(jax.device_get(training_state.training_step)))
+                env_state = reset_fn(reset_key)
+        if pair_to_steps(jax.device_get(training_state.env_steps)) % _TWO_32 != env_steps % _TWO_32:
+            raise RuntimeError("internal error: device and host env-step counts disagree")
+        params = current_params(training_state)
+        policy_params_fn(env_steps, make_policy, params)
+        if evaluator is not None:
+            metrics = evaluator.run_evaluation(params, training_metrics=training_metrics)
+            logging.info(metrics)
+            progress_fn(env_steps, metrics)
+        save(training_state, env_state)
+
+    logging.info("total steps: %s, wall time %.1f s", env_steps, time.time() - start)
+    if saver is not None:
+        saver.close()
+    return make_policy, current_params(training_state), metrics
+
+
+def _three_params(params: Any) -> tuple[Any, Any, Any]:
+    if all(hasattr(params, f) for f in PPOTrainingParams._fields):
+        return params.normalizer_params, params.policy_params, params.value_params
+    if isinstance(params, tuple | list) and len(params) == 3:
+        return tuple(params)
+    raise TypeError(
+        "restore_params must be PPOTrainingParams(normalizer_params, policy_params, value_params) or a "
+        f"(normalizer_params, policy_params, value_params) tuple, got {type(params).__name__}"
+    )
+
+
+def _restore_training(path: str, training_state: TrainingState, key_run: jax.Array):
+    """Loads the complete training state saved at ``path`` into the shardings of ``training_state``."""
+    config = checkpoint.load_config(path)
+    params_target = PPOTrainingParams(
+        training_state.normalizer_params, training_state.params.policy, training_state.params.value
+    )
+    params = checkpoint.restore_item(path, "params", params_target)
+    state_target = {
+        "optimizer_state": training_state.optimizer_state,
+        "env_steps": training_state.env_steps,
+        "training_step": training_state.training_step,
+        "key": key_run,
+    }
+    state = checkpoint.restore_item(path, "state", state_target)
+    env_steps = int(config["env_steps"])
+    if pair_to_steps(jax.device_get(state["env_steps"])) != env_steps:
+        raise ValueError(f"checkpoint at {path!r} is inconsistent: its step counters disagree")
+    restored = training_state.replace(
+        optimizer_state=state["optimizer_state"],
+        params=ppo_losses.PPONetworkParams(policy=params.policy_params, value=params.value_params),
+        normalizer_params=params.normalizer_params,
+        env_steps=state["env_steps"],
+        training_step=state["training_step"],
+    )
+    return restored, state["key"], env_steps
+
+
+def _training_metrics(
+    step_metrics: Mapping[str, Any], sps: float, walltime: float, last_episode: dict[str, float]
+) -> dict[str, float]:
+    """Host-side training metrics; episode means cover the episodes that ended since the last report."""
+    out = {f"training/{k}": float(v) for k, v in step_metrics.items() if not k.startswith("episode")}
+    out["training/sps"] = sps
+    out["training/walltime"] = walltime
+    count = float(step_metrics.get("episode_count", 0.0))
+    if count > 0:
+        for k, v in step_metrics.items():
+            if k.startswith("episode_sum/"):
+                last_episode[f"episode/{k.split('/', 1)[1]}"] = float(v) / count
+    if "episode_count" in step_metrics:
+        out.update(last_episode)
+        out["episode/count"] = count
+    return out

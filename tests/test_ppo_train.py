@@ -1,0 +1,277 @@
+"""The JAX PPO trainer on the `fast` env: learning, metrics, callbacks, checkpoints, exact resume, bad input.
+
+Every run uses the same tiny configuration, so the training step compiles once per process (later runs hit the
+compile cache); each run takes a fraction of a second once compiled.
+"""
+
+import functools
+import json
+import os
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+from flax import linen
+
+from brax_core.training.agents.ppo import checkpoint, losses
+from brax_core.training.agents.ppo import networks as ppo_networks
+from brax_core.training.agents.ppo import train as ppo
+
+# 4 minibatches of 32 unrolls of 10 steps = 1280 env steps per training step.
+STEP = 1280
+TINY = dict(
+    episode_length=100,
+    num_envs=32,
+    batch_size=32,
+    num_minibatches=4,
+    unroll_length=10,
+    num_updates_per_batch=4,
+    learning_rate=3e-3,
+    entropy_cost=1e-3,
+    discounting=0.95,
+    normalize_observations=True,
+    network_factory=functools.partial(
+        ppo_networks.make_ppo_networks, policy_hidden_layer_sizes=(16, 16), value_hidden_layer_sizes=(16, 16)
+    ),
+)
+
+
+def _tiny(**overrides):
+    return {**TINY, **overrides}
+
+
+def _assert_trees_close(a, b, rtol=1e-6, atol=1e-7):
+    leaves_a, leaves_b = jax.tree.leaves(a), jax.tree.leaves(b)
+    assert len(leaves_a) == len(leaves_b)
+    for x, y in zip(leaves_a, leaves_b, strict=True):
+        np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=rtol, atol=atol)
+
+
+def test_fast_env_learns_and_reports_brax_metrics():
+    reports, saved_policies = [], []
+
+    def policy_params_fn(step, make_policy, params):
+        action, _ = make_policy(params, deterministic=True)(jnp.zeros((1, 2)), jax.random.PRNGKey(0))
+        saved_policies.append((step, action))
+
+    make_policy, params, metrics = ppo.train(
+        "fast",
+        num_timesteps=16 * STEP * 3,
+        num_evals=4,
+        num_eval_envs=32,
+        progress_fn=lambda step, m: reports.append((step, dict(m))),
+        policy_params_fn=policy_params_fn,
+        **_tiny(),
+    )
+    steps = [s for s, _ in reports]
+    assert steps == [0, 16 * STEP, 32 * STEP, 48 * STEP]
+    assert all(isinstance(s, int) for s in steps)
+    first, last = reports[0][1]["eval/episode_reward"], reports[-1][1]["eval/episode_reward"]
+    # A random policy scores about 0.3 per step of a 100-step episode; a good one about 0.95.
+    assert first < 60.0 and last > 85.0, (first, last)
+    expected = {
+        "eval/episode_reward",
+        "eval/episode_reward_std",
+        "eval/avg_episode_length",
+        "eval/walltime",
+        "eval/sps",
+        "training/sps",
+        "training/walltime",
+        "training/total_loss",
+        "training/policy_loss",
+        "training/v_loss",
+        "training/entropy_loss",
+        "training/approx_kl",
+    }
+    assert expected <= set(reports[-1][1])
+    assert all(isinstance(v, float) for v in reports[-1][1].values())
+    assert reports[-1][1]["eval/avg_episode_length"] == 100.0
+    assert metrics == reports[-1][1]
+    assert isinstance(params, ppo_networks.PPOTrainingParams)
+    assert [s for s, _ in saved_policies] == steps[1:]
+    action, extras = make_policy(params)(jnp.zeros((3, 2)), jax.random.PRNGKey(1))
+    assert action.shape == (3, 1) and set(extras) == {"log_prob", "raw_action"}
+
+
+def test_training_metrics_without_eval_and_activations_with_and_without_saving(tmp_path):
+    for activation in (linen.tanh, linen.sigmoid):
+        factory = functools.partial(
+            ppo_networks.make_ppo_networks,
+            policy_hidden_layer_sizes=(16, 16),
+            value_hidden_layer_sizes=(16, 16),
+            activation=activation,
+        )
+        results = []
+        for save_path in (None, tmp_path / activation.__name__):
+            reports = []
+            make_policy, params, metrics = ppo.train(
+                "fast",
+                num_timesteps=6 * STEP,
+                num_evals=0,
+                log_training_metrics=True,
+                training_metrics_steps=2 * STEP,
+                progress_fn=lambda step, m, reports=reports: reports.append((step, m)),
+                save_checkpoint_path=save_path,
+                **_tiny(network_factory=factory),
+            )
+            assert [s for s, _ in reports] == [2 * STEP, 4 * STEP, 6 * STEP]
+            assert metrics == reports[-1][1] and metrics != {}
+            for key in (
+                "episode/sum_reward",
+                "episode/length",
+                "episode/distance",
+                "training/sps",
+                "training/entropy_loss",
+                "training/approx_kl",
+            ):
+                assert key in metrics, key
+            assert metrics["episode/length"] == 100.0  # episodes end only at the time limit
+            assert not any(k.startswith("eval/") for k in metrics)
+            results.append(params)
+        # Saving changes nothing about training.
+        _assert_trees_close(results[0], results[1], rtol=0, atol=0)
+        saved = tmp_path / activation.__name__
+        config = json.loads(json.dumps(checkpoint.load_config(saved)))
+        kwargs = config["network_factory_kwargs"]
+        assert kwargs["activation"] == {"callable": {"name": activation.__name__}}
+        assert kwargs["policy_hidden_layer_sizes"] == [16, 16] and config["observation_size"] == 2
+        assert isinstance(config["action_size"], int) and config["env_steps"] == 6 * STEP
+        loaded = checkpoint.load_policy(saved, deterministic=True)
+        obs = jax.random.normal(jax.random.PRNGKey(2), (5, 2))
+        expected, _ = make_policy(results[1], deterministic=True)(obs, jax.random.PRNGKey(0))
+        np.testing.assert_allclose(loaded(obs, jax.random.PRNGKey(0))[0], expected, rtol=1e-6)
+
+
+def test_unnameable_activation_fails_at_start_only_when_saving(tmp_path):
+    factory = functools.partial(ppo_networks.make_ppo_networks, activation=lambda x: x * jax.nn.sigmoid(x))
+    start = time.time()
+    with pytest.raises(ValueError, match="cannot be named in the checkpoint configuration"):
+        ppo.train("fast", num_timesteps=STEP, save_checkpoint_path=tmp_path / "ckpt", **_tiny(network_factory=factory))
+    assert time.time() - start < 10.0
+    assert not (tmp_path / "ckpt").exists()
+    _, params, _ = ppo.train("fast", num_timesteps=0, **_tiny(network_factory=factory))
+    assert params.policy_params["params"]["hidden_0"]["kernel"].shape == (2, 32)
+
+
+def test_resume_is_exact_and_the_step_count_passes_two_to_the_32(tmp_path):
+    common = _tiny(num_evals=0, log_training_metrics=True, training_metrics_steps=3 * STEP)
+    _, straight, _ = ppo.train("fast", num_timesteps=6 * STEP, **common)
+    ckpt = tmp_path / "ckpt"
+    ppo.train("fast", num_timesteps=3 * STEP, save_checkpoint_path=ckpt, **common)
+    reports = []
+    _, resumed, _ = ppo.train(
+        "fast",
+        num_timesteps=6 * STEP,
+        restore_checkpoint_path=ckpt,
+        progress_fn=lambda s, m: reports.append(s),
+        **common,
+    )
+    assert reports == [6 * STEP]
+    # Same keys, same env states, same updates: identical up to float32 reassociation.
+    _assert_trees_close(straight, resumed, rtol=1e-5, atol=1e-6)
+
+    # Rewrite the checkpoint so its count sits just below 2**32, then train across the boundary.
+    near = 2**32 - STEP
+    params = checkpoint.load_params(ckpt)
+    optimizer_target = jax.eval_shape(
+        optax.adam(3e-3).init, losses.PPONetworkParams(params.policy_params, params.value_params)
+    )
+    target = {
+        "optimizer_state": optimizer_target,
+        "env_steps": jax.ShapeDtypeStruct((2,), jnp.uint32),
+        "training_step": jax.ShapeDtypeStruct((), jnp.int32),
+        "key": jax.ShapeDtypeStruct((2,), jnp.uint32),
+    }
+    state = checkpoint.restore_item(ckpt, "state", target)
+    state["env_steps"] = jnp.asarray(ppo.steps_to_pair(near))
+    config = {**checkpoint.load_config(ckpt), "env_steps": near}
+    checkpoint.save(tmp_path / "near", near, params, state, config)
+
+    reports = []
+    big = tmp_path / "big"
+    _, _, metrics = ppo.train(
+        "fast",
+        num_timesteps=2**32 + 2 * STEP,
+        restore_checkpoint_path=tmp_path / "near",
+        save_checkpoint_path=big,
+        progress_fn=lambda s, m: reports.append(s),
+        **common,
+    )
+    assert reports == [2**32 + 2 * STEP]
+    assert checkpoint.load_config(big)["env_steps"] == 2**32 + 2 * STEP
+    assert os.path.basename(checkpoint.resolve(big)) == str(2**32 + 2 * STEP)
+    restored = checkpoint.restore_item(big, "state", target)
+    assert ppo.pair_to_steps(restored["env_steps"]) == 2**32 + 2 * STEP
+
+
+def test_num_timesteps_zero_restores_without_training(tmp_path):
+    ckpt = tmp_path / "ckpt"
+    _, trained, _ = ppo.train("fast", num_timesteps=2 * STEP, num_evals=0, save_checkpoint_path=ckpt, **_tiny())
+    make_policy, restored, metrics = ppo.train("fast", num_timesteps=0, restore_checkpoint_path=ckpt, **_tiny())
+    assert metrics == {}
+    _assert_trees_close(trained, restored, rtol=0, atol=0)
+    _, fresh, _ = ppo.train("fast", num_timesteps=0, **_tiny())
+    assert not np.allclose(
+        fresh.policy_params["params"]["hidden_0"]["kernel"], trained.policy_params["params"]["hidden_0"]["kernel"]
+    )
+
+
+def test_checkpoints_are_bounded_atomic_and_errors_name_the_path(tmp_path):
+    ckpt = tmp_path / "ckpt"
+    ppo.train(
+        "fast",
+        num_timesteps=3 * STEP,
+        num_evals=4,
+        num_eval_envs=16,
+        max_to_keep=2,
+        save_checkpoint_path=ckpt,
+        **_tiny(),
+    )
+    steps = [os.path.basename(d) for d in checkpoint.step_directories(ckpt)]
+    assert steps == [str(2 * STEP), str(3 * STEP)]
+    # An interrupted save leaves only a temporary directory, which is never taken for a checkpoint.
+    (ckpt / f"{10 * STEP}.orbax-checkpoint-tmp-123").mkdir()
+    assert os.path.basename(checkpoint.resolve(ckpt)) == str(3 * STEP)
+    checkpoint.load_policy(ckpt)
+    missing = tmp_path / "nowhere"
+    with pytest.raises(FileNotFoundError, match="nowhere"):
+        checkpoint.load_policy(missing)
+    with pytest.raises(FileNotFoundError, match="nowhere"):
+        ppo.train("fast", num_timesteps=STEP, restore_checkpoint_path=missing, **_tiny())
+    broken = ckpt / str(3 * STEP)
+    for root, _, files in os.walk(broken / "params"):
+        for name in files:
+            os.remove(os.path.join(root, name))
+    with pytest.raises(ValueError, match=str(broken)):
+        checkpoint.load_policy(broken)
+
+
+@pytest.mark.parametrize(
+    "overrides,message",
+    [
+        (dict(num_envs=24), r"batch_size \* num_minibatches .* divisible by num_envs \(24\)"),
+        (dict(batch_size=0), "batch_size must be a positive integer"),
+        (dict(unroll_length=-1), "unroll_length must be a positive integer"),
+        (dict(num_envs=0), "num_envs must be a positive integer"),
+        (dict(learning_rate=0.0), "learning_rate must be > 0"),
+        (dict(discounting=1.5), "discounting must be"),
+        (dict(num_evals=-1), "num_evals must be a non-negative integer"),
+        (dict(episode_length=2.5), "episode_length must be a positive integer"),
+        (dict(wrap_env="yes"), "wrap_env must be True, False or a wrapper callable"),
+    ],
+)
+def test_bad_input_is_rejected_before_compiling(overrides, message):
+    start = time.time()
+    with pytest.raises(ValueError, match=message):
+        ppo.train("fast", num_timesteps=STEP, **_tiny(**overrides))
+    assert time.time() - start < 5.0
+
+
+def test_unknown_env_and_bad_restore_params():
+    with pytest.raises(ValueError, match="unknown environment 'no_such_env'"):
+        ppo.train("no_such_env", num_timesteps=STEP)
+    with pytest.raises(TypeError, match="restore_params must be PPOTrainingParams"):
+        ppo.train("fast", num_timesteps=0, restore_params={"policy": 1}, **_tiny())
