@@ -85,6 +85,30 @@ class LossTerms(NamedTuple):
     approx_kl: torch.Tensor
 
 
+class LossConfig(NamedTuple):
+    """The loss hyperparameters (names and defaults of the JAX ``compute_ppo_loss``)."""
+
+    entropy_cost: float = 1e-4
+    discounting: float = 0.9
+    reward_scaling: float = 1.0
+    gae_lambda: float = 0.95
+    clipping_epsilon: float = 0.3
+    normalize_advantage: bool = True
+    vf_loss_coefficient: float = 0.5
+    bootstrap_on_timeout: bool = False
+
+
+LOSS_KEYS = (
+    "observation",
+    "raw_action",
+    "action_log_prob",
+    ("next", "final_observation"),
+    ("next", "reward"),
+    ("next", "terminated"),
+    ("next", "truncated"),
+)
+
+
 def compute_ppo_loss(
     modules: PPOModules,
     batch: TensorDictBase,
@@ -98,49 +122,90 @@ def compute_ppo_loss(
     vf_loss_coefficient: float = 0.5,
     bootstrap_on_timeout: bool = False,
 ) -> LossTerms:
-    """Clipped-surrogate PPO loss on a ``[B, T]`` minibatch.
+    """Clipped-surrogate PPO loss on a ``[B, T]`` minibatch TensorDict.
 
     ``batch`` holds ``observation``, ``raw_action``, ``action_log_prob`` (behaviour), ``("next", "reward")``,
     ``("next", "terminated")``, ``("next", "truncated")`` and ``("next", "final_observation")`` (the observation
-    each transition reached, before any auto-reset: where it differs from the post-reset observation the JAX side's
-    mask or termination factor zeroes its weight, so using it everywhere is the same computation).
-    ``entropy_noise`` (``[T, B, action_size]``, standard normal) is the sample at which
-    the entropy estimate evaluates the tanh jacobian, passed in so the loss is a pure function of its inputs.
+    each transition reached, before any auto-reset; the JAX side's ``next_observation`` is the same).
+    ``entropy_noise`` (``[T, B, action_size]``, standard normal) is the sample at which the entropy estimate
+    evaluates the tanh jacobian, passed in so the loss is a pure function of its inputs.
     """
-    data = batch.transpose(0, 1)  # time-major [T, B], as the JAX loss
-    observation = data.get("observation")
-    final_obs = data.get(("next", "final_observation"))
+    config = LossConfig(
+        entropy_cost,
+        discounting,
+        reward_scaling,
+        gae_lambda,
+        clipping_epsilon,
+        normalize_advantage,
+        vf_loss_coefficient,
+        bootstrap_on_timeout,
+    )
+    return ppo_loss_from_tensors(modules, config, *unpack_batch(batch), entropy_noise)
+
+
+def unpack_batch(batch: TensorDictBase) -> tuple[torch.Tensor, ...]:
+    """The loss inputs of a ``[B, T]`` batch, time-major ``[T, B, ...]`` (flags as float)."""
+    data = batch.transpose(0, 1)
+    reward = data.get(("next", "reward")).squeeze(-1)
+    flag = lambda key: data.get(("next", key)).squeeze(-1).to(reward.dtype)
+    return (
+        data.get("observation"),
+        data.get(("next", "final_observation")),
+        data.get("raw_action"),
+        data.get("action_log_prob"),
+        reward,
+        flag("truncated"),
+        flag("terminated"),
+    )
+
+
+def ppo_loss_from_tensors(
+    modules: PPOModules,
+    config: LossConfig,
+    observation: torch.Tensor,
+    final_observation: torch.Tensor,
+    raw_action: torch.Tensor,
+    behaviour_log_prob: torch.Tensor,
+    reward: torch.Tensor,
+    truncation: torch.Tensor,
+    termination: torch.Tensor,
+    entropy_noise: torch.Tensor,
+) -> LossTerms:
+    """The PPO loss on time-major tensors: the JAX ``compute_ppo_loss`` line for line (plain tensors in and out,
+    so it can be wrapped by ``torch.compile`` and ``DistributedDataParallel``)."""
     num_steps = observation.shape[0]
     # One value pass over observations and bootstrap observations: [T + 1, B] (or [2T, B] with bootstrapping).
-    bootstrap_obs = final_obs if bootstrap_on_timeout else final_obs[-1:]
+    bootstrap_obs = final_observation if config.bootstrap_on_timeout else final_observation[-1:]
     all_values = modules.value(torch.cat([observation, bootstrap_obs], dim=0)).squeeze(-1)
     baseline = all_values[:num_steps]
     next_values = all_values[num_steps:].detach()
-
-    rewards = data.get(("next", "reward")).squeeze(-1) * reward_scaling
-    truncation = data.get(("next", "truncated")).squeeze(-1).to(rewards.dtype)
-    termination = data.get(("next", "terminated")).squeeze(-1).to(rewards.dtype)
+    rewards = reward * config.reward_scaling
 
     loc, scale = modules.policy(observation)
-    target_log_prob = tanh_normal_log_prob(loc, scale, data.get("raw_action"))
-    behaviour_log_prob = data.get("action_log_prob")
+    target_log_prob = tanh_normal_log_prob(loc, scale, raw_action)
 
-    gae = compute_gae_bootstrapped if bootstrap_on_timeout else compute_gae
-    bootstrap = next_values if bootstrap_on_timeout else next_values[0]
-    vs, advantages = gae(truncation, termination, rewards, baseline.detach(), bootstrap, gae_lambda, discounting)
-    if normalize_advantage:
+    if config.bootstrap_on_timeout:
+        vs, advantages = compute_gae_bootstrapped(
+            truncation, termination, rewards, baseline.detach(), next_values, config.gae_lambda, config.discounting
+        )
+    else:
+        vs, advantages = compute_gae(
+            truncation, termination, rewards, baseline.detach(), next_values[0], config.gae_lambda, config.discounting
+        )
+    if config.normalize_advantage:
         advantages = (advantages - advantages.mean()) / (advantages.std(correction=0) + 1e-8)
     log_ratio = target_log_prob - behaviour_log_prob
     rho = torch.exp(log_ratio)
     surrogate1 = rho * advantages
-    surrogate2 = rho.clamp(1.0 - clipping_epsilon, 1.0 + clipping_epsilon) * advantages
+    surrogate2 = rho.clamp(1.0 - config.clipping_epsilon, 1.0 + config.clipping_epsilon) * advantages
     policy_loss = -torch.minimum(surrogate1, surrogate2).mean()
 
     v_error = vs - baseline
-    v_loss = (v_error * v_error).mean() * 0.5 * vf_loss_coefficient
+    v_loss = (v_error * v_error).mean() * 0.5 * config.vf_loss_coefficient
 
     entropy = tanh_normal_entropy(loc, scale, entropy_noise).mean()
-    entropy_loss = -entropy_cost * entropy
+    entropy_loss = -config.entropy_cost * entropy
     total = policy_loss + v_loss + entropy_loss
+    # Low-variance estimator E[(r - 1) - log r] of KL(behaviour || current), as on the JAX side.
     approx_kl = ((rho - 1.0) - log_ratio).mean().detach()
-    return LossTerms(total, policy_loss, v_loss, entropy_loss, entropy, approx_kl)
+    return LossTerms(total, policy_loss, v_loss, entropy_loss, entropy.detach(), approx_kl)

@@ -1,0 +1,248 @@
+"""torch_ppo.train on the `fast` env: learning, the JAX trainer's metric names and bad-input messages, exact
+resume, checkpoint errors, zero-copy collection.
+
+Every run uses the tiny configuration of the JAX trainer's tests (tests/test_ppo_train.py), so the two trainers
+are compared on the same settings.
+"""
+
+import functools
+import os
+
+import numpy as np
+import pytest
+import torch
+
+import brax_bridge
+import torch_ppo
+from torch_ppo import checkpoint
+from torch_ppo.params import TorchPPOParams
+
+# 4 minibatches of 32 unrolls of 10 steps = 1280 env steps per training step.
+STEP = 1280
+TINY = dict(
+    episode_length=100,
+    num_envs=32,
+    batch_size=32,
+    num_minibatches=4,
+    unroll_length=10,
+    num_updates_per_batch=4,
+    learning_rate=3e-3,
+    entropy_cost=1e-3,
+    discounting=0.95,
+    normalize_observations=True,
+)
+NETS = dict(policy_hidden_layer_sizes=(16, 16), value_hidden_layer_sizes=(16, 16))
+
+
+def _tiny(**overrides):
+    return {**TINY, **NETS, **overrides}
+
+
+@pytest.fixture(autouse=True)
+def one_torch_thread():
+    # Tiny networks gain nothing from a second thread, and on a busy 2-core box the OpenMP workers spinning at
+    # barriers slow every small op down several-fold.
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def _assert_params_equal(a, b, atol=0.0):
+    for part_a, part_b in zip(a, b, strict=True):
+        assert part_a.keys() == part_b.keys()
+        for key in part_a:
+            torch.testing.assert_close(part_a[key], part_b[key], rtol=0, atol=atol, msg=key)
+
+
+def test_fast_env_learns_with_the_jax_metric_names_and_zero_copy_collection():
+    reports, policies = [], []
+
+    def policy_params_fn(step, make_policy, params):
+        action, _ = make_policy(params, deterministic=True)(torch.zeros(1, 2))
+        policies.append((step, action))
+
+    brax_bridge.reset_stats()
+    make_policy, params, metrics = torch_ppo.train(
+        "fast",
+        num_timesteps=16 * STEP * 3,
+        num_evals=4,
+        num_eval_envs=32,
+        progress_fn=lambda step, m: reports.append((step, dict(m))),
+        policy_params_fn=policy_params_fn,
+        **_tiny(),
+    )
+    # Every action crossed to JAX and every output came back without a copy.
+    copies = brax_bridge.stats()
+    assert copies.copies == 0 and copies.zero_copy > 0, copies
+    steps = [s for s, _ in reports]
+    assert steps == [0, 16 * STEP, 32 * STEP, 48 * STEP]
+    first, last = reports[0][1]["eval/episode_reward"], reports[-1][1]["eval/episode_reward"]
+    # A random policy scores about 0.3 per step of a 100-step episode; a good one about 0.95.
+    assert first < 60.0 and last > 85.0, (first, last)
+    expected = {
+        "eval/episode_reward",
+        "eval/episode_reward_std",
+        "eval/avg_episode_length",
+        "eval/walltime",
+        "eval/sps",
+        "eval/epoch_eval_time",
+        "eval/episode_distance",
+        "eval/episode_distance_std",
+        "training/sps",
+        "training/walltime",
+        "training/total_loss",
+        "training/policy_loss",
+        "training/v_loss",
+        "training/entropy_loss",
+        "training/approx_kl",
+    }
+    assert set(reports[-1][1]) == expected
+    assert metrics == reports[-1][1]
+    assert [s for s, _ in policies] == [16 * STEP, 32 * STEP, 48 * STEP]
+    assert isinstance(params, TorchPPOParams)
+    action, extras = make_policy(params)(torch.zeros(3, 2), torch.Generator().manual_seed(0))
+    assert action.shape == (3, 1) and set(extras) == {"log_prob", "raw_action"}
+
+
+def test_training_metrics_without_eval_match_the_jax_trainer_names():
+    jax_train = pytest.importorskip("brax_core.training.agents.ppo.train").train
+    from brax_core.training.agents.ppo import networks as ppo_networks
+
+    common = dict(num_timesteps=4 * STEP, num_evals=0, log_training_metrics=True, training_metrics_steps=2 * STEP)
+    torch_reports, jax_reports = [], []
+    _, _, metrics = torch_ppo.train("fast", progress_fn=lambda s, m: torch_reports.append((s, m)), **common, **_tiny())
+    factory = functools.partial(ppo_networks.make_ppo_networks, **NETS)
+    jax_train("fast", progress_fn=lambda s, m: jax_reports.append((s, m)), network_factory=factory, **common, **TINY)
+    assert [s for s, _ in torch_reports] == [s for s, _ in jax_reports] == [2 * STEP, 4 * STEP]
+    assert set(torch_reports[-1][1]) == set(jax_reports[-1][1])
+    assert metrics == torch_reports[-1][1]
+    assert metrics["episode/length"] == 100.0 and 0.0 < metrics["episode/sum_reward"] < 100.0
+    assert not any(k.startswith("eval/") for k in metrics)
+
+
+def test_resume_is_exact_and_checkpoints_are_complete_and_bounded(tmp_path):
+    common = _tiny(num_evals=0)
+    _, straight, _ = torch_ppo.train("fast", num_timesteps=4 * STEP, **common)
+    ckpt = tmp_path / "ckpt"
+    torch_ppo.train("fast", num_timesteps=2 * STEP, save_checkpoint_path=ckpt, max_to_keep=2, **common)
+    state = checkpoint.load(ckpt)
+    assert state["env_steps"] == 2 * STEP and state["config"]["env_steps"] == 2 * STEP
+    assert {"modules", "optimizer", "rng_state", "env_state"} <= set(state)
+    _, resumed, _ = torch_ppo.train(
+        "fast",
+        num_timesteps=4 * STEP,
+        restore_checkpoint_path=ckpt,
+        save_checkpoint_path=ckpt,
+        max_to_keep=2,
+        **common,
+    )
+    # Same weights, optimiser, RNG stream and env states: the resumed run is the straight run, bit for bit on CPU.
+    _assert_params_equal(straight, resumed, atol=0.0)
+    # Atomic writes leave no temporary files; max_to_keep bounds the directory.
+    names = sorted(os.listdir(ckpt))
+    assert names == ["checkpoint_000000000002560.pt", "checkpoint_000000000005120.pt", "config.json"]
+    # A restored run already at num_timesteps trains nothing and returns the checkpoint's params.
+    _, again, metrics = torch_ppo.train("fast", num_timesteps=4 * STEP, restore_checkpoint_path=ckpt, **common)
+    _assert_params_equal(resumed, again)
+    assert metrics == {}
+    # The newest checkpoint alone rebuilds the trained policy.
+    make_policy, _, _ = torch_ppo.train("fast", num_timesteps=0, **common)
+    obs = torch.randn(5, 2, generator=torch.Generator().manual_seed(1))
+    loaded, _ = checkpoint.load_policy(ckpt)(obs)
+    expected, _ = make_policy(resumed, deterministic=True)(obs)
+    torch.testing.assert_close(loaded, expected, rtol=0, atol=0)
+
+
+@pytest.mark.filterwarnings("ignore:Detected pickle protocol")
+def test_missing_or_corrupt_checkpoints_raise_errors_naming_the_path(tmp_path):
+    missing = tmp_path / "nowhere"
+    with pytest.raises(FileNotFoundError, match="nowhere"):
+        torch_ppo.train("fast", num_timesteps=STEP, restore_checkpoint_path=missing, **_tiny())
+    with pytest.raises(FileNotFoundError, match="nowhere"):
+        checkpoint.load_policy(missing)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(FileNotFoundError, match="empty"):
+        checkpoint.load(empty)
+    broken = tmp_path / "broken" / "checkpoint_000000000001280.pt"
+    broken.parent.mkdir()
+    broken.write_bytes(b"\x80\x04 definitely not a checkpoint")
+    with pytest.raises(ValueError, match="corrupt or unreadable") as info:
+        torch_ppo.train("fast", num_timesteps=STEP, restore_checkpoint_path=broken.parent, **_tiny())
+    assert str(broken) in str(info.value)
+    foreign = tmp_path / "foreign.pt"
+    torch.save({"weights": torch.zeros(2)}, foreign)
+    with pytest.raises(ValueError, match="not a torch_ppo checkpoint"):
+        checkpoint.load(foreign)
+
+
+def test_num_timesteps_zero_builds_and_returns_the_initial_policy():
+    make_policy, params, metrics = torch_ppo.train("fast", num_timesteps=0, **_tiny())
+    assert metrics == {}
+    assert params.policy_params["hidden_0.weight"].shape == (16, 2)
+    assert params.value_params["hidden_2.weight"].shape == (1, 16)
+    assert float(params.normalizer_params["count"]) == 0.0
+    action, _ = make_policy(params, deterministic=True)(torch.zeros(5, 2))
+    assert action.shape == (5, 1) and bool((action.abs() < 1).all())
+
+
+BAD_INPUTS = [
+    dict(num_envs=24),
+    dict(batch_size=0),
+    dict(unroll_length=-1),
+    dict(num_envs=0),
+    dict(learning_rate=0.0),
+    dict(discounting=1.5),
+    dict(gae_lambda=-0.1),
+    dict(num_evals=-1),
+    dict(episode_length=2.5),
+    dict(num_timesteps=-5),
+    dict(seed=-1),
+    dict(max_grad_norm=0.0),
+    dict(normalize_observations="yes"),
+    dict(training_metrics_steps=0),
+]
+
+
+@pytest.mark.parametrize("overrides", BAD_INPUTS, ids=lambda o: next(iter(o)))
+def test_bad_input_gives_the_jax_trainers_error_before_any_work(overrides):
+    jax_train = pytest.importorskip("brax_core.training.agents.ppo.train").train
+    kwargs = {**TINY, "num_timesteps": STEP, **overrides}
+    with pytest.raises(ValueError) as jax_error:
+        jax_train("fast", **kwargs)
+    with pytest.raises(ValueError) as torch_error:
+        torch_ppo.train("fast", **kwargs, **NETS)
+    assert str(torch_error.value) == str(jax_error.value)
+
+
+def test_torch_only_bad_input_and_unknown_env():
+    with pytest.raises(ValueError, match="unknown environment 'no_such_env'"):
+        torch_ppo.train("no_such_env", num_timesteps=STEP)
+    with pytest.raises(ValueError, match="activation must be a callable or one of"):
+        torch_ppo.train("fast", num_timesteps=STEP, activation="nope", **TINY)
+    with pytest.raises(ValueError, match="policy_hidden_layer_sizes must be a sequence of positive integers"):
+        torch_ppo.train("fast", num_timesteps=STEP, policy_hidden_layer_sizes=(16, 0), **TINY)
+    with pytest.raises(TypeError, match="environment must be"):
+        torch_ppo.train(42, num_timesteps=STEP)
+    env = brax_bridge.TorchEnv("fast", 8)
+    with pytest.raises(ValueError, match="the TorchEnv has num_envs=8; expected num_envs=32"):
+        torch_ppo.train(env, num_timesteps=STEP, **_tiny())
+
+
+def test_a_ready_torch_env_and_bootstrap_on_timeout_train():
+    env = brax_bridge.TorchEnv("fast", 32, episode_length=100, seed=3)
+    reports = []
+    _, params, metrics = torch_ppo.train(
+        env,
+        num_timesteps=2 * STEP,
+        num_evals=2,
+        num_eval_envs=8,
+        bootstrap_on_timeout=True,
+        max_grad_norm=0.5,
+        progress_fn=lambda s, m: reports.append(s),
+        **_tiny(),
+    )
+    assert reports == [0, 2 * STEP]
+    assert np.isfinite(metrics["training/total_loss"]) and metrics["eval/avg_episode_length"] == 100.0
+    assert float(params.normalizer_params["count"]) == 2 * STEP

@@ -1,0 +1,111 @@
+"""torch_ppo checkpoints: the complete training state, written atomically, loaded with clear errors.
+
+A checkpoint is one file ``<dir>/checkpoint_<env_steps:015d>.pt`` holding only tensors, numbers, strings and
+dicts (it loads with ``torch.load(weights_only=True)``): the modules (normaliser included), the optimiser, the
+env-step count, the torch RNG state, the bridge env's JAX state (flattened leaves) and the run configuration.
+``config.json`` next to it repeats the configuration as JSON. Writes go to a temporary file in the same directory
+and are renamed into place with ``os.replace``, so a crash mid-save never leaves a file that loads as good.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+from typing import Any
+
+import torch
+
+FORMAT = "torch_ppo/1"
+_NAME = re.compile(r"^checkpoint_(\d+)\.pt$")
+_REQUIRED = ("format", "config", "modules", "optimizer", "env_steps", "rng_state")
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that is missing, unreadable or not a torch_ppo checkpoint (the message names the path)."""
+
+
+def checkpoint_files(directory: str | os.PathLike) -> list[str]:
+    """Checkpoint files in ``directory``, oldest (fewest env steps) first."""
+    directory = os.fspath(directory)
+    if not os.path.isdir(directory):
+        return []
+    found = [(int(m.group(1)), n) for n in os.listdir(directory) if (m := _NAME.match(n))]
+    return [os.path.join(directory, n) for _, n in sorted(found)]
+
+
+def save(directory: str | os.PathLike, state: dict[str, Any], max_to_keep: int | None = 5) -> str:
+    """Atomically writes ``state`` as the checkpoint for ``state['env_steps']``; returns its path."""
+    directory = os.fspath(directory)
+    os.makedirs(directory, exist_ok=True)
+    state = {"format": FORMAT, **state}
+    path = os.path.join(directory, f"checkpoint_{int(state['env_steps']):015d}.pt")
+    _atomic_write(path, lambda f: torch.save(state, f))
+    config = json.dumps(state["config"], indent=2, sort_keys=True).encode()
+    _atomic_write(os.path.join(directory, "config.json"), lambda f: f.write(config))
+    if max_to_keep is not None:
+        for old in checkpoint_files(directory)[:-max_to_keep]:
+            os.remove(old)
+    return path
+
+
+def _atomic_write(path: str, write: Any) -> None:
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp_", suffix=".part")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+
+
+def resolve(path: str | os.PathLike) -> str:
+    """The checkpoint file ``path`` names: the file itself, or the newest checkpoint in a directory."""
+    path = os.fspath(path)
+    if os.path.isfile(path):
+        return path
+    if os.path.isdir(path):
+        files = checkpoint_files(path)
+        if not files:
+            raise FileNotFoundError(f"no checkpoint at {path!r}: the directory holds no checkpoint_<steps>.pt file")
+        return files[-1]
+    raise FileNotFoundError(f"no checkpoint at {path!r}: the path does not exist")
+
+
+def load(path: str | os.PathLike, map_location: Any = "cpu") -> dict[str, Any]:
+    """Loads and validates a checkpoint (a file or a checkpoint directory)."""
+    file = resolve(path)
+    try:
+        state = torch.load(file, map_location=map_location, weights_only=True)
+    except Exception as e:  # truncated, garbage or foreign pickles all land here
+        raise CheckpointError(f"checkpoint {file!r} is corrupt or unreadable: {type(e).__name__}: {e}") from e
+    if not isinstance(state, dict) or state.get("format") != FORMAT:
+        raise CheckpointError(f"{file!r} is not a torch_ppo checkpoint (expected format {FORMAT!r})")
+    missing = [k for k in _REQUIRED if k not in state]
+    if missing:
+        raise CheckpointError(f"checkpoint {file!r} is incomplete: missing {missing}")
+    state["path"] = file
+    return state
+
+
+def load_policy(path: str | os.PathLike, deterministic: bool = True, device: Any = "cpu"):
+    """Rebuilds the inference function from a checkpoint alone: ``policy(observation) -> (action, extras)``."""
+    from torch_ppo.networks import PPOModules
+    from torch_ppo.params import make_inference_fn, params_of
+
+    state = load(path, map_location=device)
+    config = state["config"]
+    network = config["network"]
+    if network.get("activation") is None:
+        raise CheckpointError(
+            f"checkpoint {state['path']!r} was trained with an unnamed activation callable; rebuild the networks "
+            "with that callable and load_params instead"
+        )
+    modules = PPOModules(**network).to(device)
+    modules.load_state_dict(state["modules"])
+    return make_inference_fn(modules)(params_of(modules), deterministic=deterministic)

@@ -1,0 +1,787 @@
+"""PPO in PyTorch on brax_core environments through the bridge, with the JAX PPO's semantics and arguments.
+
+One training step (as on the JAX side): ``batch_size * num_minibatches / num_envs`` unrolls of ``unroll_length``
+steps of every env are collected under ``torch.inference_mode`` into one TensorDict ``[rows, unroll_length]``
+(TorchRL keys); the observation normaliser folds in the batch's observations; then ``num_updates_per_batch``
+passes shuffle the rows and take one Adam step per minibatch of ``batch_size`` rows. Nothing in the loop reads a
+value back to the host; metrics are accumulated as tensors and read once per logging point.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import os
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+from tensordict import TensorDict, TensorDictBase
+from torch import nn
+
+from torch_ppo import checkpoint as ckpt
+from torch_ppo import distributed
+from torch_ppo.losses import LOSS_KEYS, LossConfig, LossTerms, ppo_loss_from_tensors, unpack_batch
+from torch_ppo.networks import Activation, PPOModules, make_actor, resolve_activation
+from torch_ppo.params import TorchPPOParams, make_inference_fn, params_of
+
+Metrics = dict[str, float]
+_LOSS_NAMES = ("total_loss", "policy_loss", "v_loss", "entropy_loss", "approx_kl")
+_STORED_KEYS = ("observation", "action", *LOSS_KEYS, ("next", "done"))
+
+
+# --------------------------------------------------------------------------------------------- validation
+# The JAX trainer's checks with its messages (brax_core.training.agents.ppo.train), plus the torch-only arguments.
+
+
+def _positive_int(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value <= 0:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    return int(value)
+
+
+def _non_negative_int(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 0:
+        raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
+    return int(value)
+
+
+def _real(name: str, value: Any, low: float | None = None, high: float | None = None, open_low: bool = False) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float | np.number) or not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite number, got {value!r}")
+    value = float(value)
+    if low is not None and (value < low or (open_low and value == low)):
+        bound = f"> {low}" if open_low else f">= {low}"
+        raise ValueError(f"{name} must be {bound}{'' if high is None else f' and <= {high}'}, got {value!r}")
+    if high is not None and value > high:
+        raise ValueError(f"{name} must be <= {high}, got {value!r}")
+    return value
+
+
+def _bool(name: str, value: Any) -> bool:
+    if not isinstance(value, bool | np.bool_):
+        raise ValueError(f"{name} must be True or False, got {value!r}")
+    return bool(value)
+
+
+def _callable(name: str, value: Any) -> Callable[..., Any]:
+    if not callable(value):
+        raise TypeError(f"{name} must be callable, got {value!r}")
+    return value
+
+
+def _layer_sizes(name: str, sizes: Any) -> tuple[int, ...]:
+    try:
+        values = tuple(sizes)
+    except TypeError:
+        raise ValueError(f"{name} must be a sequence of positive integers, got {sizes!r}") from None
+    if any(isinstance(v, bool) or not isinstance(v, int | np.integer) or v <= 0 for v in values):
+        raise ValueError(f"{name} must be a sequence of positive integers, got {sizes!r}")
+    return tuple(int(v) for v in values)
+
+
+def _validate(kw: dict[str, Any], world_size: int) -> dict[str, Any]:
+    """Checks every argument before anything is built; returns them normalised."""
+    from brax_bridge import TorchEnv
+    from brax_core import envs
+
+    env = kw["environment"]
+    if isinstance(env, str):
+        envs.get_environment_class(env)  # unknown names raise here, listing the registered ones
+    elif not isinstance(env, envs.Env | TorchEnv):
+        raise TypeError(
+            f"environment must be a brax_core Env, a registered environment name or a brax_bridge.TorchEnv, got {env!r}"
+        )
+    kw["num_timesteps"] = _non_negative_int("num_timesteps", kw["num_timesteps"])
+    if kw["episode_length"] is not None:
+        kw["episode_length"] = _positive_int("episode_length", kw["episode_length"])
+    kw["action_repeat"] = _positive_int("action_repeat", kw["action_repeat"])
+    kw["num_envs"] = _positive_int("num_envs", kw["num_envs"])
+    kw["num_evals"] = _non_negative_int("num_evals", kw["num_evals"])
+    if kw["num_evals"] > 0:
+        kw["num_eval_envs"] = _positive_int("num_eval_envs", kw["num_eval_envs"])
+    for name in ("unroll_length", "batch_size", "num_minibatches", "num_updates_per_batch"):
+        kw[name] = _positive_int(name, kw[name])
+    kw["num_resets_per_eval"] = _non_negative_int("num_resets_per_eval", kw["num_resets_per_eval"])
+    if kw["training_metrics_steps"] is not None:
+        kw["training_metrics_steps"] = _positive_int("training_metrics_steps", kw["training_metrics_steps"])
+    if kw["max_checkpoints_to_keep"] is not None:  # older name of max_to_keep
+        kw["max_to_keep"] = kw["max_checkpoints_to_keep"]
+    if kw["max_to_keep"] is not None:
+        kw["max_to_keep"] = _positive_int("max_to_keep", kw["max_to_keep"])
+    kw["seed"] = _non_negative_int("seed", kw["seed"])
+    kw["learning_rate"] = _real("learning_rate", kw["learning_rate"], 0.0, open_low=True)
+    kw["entropy_cost"] = _real("entropy_cost", kw["entropy_cost"], 0.0)
+    kw["discounting"] = _real("discounting", kw["discounting"], 0.0, 1.0)
+    kw["gae_lambda"] = _real("gae_lambda", kw["gae_lambda"], 0.0, 1.0)
+    kw["clipping_epsilon"] = _real("clipping_epsilon", kw["clipping_epsilon"], 0.0, open_low=True)
+    kw["reward_scaling"] = _real("reward_scaling", kw["reward_scaling"], 0.0, open_low=True)
+    kw["vf_loss_coefficient"] = _real("vf_loss_coefficient", kw["vf_loss_coefficient"], 0.0)
+    if kw["max_grad_norm"] is not None:
+        kw["max_grad_norm"] = _real("max_grad_norm", kw["max_grad_norm"], 0.0, open_low=True)
+    for name in (
+        "normalize_observations",
+        "normalize_advantage",
+        "bootstrap_on_timeout",
+        "deterministic_eval",
+        "log_training_metrics",
+        "restore_value_fn",
+        "torch_compile",
+    ):
+        kw[name] = _bool(name, kw[name])
+    _callable("progress_fn", kw["progress_fn"])
+    _callable("policy_params_fn", kw["policy_params_fn"])
+    if kw["randomization_fn"] is not None:
+        _callable("randomization_fn", kw["randomization_fn"])
+    if kw["eval_env"] is not None and not isinstance(kw["eval_env"], envs.Env | TorchEnv):
+        raise TypeError(f"eval_env must be a brax_core Env, a brax_bridge.TorchEnv or None, got {kw['eval_env']!r}")
+    batch_size, num_minibatches, num_envs = kw["batch_size"], kw["num_minibatches"], kw["num_envs"]
+    if (batch_size * num_minibatches) % num_envs != 0:
+        raise ValueError(
+            f"batch_size * num_minibatches ({batch_size} * {num_minibatches} = {batch_size * num_minibatches}) must be "
+            f"divisible by num_envs ({num_envs})"
+        )
+    if num_envs % world_size != 0:
+        raise ValueError(f"num_envs ({num_envs}) must be divisible by the number of processes ({world_size})")
+    if batch_size % world_size != 0:
+        raise ValueError(f"batch_size ({batch_size}) must be divisible by the number of processes ({world_size})")
+    kw["policy_hidden_layer_sizes"] = _layer_sizes("policy_hidden_layer_sizes", kw["policy_hidden_layer_sizes"])
+    kw["value_hidden_layer_sizes"] = _layer_sizes("value_hidden_layer_sizes", kw["value_hidden_layer_sizes"])
+    resolve_activation(kw["activation"])
+    if kw["save_checkpoint_path"] is not None and not isinstance(kw["save_checkpoint_path"], str | os.PathLike):
+        raise TypeError(f"save_checkpoint_path must be a path, got {kw['save_checkpoint_path']!r}")
+    if kw["restore_checkpoint_path"] is not None:
+        kw["restore_checkpoint_path"] = ckpt.resolve(kw["restore_checkpoint_path"])
+    return kw
+
+
+def _resolve_device(device: Any, environment: Any) -> torch.device:
+    from brax_bridge import TorchEnv
+
+    if isinstance(environment, TorchEnv):
+        if device is not None and torch.device(device) != environment.device:
+            raise ValueError(f"device={device!r} differs from the TorchEnv's device {environment.device}")
+        return environment.device
+    return torch.device("cpu") if device is None else torch.device(device)
+
+
+# --------------------------------------------------------------------------------------------- environments
+
+
+def _make_env(
+    environment: Any,
+    num_envs: int,
+    episode_length: int | None,
+    action_repeat: int,
+    device: torch.device,
+    seed: int,
+    randomization_fn: Any,
+) -> Any:
+    from brax_bridge import TorchEnv
+    from brax_core import envs
+
+    if isinstance(environment, TorchEnv):
+        if environment.num_envs != num_envs:
+            raise ValueError(
+                f"the TorchEnv has num_envs={environment.num_envs}; expected num_envs={num_envs} (per process)"
+            )
+        return environment
+    if isinstance(environment, str):
+        envs.get_environment_class(environment)  # unknown names raise here, listing the registered ones
+    elif not isinstance(environment, envs.Env):
+        raise TypeError(
+            f"environment must be a registered name, a brax_core Env or a brax_bridge.TorchEnv; "
+            f"got {type(environment).__name__}"
+        )
+    return TorchEnv(
+        environment,
+        num_envs,
+        episode_length=episode_length,
+        action_repeat=action_repeat,
+        device=device,
+        seed=seed,
+        randomization_fn=randomization_fn,
+    )
+
+
+def _eval_source(environment: Any) -> Any:
+    from brax_bridge import TorchEnv
+
+    return environment.unwrapped_env if isinstance(environment, TorchEnv) else environment
+
+
+# --------------------------------------------------------------------------------------------- env state (checkpoints)
+
+
+def _env_state_to_tensors(env: Any) -> dict[str, Any]:
+    """A host copy of the bridge env's JAX state (flattened leaves) and reset key."""
+    import jax
+
+    leaves = jax.tree.leaves(jax.device_get(env.state))
+    return {
+        "leaves": [torch.from_numpy(np.array(x, copy=True)) for x in leaves],
+        "key": torch.from_numpy(np.array(jax.device_get(env._key), copy=True)),
+    }
+
+
+def _restore_env_state(env: Any, saved: dict[str, Any]) -> torch.Tensor | None:
+    """Puts a saved JAX state back into the bridge env; returns the root observation (None if it does not fit)."""
+    import jax
+    import jax.numpy as jnp
+
+    current = env.state
+    leaves, treedef = jax.tree.flatten(current)
+    stored = saved["leaves"]
+    if len(stored) != len(leaves) or any(tuple(a.shape) != tuple(b.shape) for a, b in zip(stored, leaves, strict=True)):
+        return None
+    put = lambda t: jax.device_put(jnp.array(t.cpu().numpy(), copy=True), env.jax_device)
+    state = jax.tree.unflatten(treedef, [put(t) for t in stored])
+    # The bridge keeps its state privately; these are the two fields a reset sets.
+    env._state = state
+    env._key = put(saved["key"])
+    obs = torch.from_numpy(np.array(jax.device_get(state.obs), copy=True)).to(env.device)
+    env._obs = obs
+    return obs
+
+
+# --------------------------------------------------------------------------------------------- optimisation
+
+
+class _LossModule(nn.Module):
+    """The PPO loss as a module over plain tensors, so DDP can wrap it and torch.compile can trace it."""
+
+    def __init__(self, modules: PPOModules, config: LossConfig, compile_loss: bool):
+        super().__init__()
+        self.modules_ = modules
+        self.config = config
+        fn = functools.partial(ppo_loss_from_tensors, modules, config)
+        self._fn = torch.compile(fn, dynamic=False) if compile_loss else fn
+
+    def forward(self, *tensors: torch.Tensor) -> LossTerms:
+        return self._fn(*tensors)
+
+
+def _clip_global_norm_(params: Sequence[nn.Parameter], max_norm: float) -> None:
+    """optax.clip_by_global_norm: scale every gradient by ``max_norm / norm`` when ``norm >= max_norm``."""
+    grads = [p.grad for p in params if p.grad is not None]
+    norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))
+    scale = torch.where(norm < max_norm, torch.ones_like(norm), max_norm / norm)
+    torch._foreach_mul_(grads, scale)
+
+
+# --------------------------------------------------------------------------------------------- evaluation
+
+
+class _Evaluator:
+    """Brax's ``eval/*`` metrics from ``num_eval_envs`` episodes on a separate bridge env.
+
+    Episodes are counted from the reset until each env's first ``done``; stepping stops once every episode has
+    ended (checked every 16 steps, the only host reads) or after ``episode_length / action_repeat`` steps.
+    """
+
+    def __init__(self, env: Any, num_steps: int, action_repeat: int, seed: int):
+        self.env = env
+        self.num_steps = num_steps
+        self.action_repeat = action_repeat
+        self.seed = seed
+        self.walltime = 0.0
+        self.runs = 0
+
+    @torch.inference_mode()
+    def run(self, modules: PPOModules, deterministic: bool, generator: torch.Generator) -> Metrics:
+        start = time.perf_counter()
+        self.runs += 1
+        td = self.env.reset(seed=(self.seed * 7919 + self.runs) % (2**31 - 1))
+        obs = td.get("observation")
+        n, device = self.env.num_envs, self.env.device
+        reward_sum = torch.zeros(n, device=device)
+        length = torch.zeros(n, device=device)
+        active = torch.ones(n, dtype=torch.bool, device=device)
+        env_metrics: dict[str, torch.Tensor] | None = None
+        steps = 0
+        for t in range(self.num_steps):
+            loc, scale = modules.policy(obs)
+            if not deterministic:
+                loc = loc + scale * torch.randn(loc.shape, generator=generator, device=device)
+            nxt = self.env.step(torch.tanh(loc)).get("next")
+            done = nxt.get("done").squeeze(-1)
+            reward_sum += nxt.get("reward").squeeze(-1) * active
+            length += active * float(self.action_repeat)
+            env_metrics = self._track_env_metrics(env_metrics, active, done)
+            active &= ~done
+            obs = nxt.get("observation")
+            steps = t + 1
+            if steps % 16 == 0 and not bool(active.any()):
+                break
+        if env_metrics is not None:  # episodes still running: their totals so far
+            info = self.env.episode_info().get("episode_metrics")
+            for name in env_metrics:
+                env_metrics[name] = torch.where(active, info.get(name), env_metrics[name])
+        moments = lambda x: (float(x.mean()), float(x.std(correction=0)))
+        metrics: Metrics = {}
+        for name, value in {"reward": reward_sum, **(env_metrics or {})}.items():
+            metrics[f"eval/episode_{name}"], metrics[f"eval/episode_{name}_std"] = moments(value)
+        metrics["eval/avg_episode_length"] = float(length.mean())
+        elapsed = time.perf_counter() - start
+        self.walltime += elapsed
+        metrics["eval/walltime"] = self.walltime
+        metrics["eval/epoch_eval_time"] = elapsed
+        metrics["eval/sps"] = steps * n * self.action_repeat / max(elapsed, 1e-9)
+        return metrics
+
+    def _track_env_metrics(
+        self, totals: dict[str, torch.Tensor] | None, active: torch.Tensor, done: torch.Tensor
+    ) -> dict[str, torch.Tensor] | None:
+        """Env metrics summed over each episode (the wrappers' running totals, frozen at the first done)."""
+        info = self.env.episode_info().get("episode_metrics")
+        names = [k for k in info.keys() if k not in ("sum_reward", "length")]
+        if not names:
+            return None
+        if totals is None:
+            totals = {k: torch.zeros(self.env.num_envs, device=self.env.device) for k in names}
+        ended = active & done
+        return {k: torch.where(ended, info.get(k), totals[k]) for k in names}
+
+
+# --------------------------------------------------------------------------------------------- training metrics
+
+
+class _EpisodeTracker:
+    """Sums of the wrappers' episode metrics over episodes that ended (tensors, no host reads per step)."""
+
+    def __init__(self, env: Any):
+        self.env = env
+        self.sums: dict[str, torch.Tensor] = {}
+        self.count = torch.zeros((), device=env.device)
+
+    def update(self) -> None:
+        info = self.env.episode_info()
+        done = info.get("episode_done").reshape(-1).to(torch.float32)
+        for name, value in info.get("episode_metrics").items():
+            total = (value.reshape(-1) * done).sum()
+            self.sums[name] = self.sums[name] + total if name in self.sums else total
+        self.count = self.count + done.sum()
+
+    def totals(self) -> dict[str, torch.Tensor]:
+        """Sums per metric and the episode ``count`` since the last call (tensors); starts a new interval."""
+        out = {**self.sums, "count": self.count}
+        self.sums, self.count = {}, torch.zeros((), device=self.env.device)
+        return out
+
+
+# --------------------------------------------------------------------------------------------- train
+
+
+def train(
+    environment: Any,
+    num_timesteps: int,
+    episode_length: int | None = None,
+    action_repeat: int = 1,
+    num_envs: int = 1,
+    num_eval_envs: int = 128,
+    learning_rate: float = 1e-4,
+    entropy_cost: float = 1e-4,
+    discounting: float = 0.9,
+    seed: int = 0,
+    unroll_length: int = 10,
+    batch_size: int = 32,
+    num_minibatches: int = 16,
+    num_updates_per_batch: int = 2,
+    num_resets_per_eval: int = 0,
+    normalize_observations: bool = False,
+    reward_scaling: float = 1.0,
+    clipping_epsilon: float = 0.3,
+    gae_lambda: float = 0.95,
+    max_grad_norm: float | None = None,
+    normalize_advantage: bool = True,
+    vf_loss_coefficient: float = 0.5,
+    bootstrap_on_timeout: bool = False,
+    progress_fn: Callable[[int, Metrics], None] = lambda *args: None,
+    policy_params_fn: Callable[..., None] = lambda *args: None,
+    randomization_fn: Callable[..., Any] | None = None,
+    deterministic_eval: bool = False,
+    num_evals: int = 1,
+    eval_env: Any = None,
+    log_training_metrics: bool = False,
+    training_metrics_steps: int | None = None,
+    save_checkpoint_path: str | os.PathLike | None = None,
+    restore_checkpoint_path: str | os.PathLike | None = None,
+    restore_params: Any | None = None,
+    restore_value_fn: bool = True,
+    max_to_keep: int | None = None,
+    policy_hidden_layer_sizes: Sequence[int] = (32,) * 4,
+    value_hidden_layer_sizes: Sequence[int] = (256,) * 5,
+    activation: Activation = "swish",
+    device: Any = None,
+    torch_compile: bool = False,
+    max_checkpoints_to_keep: int | None = None,
+) -> tuple[Callable[..., Any], TorchPPOParams, Metrics]:
+    """Trains a PPO agent with PyTorch on a brax_core environment stepped through ``brax_bridge.TorchEnv``.
+
+    Arguments have the names, meanings and defaults of ``brax_core.training.agents.ppo.train.train`` (see its
+    docstring); in particular ``num_timesteps`` is the *total* step count, and a run restored from a checkpoint
+    counts from the checkpoint's steps. Only what the JAX trainer takes as a ``network_factory`` is given here
+    directly: ``policy_hidden_layer_sizes``, ``value_hidden_layer_sizes`` and ``activation`` (a name such as
+    ``'swish'`` or a callable), the defaults of ``make_ppo_networks``. Torch additions: ``device`` (default: the
+    TorchEnv's device, else CPU), ``torch_compile`` (compile the loss with ``torch.compile``).
+    ``environment``/``eval_env`` may also be ready ``TorchEnv``s (with ``num_envs`` per process).
+    ``restore_params`` takes ``TorchPPOParams`` or the JAX trainer's ``PPOTrainingParams``.
+    ``max_checkpoints_to_keep`` is a deprecated alias of ``max_to_keep``.
+
+    Launched by ``torchrun`` with several processes, each owns ``num_envs / world_size`` envs (see
+    ``torch_ppo.distributed``).
+
+    Returns:
+      ``(make_policy, params, metrics)``: ``make_policy(params, deterministic=False)`` gives
+      ``policy(observation, generator=None) -> (action, extras)``; ``params`` is
+      ``TorchPPOParams(normalizer_params, policy_params, value_params)``; ``metrics`` are the last reported ones.
+    """
+    kw = dict(locals())
+    dist_ctx = distributed.setup(_resolve_device(device, environment))
+    try:
+        kw = _validate(kw, dist_ctx.world_size)
+        return _Trainer(kw, dist_ctx).run()
+    finally:
+        distributed.teardown(dist_ctx)
+
+
+class _Trainer:
+    """One training run (state shared by collection, SGD, evaluation and checkpointing)."""
+
+    def __init__(self, kw: dict[str, Any], dist_ctx: distributed.DistributedContext):
+        self.kw = kw
+        self.dist = dist_ctx
+        self.device = _resolve_device(kw["device"], kw["environment"])
+        world = dist_ctx.world_size
+        self.local_envs = kw["num_envs"] // world
+        self.local_batch = kw["batch_size"] // world
+        self.num_unrolls = kw["batch_size"] * kw["num_minibatches"] // kw["num_envs"]
+        self.steps_per_training_step = (
+            kw["batch_size"] * kw["unroll_length"] * kw["num_minibatches"] * kw["action_repeat"]
+        )
+        self.env_seed = kw["seed"] + 7919 * dist_ctx.rank
+        self.env = None
+        self.episode_length = kw["episode_length"]
+        obs_size, action_size = self._sizes()
+        with torch.random.fork_rng(devices=[]):  # initial weights from the seed alone, same on every rank
+            torch.manual_seed(kw["seed"])
+            self.modules = PPOModules(
+                obs_size,
+                action_size,
+                kw["policy_hidden_layer_sizes"],
+                kw["value_hidden_layer_sizes"],
+                kw["activation"],
+                kw["normalize_observations"],
+            ).to(self.device)
+        self.generator = torch.Generator(device=self.device).manual_seed(kw["seed"] * 1_000_003 + dist_ctx.rank)
+        self.eval_generator = torch.Generator(device=self.device).manual_seed(kw["seed"] * 1_000_003 + 999_983)
+        self.optimizer = torch.optim.Adam(self.modules.parameters(), lr=kw["learning_rate"], eps=1e-8)
+        self.loss_config = LossConfig(
+            kw["entropy_cost"],
+            kw["discounting"],
+            kw["reward_scaling"],
+            kw["gae_lambda"],
+            kw["clipping_epsilon"],
+            kw["normalize_advantage"],
+            kw["vf_loss_coefficient"],
+            kw["bootstrap_on_timeout"],
+        )
+        loss_module: nn.Module = _LossModule(self.modules, self.loss_config, kw["torch_compile"])
+        if dist_ctx.enabled:
+            loss_module = nn.parallel.DistributedDataParallel(
+                loss_module, broadcast_buffers=False, process_group=dist_ctx.group
+            )
+        self.loss_module = loss_module
+        self.make_policy = make_inference_fn(self.modules)
+        self.env_steps = 0
+        self.saved_env_state = None
+        self.obs: torch.Tensor | None = None
+        self.loss_sums: dict[str, torch.Tensor] = {}
+        self.num_loss_terms = 0
+        self.tracker: _EpisodeTracker | None = None
+        self.last_episode: Metrics = {}
+        if kw["restore_params"] is not None:
+            self._restore_params(kw["restore_params"], kw["restore_value_fn"])
+        if kw["restore_checkpoint_path"] is not None:
+            self._restore_checkpoint(kw["restore_checkpoint_path"])
+
+    # ---------------------------------------------------------------- set-up
+
+    def _sizes(self) -> tuple[int, int]:
+        from brax_bridge import TorchEnv
+
+        env = self.kw["environment"]
+        if isinstance(env, str):
+            from brax_core import envs
+
+            env = envs.get_environment(env)
+            self.kw["environment"] = env
+        obs_size = env.observation_size
+        if not isinstance(obs_size, int):
+            raise ValueError(f"torch_ppo supports flat observations; the env's observation_size is {obs_size!r}")
+        if self.episode_length is None:
+            base = env.unwrapped_env if isinstance(env, TorchEnv) else env.unwrapped
+            self.episode_length = (
+                env.episode_length if isinstance(env, TorchEnv) else int(getattr(base, "default_episode_length", 1000))
+            )
+        return int(obs_size), int(env.action_size)
+
+    def _restore_params(self, params: Any, with_value: bool) -> None:
+        from torch_ppo.params import load_params
+
+        first = params[0] if isinstance(params, tuple | list) else getattr(params, "normalizer_params", None)
+        if not isinstance(first, dict) or not all(isinstance(v, torch.Tensor) for v in first.values()):
+            from brax_bridge.policy import jax_params_to_torch
+
+            params = jax_params_to_torch(params)  # the JAX trainer's params
+        if not with_value:
+            params = TorchPPOParams(params[0], params[1], {})
+        load_params(self.modules, params)
+
+    def _restore_checkpoint(self, path: str) -> None:
+        state = ckpt.load(path, map_location=self.device)
+        try:
+            self.modules.load_state_dict(state["modules"])
+            self.optimizer.load_state_dict(state["optimizer"])
+        except (RuntimeError, ValueError, KeyError) as e:
+            raise ValueError(f"checkpoint {state['path']!r} does not fit these networks: {e}") from e
+        self.env_steps = int(state["env_steps"])
+        rng_states = state["rng_state"]
+        self.generator.set_state(rng_states[min(self.dist.rank, len(rng_states) - 1)].cpu())
+        if self.dist.rank == 0:
+            self.saved_env_state = state.get("env_state")
+
+    def _build_envs(self) -> None:
+        kw = self.kw
+        self.env = _make_env(
+            kw["environment"],
+            self.local_envs,
+            self.episode_length,
+            kw["action_repeat"],
+            self.device,
+            self.env_seed,
+            kw["randomization_fn"],
+        )
+        self.action_repeat = self.env.action_repeat
+        self.episode_length = self.env.episode_length
+        self.obs = self.env.reset(seed=self.env_seed).get("observation")
+        if self.saved_env_state is not None:
+            restored = _restore_env_state(self.env, self.saved_env_state)
+            if restored is not None:
+                self.obs = restored
+        self.actor = make_actor(self.modules, deterministic=False, generator=self.generator)
+        self.tracker = _EpisodeTracker(self.env) if kw["log_training_metrics"] else None
+        self.evaluator = None
+        if kw["num_evals"] > 0 and self.dist.is_main:
+            from brax_bridge import TorchEnv
+
+            if kw["eval_env"] is not None:
+                source, randomization = kw["eval_env"], None  # used as it is, never randomised
+            else:
+                source, randomization = _eval_source(kw["environment"]), kw["randomization_fn"]
+            eval_env = source
+            if not isinstance(source, TorchEnv):
+                eval_env = TorchEnv(
+                    source,
+                    kw["num_eval_envs"],
+                    episode_length=self.episode_length,
+                    action_repeat=self.action_repeat,
+                    device=self.device,
+                    seed=kw["seed"] + 104_729,
+                    randomization_fn=randomization,
+                )
+            self.evaluator = _Evaluator(
+                eval_env, -(-self.episode_length // self.action_repeat), self.action_repeat, kw["seed"]
+            )
+
+    # ---------------------------------------------------------------- one training step
+
+    @torch.inference_mode()
+    def _collect(self) -> TensorDictBase:
+        env, actor, tracker = self.env, self.actor, self.tracker
+        batch = torch.Size([self.local_envs])
+        obs = self.obs
+        rows = []
+        for _ in range(self.num_unrolls):
+            steps = []
+            for _ in range(self.kw["unroll_length"]):
+                step_td = TensorDict._new_unsafe({"observation": obs}, batch_size=batch, device=self.device)
+                step_td = env.step(actor(step_td))
+                steps.append(step_td.select(*_STORED_KEYS))
+                if tracker is not None:
+                    tracker.update()
+                obs = step_td.get(("next", "observation"))
+            rows.append(torch.stack(steps, dim=1))
+        self.obs = obs
+        return torch.cat(rows, dim=0)
+
+    def _sgd(self, data: TensorDictBase) -> None:
+        kw = self.kw
+        num_minibatches, unroll_length = kw["num_minibatches"], kw["unroll_length"]
+        rows = data.shape[0]
+        params = list(self.modules.parameters())
+        for _ in range(kw["num_updates_per_batch"]):
+            perm = torch.randperm(rows, generator=self.generator, device=self.device)
+            shuffled = data[perm].reshape(num_minibatches, rows // num_minibatches, unroll_length)
+            for i in range(num_minibatches):
+                tensors = unpack_batch(shuffled[i])
+                noise = torch.randn(
+                    (unroll_length, self.local_batch, self.modules.action_size),
+                    generator=self.generator,
+                    device=self.device,
+                )
+                terms = self.loss_module(*tensors, noise)
+                self.optimizer.zero_grad(set_to_none=True)
+                terms.total_loss.backward()
+                if kw["max_grad_norm"] is not None:
+                    _clip_global_norm_(params, kw["max_grad_norm"])
+                self.optimizer.step()
+                for name in _LOSS_NAMES:
+                    value = getattr(terms, name).detach()
+                    self.loss_sums[name] = self.loss_sums[name] + value if name in self.loss_sums else value
+                self.num_loss_terms += 1
+
+    def _training_step(self) -> None:
+        data = self._collect()
+        self.modules.normalizer.update(data.get("observation"), self.dist.group if self.dist.enabled else None)
+        self._sgd(data)
+
+    # ---------------------------------------------------------------- metrics, evaluation, checkpoints
+
+    def _read_training_metrics(self, sps: float, walltime: float) -> Metrics:
+        """Host-side metrics of the steps since the last read (the only host sync of a training call)."""
+        names = list(self.loss_sums)
+        values = [self.loss_sums[n] / max(self.num_loss_terms, 1) for n in names]
+        episode = self.tracker.totals() if self.tracker is not None else {}
+        packed = torch.stack([*values, *episode.values()]) if values or episode else None
+        if packed is not None and self.dist.enabled:
+            world = self.dist.world_size
+            scale = torch.tensor([1.0 / world] * len(values) + [1.0] * len(episode), device=packed.device)
+            torch.distributed.all_reduce(packed, group=self.dist.group)
+            packed = packed * scale
+        host = packed.tolist() if packed is not None else []
+        out = {f"training/{n}": v for n, v in zip(names, host[: len(names)], strict=True)}
+        out["training/sps"] = sps
+        out["training/walltime"] = walltime
+        if self.tracker is not None:
+            totals = dict(zip(episode, host[len(names) :], strict=True))
+            count = totals.pop("count", 0.0)
+            if count > 0:
+                for name, total in totals.items():
+                    self.last_episode[f"episode/{name}"] = total / count
+            out.update(self.last_episode)
+            out["episode/count"] = count
+        self.loss_sums, self.num_loss_terms = {}, 0
+        return out
+
+    def _save(self) -> None:
+        kw = self.kw
+        if kw["save_checkpoint_path"] is None:
+            return
+        rng = self.generator.get_state()
+        rng_states = [rng]
+        if self.dist.enabled:
+            rng_states = [None] * self.dist.world_size
+            torch.distributed.all_gather_object(rng_states, rng, group=self.dist.group)
+        if not self.dist.is_main:
+            return
+        ckpt.save(
+            kw["save_checkpoint_path"],
+            {
+                "config": _run_config(kw, self.modules, self.episode_length, kw["action_repeat"], self.env_steps),
+                "modules": self.modules.state_dict(),
+                "optimizer": self.optimizer.state_dict(),
+                "env_steps": self.env_steps,
+                "rng_state": rng_states,
+                "env_state": _env_state_to_tensors(self.env) if self.env is not None else None,
+            },
+            max_to_keep=kw["max_to_keep"],
+        )
+
+    def _evaluate(self, training_metrics: Metrics) -> Metrics:
+        self.modules.eval()
+        metrics = self.evaluator.run(self.modules, self.kw["deterministic_eval"], self.eval_generator)
+        self.modules.train()
+        return {**training_metrics, **metrics}
+
+    # ---------------------------------------------------------------- the schedule (as the JAX trainer)
+
+    def run(self) -> tuple[Callable[..., Any], TorchPPOParams, Metrics]:
+        kw = self.kw
+        main = self.dist.is_main
+        remaining = kw["num_timesteps"] - self.env_steps
+        if remaining <= 0:
+            self._save()
+            return self.make_policy, params_of(self.modules), {}
+        self._build_envs()
+
+        remaining_training_steps = -(-remaining // self.steps_per_training_step)
+        num_evals_after_init = max(kw["num_evals"] - 1, 1)
+        resets = max(kw["num_resets_per_eval"], 1)
+        steps_per_segment = -(-remaining_training_steps // (num_evals_after_init * resets))
+        steps_per_call = steps_per_segment
+        if kw["log_training_metrics"]:
+            every = kw["training_metrics_steps"]
+            every = 1 if every is None else max(1, every // self.steps_per_training_step)
+            steps_per_call = min(every, steps_per_segment)
+            steps_per_segment = -(-steps_per_segment // steps_per_call) * steps_per_call
+        calls_per_segment = steps_per_segment // steps_per_call
+
+        metrics: Metrics = {}
+        if self.evaluator is not None and kw["num_evals"] > 1:
+            metrics = self._evaluate({"eval/walltime": 0.0})
+            kw["progress_fn"](self.env_steps, metrics)
+
+        training_metrics: Metrics = {}
+        walltime = 0.0
+        for _ in range(num_evals_after_init):
+            for reset_index in range(resets):
+                for _ in range(calls_per_segment):
+                    start = time.perf_counter()
+                    for _ in range(steps_per_call):
+                        self._training_step()
+                    done_steps = steps_per_call * self.steps_per_training_step
+                    if self.device.type == "cuda":
+                        torch.cuda.synchronize(self.device)
+                    elapsed = time.perf_counter() - start
+                    walltime += elapsed
+                    self.env_steps += done_steps
+                    training_metrics = self._read_training_metrics(done_steps / max(elapsed, 1e-9), walltime)
+                    if kw["log_training_metrics"]:
+                        metrics = training_metrics
+                        if main:
+                            kw["progress_fn"](self.env_steps, dict(training_metrics))
+                if kw["num_resets_per_eval"] > 0 and reset_index < kw["num_resets_per_eval"]:
+                    reset_seed = (self.env_seed * 1_000_003 + self.env_steps) % (2**31 - 1)
+                    self.obs = self.env.reset(seed=reset_seed).get("observation")
+            if main:
+                kw["policy_params_fn"](self.env_steps, self.make_policy, params_of(self.modules))
+            if self.evaluator is not None:
+                metrics = self._evaluate(training_metrics)
+                kw["progress_fn"](self.env_steps, metrics)
+            self._save()
+        return self.make_policy, params_of(self.modules), metrics
+
+
+def _run_config(
+    kw: dict[str, Any], modules: PPOModules, episode_length: int, action_repeat: int, env_steps: int
+) -> dict:
+    """JSON-ready description of the run: network config, hyperparameters, env-step count."""
+    env = kw["environment"]
+    env_name = env if isinstance(env, str) else type(getattr(env, "unwrapped_env", env)).__name__
+    plain = (bool, int, float, str, type(None))
+    skip = ("environment", "device", "num_timesteps")
+    hyper = {k: v for k, v in kw.items() if isinstance(v, plain) and k not in skip}
+    for name in ("policy_hidden_layer_sizes", "value_hidden_layer_sizes"):
+        hyper[name] = list(kw[name])
+    return {
+        "format": ckpt.FORMAT,
+        "environment": env_name,
+        "network": modules.config(),
+        "episode_length": int(episode_length),
+        "action_repeat": int(action_repeat),
+        "env_steps": int(env_steps),
+        "training": hyper,
+    }
