@@ -1,0 +1,318 @@
+"""inverted_double_pendulum, reacher, hopper and walker2d: sizes, typing, auto-reset, and physics against native MuJoCo.
+
+MJX compiles dominate CPU test time, so each environment's batched training step (``training.wrap``) is compiled
+once, driven through one rollout that every test of that environment reads:
+
+* ``HORIZON`` = 25 environment steps with small random controls, compared step by step with native MuJoCo
+  (``mujoco.mj_step`` ``n_frames`` times per step on the env's own ``MjModel``, same controls, same initial state):
+  50 physics steps for inverted_double_pendulum and reacher, 100 (with foot contacts) for hopper and walker2d;
+* step 26 hits the time limit (``episode_length`` 26), so the auto-reset path runs, then two more steps.
+
+Tolerances compare float32 MJX with float64 MuJoCo; they are about 20x the largest error seen on the 2-core dev box
+(``PHYSICS_ATOL`` below).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import types
+
+import jax
+import jax.numpy as jnp
+import mujoco
+import numpy as np
+import pytest
+from mujoco import mjx
+
+from brax_core import envs
+from brax_core.envs import training
+
+HORIZON = 25
+EPISODE_LENGTH = HORIZON + 1
+BATCH = 2
+
+# name -> (observation size, action size, action scale of the random controls)
+SIZES = {
+    "inverted_double_pendulum": (8, 1, 0.1),
+    "reacher": (11, 2, 1.0),
+    "hopper": (11, 3, 0.3),
+    "walker2d": (17, 6, 0.3),
+}
+NAMES = sorted(SIZES)
+
+# (qpos atol, qvel atol) between MJX (float32) and native MuJoCo (float64) over HORIZON env steps.
+PHYSICS_ATOL = {
+    "inverted_double_pendulum": (1e-4, 1e-3),
+    "reacher": (1e-4, 1e-3),
+    "hopper": (1e-4, 1e-3),
+    "walker2d": (5e-4, 5e-3),
+}
+
+
+@dataclasses.dataclass
+class Rollout:
+    env: envs.PipelineEnv
+    actions: np.ndarray  # (steps, BATCH, nu)
+    first: dict  # reset outputs (numpy)
+    steps: list[dict]  # per step outputs (numpy): qpos, qvel, obs, final_obs, reward, done, truncation, metrics, ...
+    step_fn: object  # the jitted wrapped step
+    reset_fn: object
+    weak_leaves: list[str]
+
+
+def _numpy_state(state) -> dict:
+    ps = state.pipeline_state
+    return {
+        "qpos": np.asarray(ps.qpos, np.float64),
+        "qvel": np.asarray(ps.qvel, np.float64),
+        "obs": np.asarray(state.obs),
+        "final_obs": np.asarray(state.info["final_obs"]),
+        "reward": np.asarray(state.reward),
+        "done": np.asarray(state.done),
+        "truncation": np.asarray(state.info["truncation"]),
+        "steps": np.asarray(state.info["steps"]),
+        "metrics": {k: np.asarray(v) for k, v in state.metrics.items()},
+        "dtypes": {"reward": state.reward.dtype, "done": state.done.dtype, "obs": state.obs.dtype},
+    }
+
+
+def _make_rollout(name: str) -> Rollout:
+    env = envs.get_environment(name)
+    wrapped = training.wrap(env, episode_length=EPISODE_LENGTH)
+    reset_fn, step_fn = jax.jit(wrapped.reset), jax.jit(wrapped.step)
+    state = reset_fn(jax.random.split(jax.random.PRNGKey(0), BATCH))
+    first = _numpy_state(state)
+    rng = np.random.default_rng(1)
+    scale = SIZES[name][2]
+    actions = (scale * rng.uniform(-1.0, 1.0, (EPISODE_LENGTH + 2, BATCH, env.action_size))).astype(np.float32)
+    steps = []
+    for action in actions:
+        state = step_fn(state, jnp.asarray(action))
+        steps.append(_numpy_state(state))
+    weak = [jax.tree_util.keystr(p) for p, x in jax.tree_util.tree_leaves_with_path(state) if x.weak_type]
+    return Rollout(env, actions, first, steps, step_fn, reset_fn, weak)
+
+
+@pytest.fixture(scope="module")
+def rollouts():
+    """Lazily builds (and keeps) one rollout per environment for this module."""
+    cache: dict[str, Rollout] = {}
+
+    def get(name: str) -> Rollout:
+        if name not in cache:
+            cache[name] = _make_rollout(name)
+        return cache[name]
+
+    return get
+
+
+def _native_trajectory(mj_model: mujoco.MjModel, qpos, qvel, actions, n_frames: int):
+    """(qpos, qvel, ncon) after each env step of native MuJoCo from one initial state."""
+    data = mujoco.MjData(mj_model)
+    data.qpos[:], data.qvel[:] = qpos, qvel
+    out = []
+    for action in actions:
+        data.ctrl[:] = action
+        ncon = 0
+        for _ in range(n_frames):
+            mujoco.mj_step(mj_model, data)
+            ncon = max(ncon, data.ncon)
+        out.append((data.qpos.copy(), data.qvel.copy(), ncon))
+    return out
+
+
+def _forward(mj_model: mujoco.MjModel, qpos, qvel=None) -> mujoco.MjData:
+    data = mujoco.MjData(mj_model)
+    data.qpos[:] = qpos
+    if qvel is not None:
+        data.qvel[:] = qvel
+    mujoco.mj_forward(mj_model, data)
+    return data
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# every environment
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_sizes_match_docstring(name):
+    env = envs.get_environment(name)
+    obs_size, action_size, _ = SIZES[name]
+    assert env.observation_size == obs_size
+    assert env.action_size == action_size
+    doc = inspect.getmodule(type(env)).__doc__
+    assert f"Observation ({obs_size})" in doc and f"Action ({action_size})" in doc
+    assert type(env).default_episode_length == 1000
+    assert f"``n_frames`` {env.n_frames}" in doc
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_wrapped_step_compiles_once_across_auto_reset(name, rollouts):
+    r = rollouts(name)
+    obs_size = SIZES[name][0]
+    dones = np.stack([s["done"] for s in r.steps])
+    truncs = np.stack([s["truncation"] for s in r.steps])
+    np.testing.assert_array_equal(dones[:HORIZON], 0.0)
+    # the time limit ends both episodes at step EPISODE_LENGTH and the next ones start counting again
+    np.testing.assert_array_equal(dones[EPISODE_LENGTH - 1], 1.0)
+    np.testing.assert_array_equal(truncs[EPISODE_LENGTH - 1], 1.0)
+    np.testing.assert_array_equal(r.steps[-1]["steps"], 2.0)
+    assert r.step_fn._cache_size() == 1
+    assert r.weak_leaves == []
+    for s in [r.first, *r.steps]:
+        assert s["obs"].shape == (BATCH, obs_size)
+        assert s["dtypes"] == {"reward": jnp.float32, "done": jnp.float32, "obs": jnp.float32}
+        assert set(s["metrics"]) == set(r.first["metrics"])
+        assert np.all(np.isfinite(s["obs"]))
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_physics_matches_native_mujoco(name, rollouts):
+    r = rollouts(name)
+    qpos_atol, qvel_atol = PHYSICS_ATOL[name]
+    max_contacts = 0
+    for b in range(BATCH):
+        native = _native_trajectory(
+            r.env.mj_model, r.first["qpos"][b], r.first["qvel"][b], r.actions[:HORIZON, b], r.env.n_frames
+        )
+        for t, (qpos, qvel, ncon) in enumerate(native):
+            np.testing.assert_allclose(r.steps[t]["qpos"][b], qpos, rtol=0, atol=qpos_atol, err_msg=f"qpos step {t}")
+            np.testing.assert_allclose(r.steps[t]["qvel"][b], qvel, rtol=0, atol=qvel_atol, err_msg=f"qvel step {t}")
+            max_contacts = max(max_contacts, ncon)
+    if name in ("hopper", "walker2d"):
+        assert max_contacts > 0, "the compared horizon must include foot contacts"
+    # and the states really moved, so agreement is not trivial
+    assert np.abs(r.steps[HORIZON - 1]["qvel"] - r.first["qvel"]).max() > 0.05
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# inverted_double_pendulum
+
+
+def test_double_pendulum_tip_is_the_rotated_tip_site():
+    env = envs.get_environment("inverted_double_pendulum")
+    rng = np.random.default_rng(0)
+    qs = np.stack(
+        [rng.uniform(-0.9, 0.9, 16), rng.uniform(-np.pi, np.pi, 16), rng.uniform(-np.pi, np.pi, 16)], axis=1
+    ).astype(np.float32)
+    blank = mjx.make_data(env.sys)
+    tips = np.asarray(jax.jit(jax.vmap(lambda q: env.tip_position(blank.replace(qpos=q))))(jnp.asarray(qs)))
+    tip_id = mujoco.mj_name2id(env.mj_model, mujoco.mjtObj.mjOBJ_SITE, "tip")
+    pole2_id = mujoco.mj_name2id(env.mj_model, mujoco.mjtObj.mjOBJ_BODY, "pole2")
+    wrong = []
+    for q, tip in zip(qs, tips, strict=True):
+        data = _forward(env.mj_model, q)
+        np.testing.assert_allclose(tip, data.site_xpos[tip_id], rtol=0, atol=1e-5)
+        wrong.append(np.abs(data.xpos[pole2_id] + [0.0, 0.0, 0.6] - data.site_xpos[tip_id]).max())
+    # the states are tilted enough that ignoring the pole rotation would be caught
+    assert np.median(wrong) > 0.1 and max(wrong) > 0.5
+
+
+def test_double_pendulum_reward_and_tip_follow_the_reached_state(rollouts):
+    r = rollouts("inverted_double_pendulum")
+    tip_id = mujoco.mj_name2id(r.env.mj_model, mujoco.mjtObj.mjOBJ_SITE, "tip")
+    for s in r.steps[:HORIZON]:
+        for b in range(BATCH):
+            qpos, qvel = s["qpos"][b], s["qvel"][b]
+            x, _, z = _forward(r.env.mj_model, qpos).site_xpos[tip_id]
+            np.testing.assert_allclose(s["metrics"]["tip_z"][b], z, atol=1e-5)
+            expected = 10.0 - (0.01 * x**2 + (z - 2.0) ** 2) - (1e-3 * qvel[1] ** 2 + 5e-3 * qvel[2] ** 2)
+            np.testing.assert_allclose(s["reward"][b], expected, rtol=1e-5, atol=1e-5)
+            obs = np.concatenate([qpos[:1], np.sin(qpos[1:]), np.cos(qpos[1:]), np.clip(qvel, -10, 10)])
+            np.testing.assert_allclose(s["obs"][b], obs, rtol=1e-5, atol=1e-6)
+
+
+def test_double_pendulum_falling_terminates_without_alive_bonus(rollouts):
+    r = rollouts("inverted_double_pendulum")
+    state = r.reset_fn(jax.random.split(jax.random.PRNGKey(3), BATCH))
+    push = jnp.ones((BATCH, 1), jnp.float32)  # full force on the cart topples the poles
+    tip_z = []
+    for _ in range(EPISODE_LENGTH - 1):
+        state = r.step_fn(state, push)
+        tip_z.append(np.asarray(state.metrics["tip_z"]))
+        if bool(state.done.any()):
+            break
+    np.testing.assert_array_equal(np.asarray(state.done), 1.0)
+    np.testing.assert_array_equal(np.asarray(state.info["truncation"]), 0.0)
+    assert np.all(tip_z[-1] <= 1.0) and np.all(np.stack(tip_z[:-1]) > 1.0)
+    metrics = {k: np.asarray(v) for k, v in state.metrics.items()}
+    np.testing.assert_array_equal(metrics["alive_bonus"], 0.0)
+    np.testing.assert_allclose(
+        np.asarray(state.reward), -metrics["distance_penalty"] - metrics["velocity_penalty"], rtol=1e-6
+    )
+    assert r.step_fn._cache_size() == 1
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# reacher
+
+
+def test_reacher_observation_and_reward_match_native(rollouts):
+    r = rollouts("reacher")
+    m = r.env.mj_model
+    tip_id = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_SITE, "fingertip")
+    target_id = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_BODY, "target")
+    velocity = np.zeros(6)
+    for t, s in enumerate(r.steps[:HORIZON]):
+        for b in range(BATCH):
+            qpos, qvel = s["qpos"][b], s["qvel"][b]
+            data = _forward(m, qpos, qvel)
+            mujoco.mj_objectVelocity(m, data, mujoco.mjtObj.mjOBJ_SITE, tip_id, velocity, 0)
+            to_target = data.site_xpos[tip_id] - data.xpos[target_id]
+            obs = np.concatenate([np.cos(qpos[:2]), np.sin(qpos[:2]), qpos[2:], velocity[3:5], to_target])
+            np.testing.assert_allclose(s["obs"][b], obs, rtol=1e-4, atol=1e-5)
+            reward = -np.linalg.norm(to_target) - np.sum(np.square(r.actions[t, b]))
+            np.testing.assert_allclose(s["reward"][b], reward, rtol=1e-5, atol=1e-5)
+    # the target was drawn inside the 0.2 m disk and never moves
+    targets = np.stack([s["qpos"][:, 2:] for s in r.steps[:HORIZON]])
+    assert np.all(np.linalg.norm(r.first["qpos"][:, 2:], axis=-1) <= 0.2)
+    np.testing.assert_array_equal(targets, np.broadcast_to(r.first["qpos"][:, 2:], targets.shape))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# hopper and walker2d
+
+
+@pytest.mark.parametrize("name", ["hopper", "walker2d"])
+def test_locomotion_observation_and_reward(name, rollouts):
+    r = rollouts(name)
+    dt = float(r.env.dt)
+    previous = r.first["qpos"]
+    for t, s in enumerate(r.steps[:HORIZON]):
+        qpos, qvel = s["qpos"], s["qvel"]
+        obs = np.concatenate([qpos[:, 1:], np.clip(qvel, -10, 10)], axis=1)
+        np.testing.assert_allclose(s["obs"], obs, rtol=1e-6, atol=1e-6)
+        x_velocity = (qpos[:, 0] - previous[:, 0]) / dt
+        reward = x_velocity + 1.0 - 1e-3 * np.sum(np.square(r.actions[t]), axis=1)
+        np.testing.assert_allclose(s["reward"], reward, rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(s["metrics"]["x_position"], qpos[:, 0], atol=1e-6)
+        previous = qpos
+    assert abs(dt - 0.008) < 1e-9
+
+
+@pytest.mark.parametrize(
+    "name, qpos_changes, healthy",
+    [
+        ("hopper", {}, True),
+        ("hopper", {1: 0.69}, False),  # torso too low (healthy z is (0.7, inf))
+        ("hopper", {1: 5.0}, True),
+        ("hopper", {2: 0.21}, False),  # torso tilted (healthy angle is (-0.2, 0.2))
+        ("hopper", {2: -0.19}, True),
+        ("hopper", {4: 101.0}, False),  # state out of (-100, 100)
+        ("hopper", {1: float("nan")}, False),
+        ("walker2d", {}, True),
+        ("walker2d", {1: 0.79}, False),  # healthy z is (0.8, 2.0)
+        ("walker2d", {1: 2.01}, False),
+        ("walker2d", {2: 0.99}, True),  # healthy angle is (-1, 1)
+        ("walker2d", {2: -1.01}, False),
+        ("walker2d", {5: float("inf")}, False),
+    ],
+)
+def test_locomotion_termination_thresholds(name, qpos_changes, healthy):
+    env = envs.get_environment(name)
+    qpos = np.array(env.mj_model.qpos0, np.float32)
+    for index, value in qpos_changes.items():
+        qpos[index] = value
+    state = types.SimpleNamespace(qpos=jnp.asarray(qpos), qvel=jnp.zeros(env.sys.nv, jnp.float32))
+    assert bool(env.is_healthy(state)) is healthy
