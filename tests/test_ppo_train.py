@@ -39,6 +39,12 @@ TINY = dict(
 )
 
 
+@pytest.fixture(autouse=True)
+def _quick_cpu_compiles(monkeypatch):
+    # These runs are a fraction of a second once compiled: compile time is what counts, so skip LLVM's passes.
+    monkeypatch.setenv("BRAX_CORE_CPU_OPT_LEVEL", "0")
+
+
 def _tiny(**overrides):
     return {**TINY, **overrides}
 
