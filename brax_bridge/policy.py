@@ -15,7 +15,6 @@ Weights are copied (these are one-off conversions, not a hot path), so the resul
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -213,8 +212,11 @@ def jax_policy_to_torch(
         have a torch counterpart, anything else raises.
     """
     if isinstance(params, (str, os.PathLike)):
-        params, config = _load_jax_checkpoint(params)
-        activation = config.get("activation", activation)
+        params, saved_kwargs = _load_jax_checkpoint(params)
+        activation = saved_kwargs.pop("activation", activation)
+        for name in ("policy_hidden_layer_sizes", "value_hidden_layer_sizes", "kernel_init"):
+            saved_kwargs.pop(name, None)
+        network_kwargs = {**saved_kwargs, **network_kwargs}
     unsupported = {k: v for k, v in network_kwargs.items() if not _is_default_network_kwarg(k, v)}
     if unsupported:
         raise ValueError(f"network kwargs without a torch counterpart: {unsupported}")
@@ -246,16 +248,13 @@ def _check(name: str, given: Any, actual: Any) -> None:
 
 
 def _load_jax_checkpoint(path: str | os.PathLike) -> tuple[Any, dict]:
+    """``(params, network kwargs)`` of a brax_core PPO checkpoint (missing/corrupt: the loader's clear errors)."""
     from brax_core.training.agents.ppo import checkpoint as jax_checkpoint
 
-    params = jax_checkpoint.load(path)
-    config_path = os.path.join(os.fspath(path), "ppo_network_config.json")
-    config = {}
-    if os.path.exists(config_path):
-        with open(config_path) as f:
-            config = json.load(f)
-        config = config.get("network_factory_kwargs", config)
-    return params, config
+    config = jax_checkpoint.load_config(path)
+    params = jax_checkpoint.load_params(path)
+    kwargs = {k: jax_checkpoint._value_from_config(v) for k, v in config["network_factory_kwargs"].items()}
+    return params, kwargs
 
 
 # --- torch_ppo actor -> JAX policy ------------------------------------------------------------------------------
@@ -276,7 +275,8 @@ def torch_policy_to_jax(
     from brax_core.training.acme import running_statistics
     from brax_core.training.agents.ppo import networks as ppo_networks
 
-    if hasattr(params, "modules") and callable(params):  # a torch_ppo make_policy result
+    if not isinstance(params, nn.Module) and isinstance(getattr(params, "modules", None), PPOModules):
+        # a torch_ppo make_policy result
         params = params.modules
     if isinstance(params, TorchDeterministicPolicy):
         activation = params.network.mlp.activation_name if activation is None else activation
