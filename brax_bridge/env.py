@@ -476,6 +476,8 @@ class TorchEnv:
             if "action" not in td.keys():
                 raise KeyError("the TensorDict passed to step() has no 'action' entry")
             action = td.get("action")
+        if not isinstance(action, torch.Tensor):
+            raise TypeError(f"action must be a torch.Tensor or a TensorDict with 'action'; got {type(action).__name__}")
         if self._differentiable and torch.is_grad_enabled() and (action.requires_grad or self._token.requires_grad):
             next_td = self._step_differentiable(action)
         else:

@@ -1,0 +1,261 @@
+"""brax_bridge.TorchEnv: TorchRL layout, zero copies on the hot path, one compile, safe returned tensors, bad input.
+
+Mostly the ``fast`` env (compiles in milliseconds); ``inverted_pendulum`` is built once for the module, for action
+bounds, termination and the physics view.
+"""
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import pytest
+import torch
+from tensordict import TensorDict
+
+import brax_bridge
+from brax_bridge import TorchEnv
+from brax_core import envs
+from brax_core.envs.base import State
+from brax_core.envs.fast import Fast
+
+N = 6
+
+
+@pytest.fixture(scope="module")
+def pendulum():
+    env = TorchEnv("inverted_pendulum", num_envs=4, episode_length=30, seed=1)
+    env.reset()
+    return env
+
+
+def _fast(**kwargs) -> TorchEnv:
+    kwargs.setdefault("episode_length", 5)
+    return TorchEnv("fast", num_envs=N, **kwargs)
+
+
+def test_reset_and_step_layout():
+    env = _fast()
+    first = env.reset()
+    assert first.batch_size == torch.Size([N]) and first.device == torch.device("cpu")
+    assert first["observation"].shape == (N, 2) and first["observation"].dtype == torch.float32
+    assert not first["done"].any()
+    action = torch.zeros(N, 1)
+    td = env.step(action)
+    assert td["observation"] is first["observation"]
+    assert td["action"] is action
+    nxt = td["next"]
+    assert nxt["observation"].shape == (N, 2) and nxt["final_observation"].shape == (N, 2)
+    assert nxt["reward"].shape == (N, 1) and nxt["reward"].dtype == torch.float32
+    for key in ("done", "terminated", "truncated"):
+        assert nxt[key].shape == (N, 1) and nxt[key].dtype == torch.bool
+    # the next step's root observation is what the previous step returned as ("next", "observation")
+    assert env.step(action)["observation"] is nxt["observation"]
+
+
+def test_tensordict_in_tensordict_out():
+    env = _fast()
+    td = env.reset()
+    td["action"] = torch.full((N, 1), 0.5)
+    out = env.step(td)
+    assert out is td and ("next", "reward") in out.keys(True)
+    with pytest.raises(KeyError, match="'action'"):
+        env.step(TensorDict({}, batch_size=[N]))
+
+
+def test_truncation_terminal_observation_and_auto_reset():
+    env = _fast(episode_length=3)
+    env.reset(seed=0)
+    action = torch.ones(N, 1)
+    rows = [env.step(action)["next"] for _ in range(4)]
+    for t, nxt in enumerate(rows):
+        ended = t == 2
+        assert bool(nxt["truncated"].all()) is ended and bool(nxt["done"].all()) is ended
+        assert not nxt["terminated"].any()  # 'fast' never terminates: the time limit truncates
+        assert torch.equal(nxt["done"], nxt["terminated"] | nxt["truncated"])
+    end = rows[2]
+    # the transition reached final_observation; the policy's next input is the new episode's first observation
+    assert not torch.allclose(end["final_observation"], end["observation"])
+    assert torch.all(end["observation"][:, 1] == 0.0)  # fresh episodes start at rest
+    assert torch.allclose(end["final_observation"][:, 1], rows[1]["observation"][:, 1] * 0.9 + 0.5, atol=1e-5)
+    assert torch.equal(rows[1]["final_observation"], rows[1]["observation"])
+
+
+def test_termination_is_not_truncation(pendulum):
+    pendulum.reset(seed=2)
+    push = torch.full((4, 1), 3.0)
+    terminated = torch.zeros(4, 1, dtype=torch.bool)
+    for _ in range(25):
+        nxt = pendulum.step(push)["next"]
+        assert not nxt["truncated"].any()
+        assert torch.equal(nxt["done"], nxt["terminated"])
+        ended = nxt["terminated"].squeeze(-1)
+        if ended.any():
+            assert (nxt["final_observation"][ended, 1].abs() > 0.2).all()  # fell: pole angle past 0.2 rad
+            assert (nxt["observation"][ended, 1].abs() < 0.02).all()  # reset near upright
+        terminated |= nxt["terminated"]
+    assert terminated.all()
+
+
+def test_hot_path_makes_no_copies_and_compiles_once():
+    env = _fast(episode_length=4)
+    env.reset()
+    action = torch.zeros(N, 1)
+    env.step(action)
+    before = brax_bridge.stats()
+    for _ in range(10):  # crosses two auto-resets
+        env.step(action)
+    after = brax_bridge.stats()
+    assert after.copies == before.copies
+    assert after.zero_copy > before.zero_copy  # conversions did happen, all as views
+    assert env.num_compiles == 1
+
+
+def test_writes_to_returned_tensors_do_not_touch_the_simulation():
+    clean, dirty = _fast(seed=7), _fast(seed=7)
+    clean.reset()
+    dirty_td = dirty.reset()
+    dirty_td["observation"].fill_(99.0)
+    action = torch.full((N, 1), 0.3)
+    for _ in range(7):
+        a = clean.step(action)["next"]
+        b = dirty.step(action.clone())["next"]
+        assert torch.equal(a["observation"], b["observation"]) and torch.equal(a["reward"], b["reward"])
+        for key in ("observation", "final_observation", "reward"):
+            b[key].add_(123.0)
+        b["done"].fill_(True)
+    assert torch.equal(clean.physics["qpos"], dirty.physics["qpos"])
+
+
+def test_earlier_outputs_survive_later_steps_and_donation():
+    env = _fast(seed=3)
+    env.reset()
+    held = env.step(torch.zeros(N, 1))["next"]
+    snapshot = held.clone()
+    physics = env.physics  # views of the carried state, which the next steps would donate
+    qpos_then = physics["qpos"].clone()
+    for _ in range(12):
+        env.step(torch.ones(N, 1))
+    assert (held == snapshot).all()
+    assert torch.equal(physics["qpos"], qpos_then)
+    assert not torch.equal(env.physics["qpos"], qpos_then)
+
+
+def test_bad_actions_fail_clearly_before_physics():
+    env = _fast()
+    env.reset()
+    with pytest.raises(ValueError, match=r"shape \(6, 2\); expected \(6, 1\)"):
+        env.step(torch.zeros(N, 2))
+    with pytest.raises(TypeError, match="dtype torch.float64; expected torch.float32"):
+        env.step(torch.zeros(N, 1, dtype=torch.float64))
+    with pytest.raises(ValueError, match="on meta; expected cpu"):
+        env.step(torch.zeros(N, 1, device="meta"))
+    with pytest.raises(TypeError, match="torch.Tensor"):
+        env.step([0.0] * N)
+    ref = _fast()
+    ref.reset()
+    bad = torch.zeros(N, 1)
+    bad[2, 0] = float("nan")
+    with pytest.raises(ValueError, match=r"NaN in env\(s\) \[2\]"):
+        env.step(bad)
+    # the rejected step left the state alone: both envs continue identically
+    zeros = torch.zeros(N, 1)
+    assert torch.equal(env.step(zeros)["next", "observation"], ref.step(zeros)["next", "observation"])
+
+
+def test_constructor_validates_before_compiling():
+    with pytest.raises(ValueError, match="num_envs must be a positive integer"):
+        TorchEnv("fast", num_envs=0)
+    with pytest.raises(ValueError, match="registered environments"):
+        TorchEnv("no_such_env", num_envs=2)
+    with pytest.raises(ValueError, match="env_kwargs"):
+        TorchEnv(Fast(), num_envs=2, dt=0.1)
+    with pytest.raises(ValueError, match="episode_length"):
+        TorchEnv("fast", num_envs=2, episode_length=0)
+    with pytest.raises(RuntimeError, match="reset"):
+        TorchEnv("fast", num_envs=2).step(torch.zeros(2, 1))
+
+
+def test_specs_bounds_and_defaults(pendulum):
+    fast = TorchEnv("fast", num_envs=3)
+    assert fast.episode_length == 100  # the class's default_episode_length
+    assert fast.specs.observation.shape == (3, 2) and fast.action_spec.shape == (3, 1)
+    assert torch.equal(fast.action_low, -torch.ones(1)) and torch.equal(fast.action_high, torch.ones(1))
+    assert fast.reward_spec.dtype == torch.float32 and set(fast.done_spec) == {"done", "terminated", "truncated"}
+    assert fast.dt == pytest.approx(0.05)
+    assert pendulum.observation_size == 4 and pendulum.action_size == 1
+    assert torch.equal(pendulum.action_low, torch.tensor([-3.0]))
+    assert torch.equal(pendulum.action_high, torch.tensor([3.0]))
+    assert pendulum.dt == pytest.approx(0.04)
+    assert isinstance(pendulum.jax_env, envs.Wrapper) and type(pendulum.unwrapped_env).__name__ == "InvertedPendulum"
+
+
+def test_physics_view_and_state(pendulum):
+    td = pendulum.reset(seed=5)
+    physics = pendulum.physics
+    assert physics["qpos"].shape == (4, 2) and physics["qvel"].shape == (4, 2)
+    state = pendulum.state
+    assert isinstance(state, State)
+    assert physics["qpos"].data_ptr() == state.pipeline_state.qpos.unsafe_buffer_pointer()
+    assert torch.allclose(td["observation"], torch.cat([physics["qpos"], physics["qvel"]], -1))
+    info = pendulum.episode_info()
+    assert info["episode_metrics", "sum_reward"].shape == (4,)
+
+
+def test_seeded_resets_are_reproducible():
+    env = _fast()
+    a = env.reset(seed=11)["observation"].clone()
+    b = env.reset()["observation"].clone()
+    c = env.reset(seed=11)["observation"]
+    assert torch.equal(a, c) and not torch.equal(a, b)
+
+
+class _DictObs(Fast):
+    """``fast`` with a dict observation, to check nesting."""
+
+    def reset(self, rng):
+        return self._dictify(super().reset(rng))
+
+    def step(self, state, action):
+        inner = state.replace(obs=jnp.concatenate([state.obs["position"], state.obs["velocity"]]))
+        return self._dictify(super().step(inner, action))
+
+    @staticmethod
+    def _dictify(state):
+        return state.replace(obs={"position": state.obs[:1], "velocity": state.obs[1:]})
+
+    @property
+    def observation_size(self):
+        return {"position": (1,), "velocity": (1,)}
+
+
+def test_dict_observations_become_nested_tensordicts():
+    env = TorchEnv(_DictObs(), num_envs=3, episode_length=4)
+    td = env.reset()
+    assert isinstance(td["observation"], TensorDict) and td["observation", "position"].shape == (3, 1)
+    nxt = env.step(torch.ones(3, 1))["next"]
+    assert nxt["observation", "velocity"].shape == (3, 1) and isinstance(nxt["final_observation"], TensorDict)
+    assert env.specs.observation["position"].shape == (3, 1)
+
+
+def _scale_gear(sys, rng):
+    """Brax-style randomisation: one actuator gear per env."""
+    scale = jax.vmap(lambda k: jax.random.uniform(k, (), minval=0.5, maxval=1.5))(rng)
+    gear = jax.vmap(lambda s: sys.actuator_gear * s)(scale)
+    in_axes = jax.tree.map(lambda _: None, sys).tree_replace({"actuator_gear": 0})
+    return sys.tree_replace({"actuator_gear": gear}), in_axes
+
+
+@pytest.mark.slow
+def test_randomization_fn_gets_one_key_per_env():
+    seen = []
+
+    def record(sys, rng):
+        seen.append(rng.shape)
+        return _scale_gear(sys, rng)
+
+    env = TorchEnv("inverted_pendulum", num_envs=3, randomization_fn=functools.partial(record), seed=4)
+    env.reset()
+    nxt = env.step(torch.full((3, 1), 1.0))["next"]
+    assert seen and seen[0][0] == 3
+    velocities = nxt["observation"][:, 2]
+    assert velocities.unique().numel() == 3  # different gears push the cart differently
