@@ -156,6 +156,8 @@ def _print_summary(summary: dict[str, Any], run_dir: str) -> None:
         return "-" if value is None else format(value, spec)
 
     status_style = {"completed": "green", "interrupted": "yellow"}.get(summary["status"], "red")
+    if summary.get("error"):
+        console.print(f"[red]training failed: {summary['error']}[/]")
     console.print(
         f"[{status_style}]{summary['status']}[/]: {summary['trainer']} on {summary['env']} (seed {summary['seed']}) — "
         f"final reward {fmt(summary['final_reward'], '.1f')}, {fmt(summary['env_steps'], ',')} env steps, "
@@ -244,6 +246,8 @@ def train_command(
     _print_summary(summary, run_dir)
     if summary["status"] == "aborted":
         raise typer.Exit(130)
+    if summary["status"] == "failed":
+        raise typer.Exit(1)
 
 
 def _resume_config(resume: Path, env, trainer, preset, hp) -> tuple[dict, str]:
@@ -332,6 +336,8 @@ def compare_command(
     console.print(report.rich_table(summaries, title=f"{env}: {' vs '.join(trainer_list)}"))
     console.print(f"total {total:.1f} s; report: {os.path.join(out_dir, 'report.md')}, "
                   f"figure: {os.path.join(out_dir, 'compare.png')}")
+    if any(s["status"] in ("failed", "aborted") for s in summaries):
+        raise typer.Exit(1)
 
 
 def _parse_seeds(text: str) -> list[int]:

@@ -223,3 +223,46 @@ def test_ctrl_c_leaves_a_resumable_checkpoint(tmp_path, monkeypatch):
     steps = [r["step"] for r in rundir.read_metrics(str(run_dir))]
     assert steps == sorted(set(steps)) and steps[-1] >= 800
     assert len(json.loads((run_dir / rundir.CONFIG).read_text())["resumed"]) == 1
+
+
+def test_eval_render_writes_viewer_and_video(tmp_path):
+    """An untrained (num_timesteps=0) inverted_pendulum policy: the HTML viewer and the GIF show its episode."""
+    run_dir = tmp_path / "pendulum"
+    result = invoke("train", "--env", "inverted_pendulum", "--num-timesteps", "0", "--out", str(run_dir),
+                    "--episode-length", "8", "--num-envs", "8", "--batch-size", "8", "--num-minibatches", "2",
+                    "--policy-hidden-layer-sizes", "8", "--value-hidden-layer-sizes", "8")
+    assert result.exit_code == 0, result.output
+    result = invoke("eval", str(run_dir), "--episodes", "2", "--render", "--video", "gif")
+    assert result.exit_code == 0, result.output
+    data = json.loads((run_dir / "eval.json").read_text())
+    length = int(data["returns"][0])  # reward 1 per step while the pole is up
+    page = (run_dir / "episode.html").read_text()
+    payload = json.loads(re.search(r'type="application/json">(.*?)</script>', page, re.S).group(1))
+    assert payload["frames"] == length + 1 and payload["dt"] == pytest.approx(0.04)  # first state + each step
+    from brax_core.io import image
+
+    if image.backend_available() is None:
+        assert data["render"]["video"] is None and "no video" in result.output
+    else:
+        with Image.open(data["render"]["video"]) as gif:
+            assert gif.n_frames == payload["frames"]
+
+
+def test_bench_runs_each_script_with_its_arguments_and_skips_the_rest(tmp_path, monkeypatch):
+    from brax_bridge.app import bench
+
+    (tmp_path / "env_throughput.py").write_text(
+        "def run(envs, batch_sizes, steps):\n"
+        "    return [{'env': e, 'batch': b, 'steps': steps} for e in envs for b in batch_sizes]\n"
+    )
+    (tmp_path / "ppo_jax.py").write_text("def run(needs_this):\n    raise AssertionError('must not run')\n")
+    monkeypatch.setattr(bench, "benchmarks_dir", lambda: str(tmp_path))
+    out = tmp_path / "bench.json"
+    result = invoke("bench", "--size", "small", "--out", str(out))
+    assert result.exit_code == 0, result.output
+    data = json.loads(out.read_text())["results"]
+    small = bench.SIZES["small"]
+    assert data["env_throughput"] == [{"env": e, "batch": b, "steps": small["steps"]}
+                                      for e in small["envs"] for b in small["batch_sizes"]]
+    assert "needs_this" in data["ppo_jax"]["skipped"] and data["ppo_parity"] == {"skipped": "not present"}
+    assert "env_throughput (small" in result.output

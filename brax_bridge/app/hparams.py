@@ -149,10 +149,11 @@ def _preset_values(preset: Mapping[str, Any]) -> dict[str, Any]:
     values = {}
     for key, value in preset.items():
         if key == "network_factory":
-            keywords = getattr(value, "keywords", None) or {}
-            for net_key in NETWORK_KEYS:
-                if net_key in keywords:
-                    values[net_key] = keywords[net_key]
+            keywords = dict(getattr(value, "keywords", None) or {})
+            unknown = sorted(set(keywords) - set(NETWORK_KEYS))
+            if unknown:  # a network setting the flags cannot express would be silently lost
+                raise HParamError(f"preset network_factory sets {unknown}; the command line handles {NETWORK_KEYS}")
+            values.update(keywords)
             continue
         values[key] = value
     if callable(values.get("activation")):

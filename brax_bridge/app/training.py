@@ -126,14 +126,11 @@ def _call_trainer(config: Mapping[str, Any], progress_fn: Callable, ckpt: str, r
     if config["trainer"] == "jax":
         from brax_core.training.agents.ppo import train as ppo_train
 
-        # JAX counts num_timesteps from zero, restored steps included.
         return ppo_train.train(environment=environment, max_to_keep=KEEP_CHECKPOINTS, **common,
                                **hparams.jax_kwargs(hp))
     if config["trainer"] == "torch":
         import torch_ppo
 
-        if restore is not None:  # torch_ppo counts num_timesteps within the call: train what is left
-            hp["num_timesteps"] = max(0, hp["num_timesteps"] - (checkpoint_step("torch", restore) or 0))
         return torch_ppo.train(environment=environment, device=config.get("device") or default_device(),
                                max_checkpoints_to_keep=KEEP_CHECKPOINTS, **common, **hparams.torch_kwargs(hp))
     raise hparams.HParamError(f"--trainer must be one of {', '.join(hparams.TRAINERS)}; got {config['trainer']!r}")
@@ -223,17 +220,24 @@ def train_run(
             if on_report is not None:
                 on_report(int(step), row)
 
-        status = "completed"
+        status, error = "completed", None
         try:
             _call_trainer(config, progress_fn, ckpt, restore)
         except StopTraining:
             status = "interrupted"
         except KeyboardInterrupt:
             status = "aborted"
+        except hparams.HParamError:
+            raise
+        except Exception as err:  # the run folder still gets its summary and curve; the caller decides the exit
+            status, error = "failed", f"{type(err).__name__}: {err}"
+            console.print_exception(max_frames=4)
         if status == "completed":
             bar.update(task, completed=total)
     wall_s = round(time_offset + time.perf_counter() - start, 3)
     summary = summarize(config, rows, status, wall_s)
+    if error is not None:
+        summary["error"] = error
     summary["checkpoint_step"] = checkpoint_step(config["trainer"], ckpt)
     summary["checkpoint"] = ckpt if summary["checkpoint_step"] is not None else None
     rundir.write_json(os.path.join(run_dir, rundir.SUMMARY), summary)
