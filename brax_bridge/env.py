@@ -464,6 +464,16 @@ class TorchEnv:
             self._device,
         )
 
+    def detach(self) -> None:
+        """Cuts the autograd chain at the current state (truncated backpropagation through time).
+
+        In differentiable mode every step links to the previous one, so a long rollout keeps every step's
+        residuals alive until ``reset``/``detach`` (as any torch graph would); later gradients stop here.
+        """
+        self._link, self._token = _Link(), torch.zeros((), device=self._device)
+        if self._obs is not None and self._obs.requires_grad:
+            self._obs = self._obs.detach()  # the last observation would otherwise hold the whole graph
+
     def step(self, action: torch.Tensor | TensorDictBase) -> TensorDictBase:
         """Steps every env once (TorchRL layout; see the module doc for the keys).
 
@@ -482,7 +492,7 @@ class TorchEnv:
             next_td = self._step_differentiable(action)
         else:
             if self._differentiable:
-                self._link, self._token = _Link(), torch.zeros((), device=self._device)
+                self.detach()
             next_td = self._step_plain(action)
         prev_obs, self._obs = self._obs, next_td.get("observation")
         if td is None:
