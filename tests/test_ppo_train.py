@@ -16,27 +16,15 @@ import optax
 import pytest
 from flax import linen
 
-from brax_core.training.agents.ppo import checkpoint, losses
+from brax_core.training.agents.ppo import checkpoint, losses, presets
 from brax_core.training.agents.ppo import networks as ppo_networks
 from brax_core.training.agents.ppo import train as ppo
 
-# 4 minibatches of 32 unrolls of 10 steps = 1280 env steps per training step.
+# The `fast` preset without its run length: 4 minibatches of 32 unrolls of 10 steps = 1280 env steps per
+# training step. Examples use the same preset, so the whole suite compiles this training step once.
 STEP = 1280
-TINY = dict(
-    episode_length=100,
-    num_envs=32,
-    batch_size=32,
-    num_minibatches=4,
-    unroll_length=10,
-    num_updates_per_batch=4,
-    learning_rate=3e-3,
-    entropy_cost=1e-3,
-    discounting=0.95,
-    normalize_observations=True,
-    network_factory=functools.partial(
-        ppo_networks.make_ppo_networks, policy_hidden_layer_sizes=(16, 16), value_hidden_layer_sizes=(16, 16)
-    ),
-)
+TINY = {k: v for k, v in presets.PRESETS["fast"].items() if k not in ("num_timesteps", "num_evals", "num_eval_envs")}
+assert TINY["batch_size"] * TINY["num_minibatches"] * TINY["unroll_length"] == STEP
 
 
 @pytest.fixture(autouse=True)
@@ -281,3 +269,55 @@ def test_unknown_env_and_bad_restore_params():
         ppo.train("no_such_env", num_timesteps=STEP)
     with pytest.raises(TypeError, match="restore_params must be PPOTrainingParams"):
         ppo.train("fast", num_timesteps=0, restore_params={"policy": 1}, **_tiny())
+
+
+class _StopAfterWrapping(Exception):
+    pass
+
+
+def _scale_body_mass(sys, rng):
+    @jax.vmap
+    def randomise(key):
+        return sys.body_mass * jax.random.uniform(key, (), minval=0.8, maxval=1.2)  # reads sys in its own vmap
+
+    in_axes = jax.tree.map(lambda _: None, sys).tree_replace({"body_mass": 0})
+    return sys.tree_replace({"body_mass": randomise(rng)}), in_axes
+
+
+@pytest.mark.parametrize("with_eval_env", [False, True])
+def test_randomization_keys_per_env_and_eval_env_used_as_is(with_eval_env):
+    # Stops once the training and evaluation envs are wrapped: the wiring is checked without compiling physics.
+    # (The slow domain-randomisation example trains end to end.)
+    from brax_core import envs
+    from brax_core.envs import training
+
+    seen = []
+
+    def wrap_spy(env, episode_length, action_repeat, randomization_fn):
+        seen.append((env, randomization_fn))
+        wrapped = training.wrap(env, episode_length, action_repeat, randomization_fn=randomization_fn)
+        if len(seen) == 2:
+            raise _StopAfterWrapping
+        return wrapped
+
+    env = envs.get_environment("inverted_pendulum")
+    eval_env = envs.get_environment("inverted_pendulum") if with_eval_env else None
+    with pytest.raises(_StopAfterWrapping):
+        ppo.train(
+            env,
+            num_timesteps=STEP,
+            wrap_env=wrap_spy,
+            randomization_fn=_scale_body_mass,
+            eval_env=eval_env,
+            num_evals=2,
+            num_eval_envs=8,
+            **_tiny(),
+        )
+    (train_env, train_fn), (evaluated_env, eval_fn) = seen
+    assert train_env is env and train_fn.keywords["rng"].shape == (32, 2)
+    if with_eval_env:
+        assert evaluated_env is eval_env and eval_fn is None
+    else:
+        assert evaluated_env is env and eval_fn.keywords["rng"].shape == (8, 2)
+        assert not np.array_equal(eval_fn.keywords["rng"][:8], train_fn.keywords["rng"][:8])
+    assert not isinstance(env.sys.body_mass, jax.core.Tracer)
