@@ -23,6 +23,7 @@ from tensordict import TensorDict, TensorDictBase
 
 from brax_bridge import _device
 from brax_bridge import convert as _convert
+from brax_bridge import differentiable as _diff
 from brax_core import envs as _envs
 from brax_core.envs.base import Env, PipelineEnv, State
 from brax_core.envs.wrappers import training as _training
@@ -87,41 +88,6 @@ def _reset(env: Env, num_envs: int, key: jax.Array) -> tuple[jax.Array, State, A
     return key, state, state.obs
 
 
-# ----------------------------------------------------------------------------- differentiable step (JAX side)
-
-
-def _is_float(x: Any) -> bool:
-    return hasattr(x, "dtype") and jnp.issubdtype(x.dtype, jnp.inexact)
-
-
-def _float_part(tree: Any) -> Any:
-    return jax.tree.map(lambda x: x if _is_float(x) else None, tree)
-
-
-def _other_part(tree: Any) -> Any:
-    return jax.tree.map(lambda x: None if _is_float(x) else x, tree)
-
-
-def _merge(float_part: Any, other_part: Any) -> Any:
-    return jax.tree.map(lambda f, o: o if f is None else f, float_part, other_part, is_leaf=lambda x: x is None)
-
-
-def _diff_forward(env: Env, reward_fn: RewardFn | None, state: State, action: jax.Array):
-    """The step plus its VJP closure; integer leaves (counters, RNG keys) ride along as non-differentiable aux."""
-    other_in = _other_part(state)
-
-    def float_step(float_in: Any, act: jax.Array):
-        new_state, out = _step(env, reward_fn, _merge(float_in, other_in), act)
-        return (_float_part(new_state), _float_part(out)), (_other_part(new_state), _other_part(out))
-
-    (state_f, out_f), vjp_fn, (state_o, out_o) = jax.vjp(float_step, _float_part(state), action, has_aux=True)
-    return _merge(state_f, state_o), _merge(out_f, out_o), vjp_fn
-
-
-def _diff_backward(vjp_fn: Any, ct_state: Any, ct_out: Any) -> tuple[Any, jax.Array]:
-    return vjp_fn((ct_state, ct_out))
-
-
 @dataclasses.dataclass
 class _Compiled:
     """The jitted functions of one configuration, shared by every TorchEnv built with it."""
@@ -144,8 +110,8 @@ def _compile(env: Env, base: Env, num_envs: int, reward_fn: RewardFn | None, don
         base=base,
         reset=jax.jit(functools.partial(_reset, env, num_envs)),
         step=jax.jit(step, donate_argnums=(0,) if donate else ()),
-        diff_forward=jax.jit(functools.partial(_diff_forward, env, reward_fn)),
-        diff_backward=jax.jit(_diff_backward),
+        diff_forward=jax.jit(functools.partial(_diff.forward, functools.partial(_step, env, reward_fn))),
+        diff_backward=jax.jit(_diff.backward),
     )
 
 
@@ -155,62 +121,6 @@ def _hashable(value: Any) -> bool:
     except TypeError:
         return False
     return True
-
-
-# ----------------------------------------------------------------------------- torch side
-
-
-class _Link:
-    """Carries the state cotangent from step t+1's backward to step t's backward (it never leaves JAX)."""
-
-    __slots__ = ("cotangent",)
-
-    def __init__(self) -> None:
-        self.cotangent = None
-
-
-class _DifferentiableStep(torch.autograd.Function):
-    """One env step whose backward is ``jax.vjp`` of the same jitted step.
-
-    The JAX state is threaded through autograd by a zero-size token tensor: step t+1 consumes step t's token,
-    so torch runs their backwards in reverse order, and the state cotangent passes between them via a
-    ``_Link`` as a JAX pytree.
-    """
-
-    @staticmethod
-    def forward(ctx, env: TorchEnv, token: torch.Tensor, action: torch.Tensor):
-        del token
-        link_in, link_out = env._link, _Link()
-        env._link = link_out
-        state, out, vjp_fn = env._compiled.diff_forward(env._state, env._action_to_jax(action.detach()))
-        env._state = state
-        ctx.env, ctx.vjp_fn, ctx.link_in, ctx.link_out = env, vjp_fn, link_in, link_out
-        obs_leaves, ctx.obs_tree = jax.tree.flatten(out.obs)
-        final_leaves = jax.tree.leaves(out.final_obs)
-        ctx.n_obs = len(obs_leaves)
-        tensors = [_convert.array_to_tensor(x) for x in (*obs_leaves, *final_leaves, out.reward)]
-        flags = [_convert.array_to_tensor(x) for x in (out.done, out.terminated, out.truncated)]
-        ctx.mark_non_differentiable(*flags)
-        new_token = torch.zeros((), device=env.device)
-        return (new_token, *tensors, *flags)
-
-    @staticmethod
-    def backward(ctx, _token_grad, *grads):
-        env: TorchEnv = ctx.env
-        n = ctx.n_obs
-        ct_state = ctx.link_out.cotangent
-        ctx.link_out.cotangent = None
-        if ct_state is None:
-            ct_state = env._zero_state_cotangent()
-        to_jax = lambda g: _convert.tensor_to_array(g.contiguous())
-        obs_ct = jax.tree.unflatten(ctx.obs_tree, [to_jax(g) for g in grads[:n]])
-        final_ct = jax.tree.unflatten(ctx.obs_tree, [to_jax(g) for g in grads[n : 2 * n]])
-        ct_out = StepOutputs(obs=obs_ct, final_obs=final_ct, reward=to_jax(grads[2 * n]),
-                             done=None, terminated=None, truncated=None)
-        ct_state_in, ct_action = env._compiled.diff_backward(ctx.vjp_fn, ct_state, ct_out)
-        ctx.link_in.cotangent = ct_state_in
-        ctx.vjp_fn = None  # drop the residuals as soon as they are used
-        return None, torch.zeros((), device=env.device), _convert.array_to_tensor(ct_action)
 
 
 class TorchEnv:
@@ -290,7 +200,7 @@ class TorchEnv:
         self._key = jax.device_put(jax.random.PRNGKey(seed), self._jax_device)
         self._state: State | None = None
         self._obs: torch.Tensor | TensorDictBase | None = None
-        self._link = _Link()
+        self._link = _diff.Link()
         self._token = torch.zeros((), device=self._device)
         self._zero_ct = None
         self._specs = self._make_specs()
@@ -455,7 +365,7 @@ class TorchEnv:
             self._key = jax.device_put(jax.random.PRNGKey(seed), self._jax_device)
         self._key, self._state, obs = self._compiled.reset(self._key)
         self._obs = self._obs_to_torch(obs)
-        self._link = _Link()
+        self._link = _diff.Link()
         self._token = torch.zeros((), device=self._device)
         false = torch.zeros((self._num_envs, 1), dtype=torch.bool, device=self._device)
         return _tensordict(
@@ -470,7 +380,7 @@ class TorchEnv:
         In differentiable mode every step links to the previous one, so a long rollout keeps every step's
         residuals alive until ``reset``/``detach`` (as any torch graph would); later gradients stop here.
         """
-        self._link, self._token = _Link(), torch.zeros((), device=self._device)
+        self._link, self._token = _diff.Link(), torch.zeros((), device=self._device)
         if self._obs is not None and self._obs.requires_grad:
             self._obs = self._obs.detach()  # the last observation would otherwise hold the whole graph
 
@@ -519,7 +429,7 @@ class TorchEnv:
         )
 
     def _step_differentiable(self, action: torch.Tensor) -> TensorDictBase:
-        outs = _DifferentiableStep.apply(self, self._token, action)
+        outs = _diff.DifferentiableStep.apply(self, self._token, action)
         self._token = outs[0]
         n = len(jax.tree.leaves(self.observation_size)) if isinstance(self.observation_size, Mapping) else 1
         obs, final, (reward, done, terminated, truncated) = outs[1 : 1 + n], outs[1 + n : 1 + 2 * n], outs[1 + 2 * n :]
@@ -569,7 +479,7 @@ class TorchEnv:
 
     def _zero_state_cotangent(self) -> Any:
         if self._zero_ct is None:
-            self._zero_ct = jax.tree.map(jnp.zeros_like, _float_part(self._state))
+            self._zero_ct = jax.tree.map(jnp.zeros_like, _diff.float_part(self._state))
         return self._zero_ct
 
     def __repr__(self) -> str:

@@ -1,0 +1,113 @@
+"""Differentiable stepping: a ``torch.autograd.Function`` whose backward is ``jax.vjp`` of the jitted env step.
+
+JAX side: ``forward`` runs the step and returns its VJP closure (a pytree of residual arrays, so it can leave
+``jax.jit``); ``backward`` applies it. Only floating leaves of the state are differentiated; integer leaves
+(step counters, RNG keys) ride along as auxiliary data.
+
+Torch side: ``DifferentiableStep`` threads the JAX state through autograd with a zero-size token tensor. Step
+t+1 consumes step t's token, so torch runs their backwards in reverse order, and the state cotangent passes
+from one to the other through a ``Link`` as a JAX pytree; the physics state never becomes a torch tensor.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import torch
+
+from brax_bridge import convert as _convert
+
+# ----------------------------------------------------------------------------- JAX side
+
+
+def _is_float(x: Any) -> bool:
+    return hasattr(x, "dtype") and jnp.issubdtype(x.dtype, jnp.inexact)
+
+
+def float_part(tree: Any) -> Any:
+    return jax.tree.map(lambda x: x if _is_float(x) else None, tree)
+
+
+def _other_part(tree: Any) -> Any:
+    return jax.tree.map(lambda x: None if _is_float(x) else x, tree)
+
+
+def _merge(float_part: Any, other_part: Any) -> Any:
+    return jax.tree.map(lambda f, o: o if f is None else f, float_part, other_part, is_leaf=lambda x: x is None)
+
+
+def forward(step: Callable[[Any, jax.Array], tuple[Any, Any]], state: Any, action: jax.Array):
+    """The step plus its VJP closure; integer leaves (counters, RNG keys) ride along as non-differentiable aux."""
+    other_in = _other_part(state)
+
+    def float_step(float_in: Any, act: jax.Array):
+        new_state, out = step(_merge(float_in, other_in), act)
+        return (float_part(new_state), float_part(out)), (_other_part(new_state), _other_part(out))
+
+    (state_f, out_f), vjp_fn, (state_o, out_o) = jax.vjp(float_step, float_part(state), action, has_aux=True)
+    return _merge(state_f, state_o), _merge(out_f, out_o), vjp_fn
+
+
+def backward(vjp_fn: Any, ct_state: Any, ct_out: Any) -> tuple[Any, jax.Array]:
+    return vjp_fn((ct_state, ct_out))
+
+
+# ----------------------------------------------------------------------------- torch side
+
+
+class Link:
+    """Carries the state cotangent from step t+1's backward to step t's backward (it never leaves JAX)."""
+
+    __slots__ = ("cotangent",)
+
+    def __init__(self) -> None:
+        self.cotangent = None
+
+
+class DifferentiableStep(torch.autograd.Function):
+    """One env step whose backward is ``jax.vjp`` of the same jitted step.
+
+    The JAX state is threaded through autograd by a zero-size token tensor: step t+1 consumes step t's token,
+    so torch runs their backwards in reverse order, and the state cotangent passes between them via a
+    ``Link`` as a JAX pytree.
+    """
+
+    @staticmethod
+    def forward(ctx, env: Any, token: torch.Tensor, action: torch.Tensor):
+        del token
+        action_jax = env._action_to_jax(action.detach())  # validates before anything changes
+        link_in, link_out = env._link, Link()
+        env._link = link_out
+        state, out, vjp_fn = env._compiled.diff_forward(env._state, action_jax)
+        env._state = state
+        ctx.env, ctx.vjp_fn, ctx.link_in, ctx.link_out = env, vjp_fn, link_in, link_out
+        ctx.out_type = type(out)
+        obs_leaves, ctx.obs_tree = jax.tree.flatten(out.obs)
+        final_leaves = jax.tree.leaves(out.final_obs)
+        ctx.n_obs = len(obs_leaves)
+        tensors = [_convert.array_to_tensor(x) for x in (*obs_leaves, *final_leaves, out.reward)]
+        flags = [_convert.array_to_tensor(x) for x in (out.done, out.terminated, out.truncated)]
+        ctx.mark_non_differentiable(*flags)
+        new_token = torch.zeros((), device=env.device)
+        return (new_token, *tensors, *flags)
+
+    @staticmethod
+    def backward(ctx, _token_grad, *grads):
+        env = ctx.env
+        n = ctx.n_obs
+        ct_state = ctx.link_out.cotangent
+        ctx.link_out.cotangent = None
+        if ct_state is None:
+            ct_state = env._zero_state_cotangent()
+        to_jax = _convert.tensor_to_array  # broadcast gradients (e.g. of a sum) are non-compact: counted copies
+        obs_ct = jax.tree.unflatten(ctx.obs_tree, [to_jax(g) for g in grads[:n]])
+        final_ct = jax.tree.unflatten(ctx.obs_tree, [to_jax(g) for g in grads[n : 2 * n]])
+        ct_out = ctx.out_type(obs=obs_ct, final_obs=final_ct, reward=to_jax(grads[2 * n]),
+                              done=None, terminated=None, truncated=None)
+        ct_state_in, ct_action = env._compiled.diff_backward(ctx.vjp_fn, ct_state, ct_out)
+        ctx.link_in.cotangent = ct_state_in
+        ctx.vjp_fn = None  # drop the residuals as soon as they are used
+        return None, torch.zeros((), device=env.device), _convert.array_to_tensor(ct_action)
