@@ -17,6 +17,10 @@ SCRIPT = textwrap.dedent(
     from brax_core.training.agents.ppo import train as ppo
 
     assert jax.device_count() == 2, jax.devices()
+    try:
+        ppo.train("fast", num_timesteps=STEP, **{**TINY, "num_envs": 1})
+    except ValueError as e:
+        device_error = str(e)
     reports = []
     _, params, metrics = ppo.train(
         "fast", num_timesteps=4 * STEP, num_evals=2, num_eval_envs=16,
@@ -27,7 +31,8 @@ SCRIPT = textwrap.dedent(
         np.array_equal(np.asarray(leaf.addressable_shards[0].data), np.asarray(leaf.addressable_shards[1].data))
         for leaf in leaves)
     print("RESULT" + json.dumps({"spread": sorted(set(spread)), "same": same, "reports": reports,
-                                 "count": float(params.normalizer_params.count)}))
+                                 "count": float(params.normalizer_params.count),
+                                 "device_error": device_error}))
     """
 )
 
@@ -49,3 +54,4 @@ def test_two_devices_train_with_identical_parameters():
     # 4 training steps of 1280 env steps, split over the devices: the normaliser saw every one of them.
     assert result["count"] == 4 * 1280
     assert [s for s, _ in result["reports"]] == [0, 4 * 1280]
+    assert result["device_error"] == "num_envs (1) must be divisible by the number of devices (2)"

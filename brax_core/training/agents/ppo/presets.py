@@ -40,22 +40,23 @@ PRESETS: dict[str, dict[str, Any]] = {
         num_eval_envs=32,
         network_factory=_networks((16, 16), (16, 16)),
     ),
-    # Cart-pole balancing on MJX: eval reward 1000 (the maximum) in about 130k-200k env steps on a CPU.
+    # Cart-pole balancing on MJX: eval reward 1000 (the maximum) after about 200k env steps, then stays there
+    # (measured to 820k steps). Small batches of short unrolls from 128 envs: on a CPU, compiling dominates and
+    # the physics is cheap, so few env steps and small networks beat Brax's 2048-env recipe.
     "inverted_pendulum": dict(
-        num_timesteps=600_000,
+        num_timesteps=400_000,
         episode_length=1000,
         num_envs=128,
         batch_size=128,
         num_minibatches=4,
         unroll_length=16,
         num_updates_per_batch=4,
-        learning_rate=3e-4,
+        learning_rate=5e-4,
         entropy_cost=1e-3,
         discounting=0.97,
-        reward_scaling=1.0,
-        max_grad_norm=1.0,
+        reward_scaling=0.1,
         normalize_observations=True,
-        num_evals=16,
+        num_evals=21,
         num_eval_envs=16,
         network_factory=_networks((32, 32), (64, 64)),
     ),

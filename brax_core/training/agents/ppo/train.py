@@ -16,6 +16,7 @@ two-device test checks that the devices' copies agree.) One compiled call runs a
 
 from __future__ import annotations
 
+import concurrent.futures
 import functools
 import logging
 import math
@@ -584,15 +585,6 @@ def train(
             return acting.summarize_eval(state.info["eval_metrics"], axis_name=_AXIS)
 
         eval_run = jit(jax.shard_map(per_device_eval, mesh=mesh, in_specs=(P(), P()), out_specs=P(), check_vma=False))
-        evaluator = acting.Evaluator(
-            wrapped_eval_env,
-            functools.partial(make_policy, deterministic=deterministic_eval),
-            num_eval_envs=num_eval_envs,
-            episode_length=episode_length,
-            action_repeat=action_repeat,
-            key=key_eval,
-            run_fn=eval_run,
-        )
 
     # ---- schedule: total training steps split into epochs (and metrics intervals) of equal compiled length
     remaining_training_steps = -(-remaining // env_step_per_training_step)
@@ -610,6 +602,23 @@ def train(
     env_state = reset_fn(key_env)
     if restored_env_state_from is not None:
         env_state = checkpoint.restore_env_state(restored_env_state_from, env_state) or env_state
+
+    # Training and evaluation are traced here and compiled side by side (XLA compiles without the GIL).
+    jobs = [(training_fn, (training_state, env_state, key_run))]
+    if num_evals > 0:
+        jobs.append((eval_run, (current_params(training_state), key_eval)))
+    compiled = _compile_in_parallel(jobs)
+    training_fn = compiled[0]
+    if num_evals > 0:
+        evaluator = acting.Evaluator(
+            wrapped_eval_env,
+            functools.partial(make_policy, deterministic=deterministic_eval),
+            num_eval_envs=num_eval_envs,
+            episode_length=episode_length,
+            action_repeat=action_repeat,
+            key=key_eval,
+            run_fn=compiled[1],
+        )
 
     metrics: dict[str, float] = {}
     start = time.time()
@@ -658,6 +667,15 @@ def train(
     if saver is not None:
         saver.close()
     return make_policy, current_params(training_state), metrics
+
+
+def _compile_in_parallel(jobs: list[tuple[Any, tuple[Any, ...]]]) -> list[Any]:
+    """Lowers each ``(jitted_fn, args)`` in turn, then compiles them all at once on a thread pool."""
+    lowered = [fn.lower(*args) for fn, args in jobs]
+    if len(lowered) == 1:
+        return [lowered[0].compile()]
+    with concurrent.futures.ThreadPoolExecutor(max_workers=len(lowered)) as pool:
+        return list(pool.map(lambda low: low.compile(), lowered))
 
 
 def _three_params(params: Any) -> tuple[Any, Any, Any]:
