@@ -66,7 +66,8 @@ def _hp_parameters() -> list[inspect.Parameter]:
     """One keyword parameter (and so one flag) per hyperparameter; ``None`` means "keep the preset's value"."""
     params = []
     for spec in hparams.SPECS:
-        text = spec.help + (f" (default: {_show(spec.default)})" if spec.default is not None else "")
+        # The preset's value applies unless the flag is given; the spec default only without a preset.
+        text = spec.help + (f" (no preset: {_show(spec.default)})" if spec.default is not None else "")
         if spec.kind == "bool":
             option = typer.Option(f"{spec.flag}/--no-{spec.flag[2:]}", help=text, rich_help_panel=HP_PANEL,
                                   show_default=False)

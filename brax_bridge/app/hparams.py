@@ -62,12 +62,15 @@ SPECS: tuple[HParam, ...] = (
     HParam("normalize_observations", "bool", "running mean/std observation normaliser", True),
     HParam("normalize_advantage", "bool", "normalise advantages per minibatch", True),
     HParam("deterministic_eval", "bool", "evaluate the policy's mode instead of sampling", True),
+    HParam("bootstrap_on_timeout", "bool", "bootstrap time-limit steps from the true final observation", False),
     HParam("log_training_metrics", "bool", "stream training metrics between evaluations", False),
     HParam("training_metrics_steps", "int", "env steps between training-metric reports", None, 1, optional=True),
     HParam("policy_hidden_layer_sizes", "sizes", "policy MLP hidden sizes, e.g. 32,32,32,32", (32, 32, 32, 32)),
     HParam("value_hidden_layer_sizes", "sizes", "value MLP hidden sizes, e.g. 256,256,256,256,256",
            (256, 256, 256, 256, 256)),
     HParam("activation", "choice", "hidden-layer activation", "swish", choices=ACTIVATIONS),
+    HParam("torch_compile", "bool", "compile the torch loss with torch.compile (torch trainer)", False,
+           trainers=("torch",)),
 )
 BY_NAME: dict[str, HParam] = {s.name: s for s in SPECS}
 
