@@ -38,16 +38,6 @@ def _tiny(**overrides):
     return {**TINY, **NETS, **overrides}
 
 
-@pytest.fixture(autouse=True)
-def one_torch_thread():
-    # Tiny networks gain nothing from a second thread, and on a busy 2-core box the OpenMP workers spinning at
-    # barriers slow every small op down several-fold.
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def _assert_params_equal(a, b, atol=0.0):
     for part_a, part_b in zip(a, b, strict=True):
         assert part_a.keys() == part_b.keys()
@@ -246,3 +236,27 @@ def test_a_ready_torch_env_and_bootstrap_on_timeout_train():
     assert reports == [0, 2 * STEP]
     assert np.isfinite(metrics["training/total_loss"]) and metrics["eval/avg_episode_length"] == 100.0
     assert float(params.normalizer_params["count"]) == 2 * STEP
+
+
+class _Reached(Exception):
+    pass
+
+
+@pytest.mark.slow
+def test_inverted_pendulum_reaches_950_within_2m_steps_with_the_jax_preset():
+    presets = pytest.importorskip("brax_core.training.agents.ppo.presets")
+    preset = {k: v for k, v in presets.PRESETS["inverted_pendulum"].items() if k != "network_factory"}
+    preset["num_timesteps"] = 2_000_000
+    preset["num_evals"] = 2_000_000 // 40_960 + 1  # an evaluation every 40,960 env steps, as the preset's schedule
+    curve = []
+
+    def progress(step, metrics):
+        curve.append((step, metrics["eval/episode_reward"]))
+        if metrics["eval/episode_reward"] >= 950.0:
+            raise _Reached  # stop at the first evaluation past the target
+
+    with pytest.raises(_Reached):
+        torch_ppo.train(
+            "inverted_pendulum", progress_fn=progress, **preset, **presets.network_kwargs("inverted_pendulum")
+        )
+    assert curve[-1][0] <= 2_000_000 and curve[-1][1] >= 950.0, curve

@@ -147,6 +147,8 @@ def _validate(kw: dict[str, Any], world_size: int) -> dict[str, Any]:
         raise ValueError(f"num_envs ({num_envs}) must be divisible by the number of processes ({world_size})")
     if batch_size % world_size != 0:
         raise ValueError(f"batch_size ({batch_size}) must be divisible by the number of processes ({world_size})")
+    if kw["num_threads"] is not None:
+        kw["num_threads"] = _positive_int("num_threads", kw["num_threads"])
     kw["policy_hidden_layer_sizes"] = _layer_sizes("policy_hidden_layer_sizes", kw["policy_hidden_layer_sizes"])
     kw["value_hidden_layer_sizes"] = _layer_sizes("value_hidden_layer_sizes", kw["value_hidden_layer_sizes"])
     resolve_activation(kw["activation"])
@@ -416,6 +418,7 @@ def train(
     activation: Activation = "swish",
     device: Any = None,
     torch_compile: bool = False,
+    num_threads: int | None = 1,
     max_checkpoints_to_keep: int | None = None,
 ) -> tuple[Callable[..., Any], TorchPPOParams, Metrics]:
     """Trains a PPO agent with PyTorch on a brax_core environment stepped through ``brax_bridge.TorchEnv``.
@@ -425,7 +428,10 @@ def train(
     counts from the checkpoint's steps. Only what the JAX trainer takes as a ``network_factory`` is given here
     directly: ``policy_hidden_layer_sizes``, ``value_hidden_layer_sizes`` and ``activation`` (a name such as
     ``'swish'`` or a callable), the defaults of ``make_ppo_networks``. Torch additions: ``device`` (default: the
-    TorchEnv's device, else CPU), ``torch_compile`` (compile the loss with ``torch.compile``).
+    TorchEnv's device, else CPU), ``torch_compile`` (compile the loss with ``torch.compile``), ``num_threads``
+    (torch's intra-op threads on CPU while training, restored on return; ``None`` keeps torch's setting). The
+    default is 1: JAX's physics runs on its own thread pool on the same cores, and torch's OpenMP workers waiting at
+    barriers behind it made small ops over 10x slower on a 2-core machine.
     ``environment``/``eval_env`` may also be ready ``TorchEnv``s (with ``num_envs`` per process).
     ``restore_params`` takes ``TorchPPOParams`` or the JAX trainer's ``PPOTrainingParams``.
     ``max_checkpoints_to_keep`` is a deprecated alias of ``max_to_keep``.
@@ -439,11 +445,16 @@ def train(
       ``TorchPPOParams(normalizer_params, policy_params, value_params)``; ``metrics`` are the last reported ones.
     """
     kw = dict(locals())
-    dist_ctx = distributed.setup(_resolve_device(device, environment))
+    resolved_device = _resolve_device(device, environment)
+    dist_ctx = distributed.setup(resolved_device)
+    threads_before = torch.get_num_threads()
     try:
         kw = _validate(kw, dist_ctx.world_size)
+        if kw["num_threads"] is not None and resolved_device.type == "cpu":
+            torch.set_num_threads(kw["num_threads"])
         return _Trainer(kw, dist_ctx).run()
     finally:
+        torch.set_num_threads(threads_before)
         distributed.teardown(dist_ctx)
 
 
