@@ -24,6 +24,8 @@
 * Model (``assets/reacher.xml``): contacts disabled (nothing in the standard model collides), Euler integration,
   1 Newton iteration / 4 line-search steps for the one constraint (the elbow limit); the target's slide joints
   carry no limits because nothing ever pushes the target.
+* Physics check (``tests/test_envs_a.py``): MJX agrees with native ``mujoco.mj_step`` on the same model, same
+  controls, over 25 env steps (50 physics steps) to ``qpos`` atol 3e-5, ``qvel`` atol 5e-4 (float32 vs float64).
 
 The fingertip position and velocity come from forward kinematics of the state the step reached (``mjx.step``
 leaves positions at the state before its last integration).

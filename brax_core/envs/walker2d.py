@@ -27,6 +27,9 @@
 * Defaults: ``episode_length`` 1000, ``n_frames`` 4, timestep 0.002 s (``dt`` 0.008 s).
 * Model (``assets/walker2d.xml``): only feet-vs-floor contacts (2 contact points per foot), Euler integration,
   4 Newton iterations / 8 line-search steps.
+* Physics check (``tests/test_envs_a.py``): MJX agrees with native ``mujoco.mj_step`` on the same model, same
+  controls, over 25 env steps (100 physics steps, foot contacts included) to ``qpos`` atol 2e-4, ``qvel`` atol 2e-3
+  (float32 vs float64).
 """
 
 from __future__ import annotations
