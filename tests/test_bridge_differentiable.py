@@ -8,6 +8,7 @@ this objective, so their gradients with respect to every action must agree.
 """
 
 import gc
+import os
 
 import jax
 import jax.numpy as jnp
@@ -49,12 +50,27 @@ def _compare(env: TorchEnv, reward_fn, seed: int, scale: float):
     actions.requires_grad_(True)
     value = _torch_objective(env, actions)
     value.backward()
-    ref_value, ref_grad = jax.jit(jax.value_and_grad(_jax_objective, argnums=2), static_argnums=(0, 1))(
+    reference = jax.jit(jax.value_and_grad(_jax_objective, argnums=2), static_argnums=(0, 1), compiler_options=_FAST)
+    ref_value, ref_grad = reference(
         env.jax_env, reward_fn, jnp.asarray(actions.detach().numpy()), start
     )
     assert value.item() == pytest.approx(float(ref_value), rel=1e-5)
     np.testing.assert_allclose(actions.grad.numpy(), np.asarray(ref_grad), rtol=1e-4, atol=1e-6)
     return actions.grad
+
+
+_FAST = {"xla_backend_optimization_level": 0}  # compile time dominates these tiny CPU runs
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _quick_cpu_compiles():
+    previous = os.environ.get("BRAX_CORE_CPU_OPT_LEVEL")
+    os.environ["BRAX_CORE_CPU_OPT_LEVEL"] = "0"
+    yield
+    if previous is None:
+        del os.environ["BRAX_CORE_CPU_OPT_LEVEL"]
+    else:
+        os.environ["BRAX_CORE_CPU_OPT_LEVEL"] = previous
 
 
 @pytest.fixture(scope="module")
