@@ -473,9 +473,11 @@ class _Trainer:
             kw["batch_size"] * kw["unroll_length"] * kw["num_minibatches"] * kw["action_repeat"]
         )
         self.env_seed = kw["seed"] + 7919 * dist_ctx.rank
-        self.env = None
-        self.episode_length = kw["episode_length"]
         obs_size, action_size = self._sizes()
+        kw["action_repeat"] = self.action_repeat  # a ready TorchEnv brings its own
+        self.steps_per_training_step = (
+            kw["batch_size"] * kw["unroll_length"] * kw["num_minibatches"] * self.action_repeat
+        )
         with torch.random.fork_rng(devices=[]):  # initial weights from the seed alone, same on every rank
             torch.manual_seed(kw["seed"])
             self.modules = PPOModules(
@@ -521,23 +523,26 @@ class _Trainer:
     # ---------------------------------------------------------------- set-up
 
     def _sizes(self) -> tuple[int, int]:
-        from brax_bridge import TorchEnv
+        """Builds the training TorchEnv (nothing compiles until its first reset) and reads its sizes.
 
-        env = self.kw["environment"]
-        if isinstance(env, str):
-            from brax_core import envs
-
-            env = envs.get_environment(env)
-            self.kw["environment"] = env
-        obs_size = env.observation_size
+        A registered name stays a name, so TorchEnvs of the same configuration share one compiled step.
+        """
+        kw = self.kw
+        self.env = _make_env(
+            kw["environment"],
+            self.local_envs,
+            kw["episode_length"],
+            kw["action_repeat"],
+            self.device,
+            self.env_seed,
+            kw["randomization_fn"],
+        )
+        self.episode_length = self.env.episode_length
+        self.action_repeat = self.env.action_repeat
+        obs_size = self.env.observation_size
         if not isinstance(obs_size, int):
             raise ValueError(f"torch_ppo supports flat observations; the env's observation_size is {obs_size!r}")
-        if self.episode_length is None:
-            base = env.unwrapped_env if isinstance(env, TorchEnv) else env.unwrapped
-            self.episode_length = (
-                env.episode_length if isinstance(env, TorchEnv) else int(getattr(base, "default_episode_length", 1000))
-            )
-        return int(obs_size), int(env.action_size)
+        return int(obs_size), int(self.env.action_size)
 
     def _restore_params(self, params: Any, with_value: bool) -> None:
         from torch_ppo.params import load_params
@@ -566,17 +571,6 @@ class _Trainer:
 
     def _build_envs(self) -> None:
         kw = self.kw
-        self.env = _make_env(
-            kw["environment"],
-            self.local_envs,
-            self.episode_length,
-            kw["action_repeat"],
-            self.device,
-            self.env_seed,
-            kw["randomization_fn"],
-        )
-        self.action_repeat = self.env.action_repeat
-        self.episode_length = self.env.episode_length
         self.obs = self.env.reset(seed=self.env_seed).get("observation")
         if self.saved_env_state is not None:
             restored = _restore_env_state(self.env, self.saved_env_state)
@@ -706,7 +700,7 @@ class _Trainer:
                 "optimizer": self.optimizer.state_dict(),
                 "env_steps": self.env_steps,
                 "rng_state": rng_states,
-                "env_state": _env_state_to_tensors(self.env) if self.env is not None else None,
+                "env_state": _env_state_to_tensors(self.env) if self.obs is not None else None,
             },
             max_to_keep=kw["max_to_keep"],
         )
