@@ -13,10 +13,12 @@ Rules:
 * dtypes keep their identity both ways. torch's 64-bit types (int64, float64, complex128, uint64) need JAX's
   x64 mode (``jax.config.update('jax_enable_x64', True)``); without it they raise ``TypeError`` unless
   ``allow_cast=True``, which casts to the 32-bit type (counted as a copy). Nothing is downcast silently.
-* GPU stream ordering: torch -> JAX passes JAX's stream to ``__dlpack__`` so torch's pending writes finish
-  before JAX reads; JAX -> torch hands torch a buffer only once JAX's producer has finished (JAX waits on its
-  ready event when exporting). Rule for callers: use tensors on torch's current stream, or synchronise a
-  side stream before converting.
+* Ordering. CPU: exporting a JAX array waits until the computation producing it has finished, so torch
+  never reads a half-written buffer (this is the one host sync per step the bridge has, and torch needs the
+  data anyway). GPU: no host sync; ``torch.from_dlpack`` passes torch's current stream and JAX makes that
+  stream wait for the producer's ready event, and ``jax.dlpack.from_dlpack`` passes JAX's stream so torch's
+  pending writes finish before JAX reads. Rule for callers: produce and consume on torch's *current* stream
+  (or synchronise a side stream with it) before handing a tensor to the bridge; not exercised here (no GPU).
 """
 
 from __future__ import annotations

@@ -179,3 +179,23 @@ def test_device_mapping():
     if not torch.cuda.is_available():
         with pytest.raises(ValueError, match="GPU"):
             _device.jax_device("cuda:0")
+
+
+def test_export_waits_for_the_producing_computation():
+    heavy = jax.jit(lambda x: jnp.linalg.matrix_power(x, 40).sum(axis=0))
+    x = jnp.eye(400) * 1.01
+    expected = np.asarray(heavy(x))
+    result = heavy(x * 1.0)  # dispatched asynchronously; the export must wait for it
+    t = jax_to_torch(result)
+    np.testing.assert_allclose(t.numpy(), expected, rtol=1e-6)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="stream ordering needs a GPU (none lent)")
+def test_gpu_stream_ordering_round_trip():
+    big = torch.randn(4096, 4096, device="cuda")
+    produced = big @ big  # queued on torch's current stream
+    as_jax = torch_to_jax(produced)
+    doubled = jax.jit(lambda a: a * 2)(as_jax)
+    back = jax_to_torch(doubled)
+    assert back.device.type == "cuda"
+    torch.testing.assert_close(back, produced * 2)

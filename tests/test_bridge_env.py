@@ -94,6 +94,7 @@ def test_termination_is_not_truncation(pendulum):
             assert (nxt["observation"][ended, 1].abs() < 0.02).all()  # reset near upright
         terminated |= nxt["terminated"]
     assert terminated.all()
+    assert pendulum.num_compiles == 1  # auto-resets happened inside the one compiled step
 
 
 def test_hot_path_makes_no_copies_and_compiles_once():
