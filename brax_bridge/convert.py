@@ -134,17 +134,23 @@ def _x64_enabled() -> bool:
     return bool(jax.config.jax_enable_x64)
 
 
-def _fast_import(tensor: torch.Tensor, jdev) -> jax.Array | None:
-    """DLPack import without jax.dlpack's per-call overhead (about 4x faster); None if unavailable."""
-    try:
-        from jax._src.dlpack import DLDeviceType
-        from jax._src.lib import _jax
+try:  # private entry point behind jax.dlpack.from_dlpack, minus its per-call Python overhead (about 4x faster)
+    from jax._src.dlpack import DLDeviceType as _DLDeviceType
+    from jax._src.lib import _jax as _jaxlib
 
-        dl_type, _ = tensor.__dlpack_device__()
-        if dl_type != DLDeviceType.kDLCPU:
-            return None
-        return _jax.dlpack_managed_tensor_to_buffer(tensor.__dlpack__(), jdev, None, False, int(dl_type))
-    except (ImportError, AttributeError, TypeError):
+    _KDLCPU = int(_DLDeviceType.kDLCPU)
+    _to_buffer = _jaxlib.dlpack_managed_tensor_to_buffer
+except (ImportError, AttributeError):
+    _to_buffer = None
+
+
+def _fast_import(tensor: torch.Tensor, jdev) -> jax.Array | None:
+    """Zero-copy DLPack import of a CPU tensor (raises if JAX would copy); None if the fast path is unavailable."""
+    if _to_buffer is None:
+        return None
+    try:
+        return _to_buffer(tensor.__dlpack__(), jdev, None, False, _KDLCPU)
+    except TypeError:  # a jaxlib with another signature
         return None
 
 
