@@ -106,6 +106,7 @@ def test_transferred_module_exports_with_torch_export():
     torch.testing.assert_close(exported.module()(other), module(other), rtol=0, atol=1e-6)
 
 
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
 def test_transferred_module_exports_to_onnx(tmp_path):
     pytest.importorskip("onnx")
     ort = pytest.importorskip("onnxruntime")
@@ -113,6 +114,7 @@ def test_transferred_module_exports_to_onnx(tmp_path):
     module = transfer.jax_policy_to_torch(params)
     path = tmp_path / "policy.onnx"
     example = torch.from_numpy(_random_obs(8))
+    # The TorchScript-based exporter: the dynamo one needs onnxscript and a minute of tracing on this machine.
     torch.onnx.export(
         module,
         (example,),
@@ -120,6 +122,7 @@ def test_transferred_module_exports_to_onnx(tmp_path):
         input_names=["observation"],
         output_names=["action"],
         dynamic_axes={"observation": {0: "batch"}},
+        dynamo=False,
     )
     session = ort.InferenceSession(str(path))
     obs = _random_obs(12, seed=9)
