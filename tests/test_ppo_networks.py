@@ -47,7 +47,7 @@ def test_layer_layout_and_any_activation(activation):
         3, 2, policy_hidden_layer_sizes=(5, 4), value_hidden_layer_sizes=(6,), activation=activation
     )
     key = jax.random.PRNGKey(0)
-    pp, vp = net.policy_network.init(key), net.value_network.init(key)
+    pp, vp = jax.jit(net.policy_network.init)(key), jax.jit(net.value_network.init)(key)
     shapes = jax.tree.map(jnp.shape, pp)
     assert shapes == {
         "params": {
@@ -90,21 +90,28 @@ def test_make_policy_accepts_param_structures_and_rejects_others():
     net = ppo_networks.make_ppo_networks(2, 1, policy_hidden_layer_sizes=(4,), value_hidden_layer_sizes=(4,))
     key = jax.random.PRNGKey(0)
     normalizer = running_statistics.init_state(jax.ShapeDtypeStruct((2,), jnp.float32))
-    full = ppo_networks.PPOTrainingParams(normalizer, net.policy_network.init(key), net.value_network.init(key))
+    full = ppo_networks.PPOTrainingParams(
+        normalizer, jax.jit(net.policy_network.init)(key), jax.jit(net.value_network.init)(key)
+    )
     assert full._fields == ("normalizer_params", "policy_params", "value_params")
     make_policy = ppo_networks.make_inference_fn(net)
     obs = jnp.array([[0.5, -0.2]])
-    reference, _ = make_policy(full, deterministic=True)(obs, key)
+
+    @functools.partial(jax.jit, static_argnames="deterministic")
+    def act(params, deterministic):
+        return make_policy(params, deterministic=deterministic)(obs, key)
+
+    reference, _ = act(full, deterministic=True)
     for params in (
         full,
         tuple(full),
         (full.normalizer_params, full.policy_params),
         {"normalizer_params": normalizer, "policy_params": full.policy_params},
     ):
-        action, extras = make_policy(params, deterministic=True)(obs, key)
+        action, extras = act(params, deterministic=True)
         np.testing.assert_array_equal(action, reference)
         assert extras == {}
-    action, extras = make_policy(full)(obs, key)
+    action, extras = act(full, deterministic=False)
     assert set(extras) == {"log_prob", "raw_action"}
     np.testing.assert_allclose(action, jnp.tanh(extras["raw_action"]), rtol=1e-6)
     for bad in (full.policy_params, 3, (normalizer,)):

@@ -99,7 +99,9 @@ def test_training_metrics_without_eval_and_activations_with_and_without_saving(t
             activation=activation,
         )
         results = []
-        for save_path in (None, tmp_path / activation.__name__):
+        # tanh trains with and without saving (which must change nothing); sigmoid with saving.
+        save_paths = (None, tmp_path / "tanh") if activation is linen.tanh else (tmp_path / "sigmoid",)
+        for save_path in save_paths:
             reports = []
             make_policy, params, metrics = ppo.train(
                 "fast",
@@ -125,8 +127,8 @@ def test_training_metrics_without_eval_and_activations_with_and_without_saving(t
             assert metrics["episode/length"] == 100.0  # episodes end only at the time limit
             assert not any(k.startswith("eval/") for k in metrics)
             results.append(params)
-        # Saving changes nothing about training.
-        _assert_trees_close(results[0], results[1], rtol=0, atol=0)
+        if len(results) == 2:  # saving changes nothing about training
+            _assert_trees_close(results[0], results[1], rtol=0, atol=0)
         saved = tmp_path / activation.__name__
         config = json.loads(json.dumps(checkpoint.load_config(saved)))
         kwargs = config["network_factory_kwargs"]
@@ -135,7 +137,7 @@ def test_training_metrics_without_eval_and_activations_with_and_without_saving(t
         assert isinstance(config["action_size"], int) and config["env_steps"] == 6 * STEP
         loaded = checkpoint.load_policy(saved, deterministic=True)
         obs = jax.random.normal(jax.random.PRNGKey(2), (5, 2))
-        expected, _ = make_policy(results[1], deterministic=True)(obs, jax.random.PRNGKey(0))
+        expected, _ = make_policy(results[-1], deterministic=True)(obs, jax.random.PRNGKey(0))
         np.testing.assert_allclose(loaded(obs, jax.random.PRNGKey(0))[0], expected, rtol=1e-6)
 
 
@@ -201,21 +203,9 @@ def test_resume_is_exact_and_the_step_count_passes_two_to_the_32(tmp_path):
     assert ppo.pair_to_steps(restored["env_steps"]) == 2**32 + 2 * STEP
 
 
-def test_num_timesteps_zero_restores_without_training(tmp_path):
-    ckpt = tmp_path / "ckpt"
-    _, trained, _ = ppo.train("fast", num_timesteps=2 * STEP, num_evals=0, save_checkpoint_path=ckpt, **_tiny())
-    make_policy, restored, metrics = ppo.train("fast", num_timesteps=0, restore_checkpoint_path=ckpt, **_tiny())
-    assert metrics == {}
-    _assert_trees_close(trained, restored, rtol=0, atol=0)
-    _, fresh, _ = ppo.train("fast", num_timesteps=0, **_tiny())
-    assert not np.allclose(
-        fresh.policy_params["params"]["hidden_0"]["kernel"], trained.policy_params["params"]["hidden_0"]["kernel"]
-    )
-
-
 def test_checkpoints_are_bounded_atomic_and_errors_name_the_path(tmp_path):
     ckpt = tmp_path / "ckpt"
-    ppo.train(
+    _, trained, _ = ppo.train(
         "fast",
         num_timesteps=3 * STEP,
         num_evals=4,
@@ -230,6 +220,14 @@ def test_checkpoints_are_bounded_atomic_and_errors_name_the_path(tmp_path):
     (ckpt / f"{10 * STEP}.orbax-checkpoint-tmp-123").mkdir()
     assert os.path.basename(checkpoint.resolve(ckpt)) == str(3 * STEP)
     checkpoint.load_policy(ckpt)
+    # num_timesteps=0 builds the networks and restores them, training nothing.
+    _, restored, metrics = ppo.train("fast", num_timesteps=0, restore_checkpoint_path=ckpt, **_tiny())
+    assert metrics == {}
+    _assert_trees_close(trained, restored, rtol=0, atol=0)
+    _, fresh, _ = ppo.train("fast", num_timesteps=0, **_tiny())
+    assert not np.allclose(
+        fresh.policy_params["params"]["hidden_0"]["kernel"], trained.policy_params["params"]["hidden_0"]["kernel"]
+    )
     missing = tmp_path / "nowhere"
     with pytest.raises(FileNotFoundError, match="nowhere"):
         checkpoint.load_policy(missing)

@@ -199,6 +199,9 @@ def train(
     restore_params: Any | None = None,
     restore_value_fn: bool = True,
     max_to_keep: int | None = None,
+    run_evals: bool = True,
+    madrona_backend: bool = False,
+    augment_pixels: bool = False,
 ) -> tuple[Callable[..., types.Policy], PPOTrainingParams, dict[str, float]]:
     """PPO training.
 
@@ -255,6 +258,10 @@ def train(
       restore_params: ``PPOTrainingParams`` (or ``(normalizer, policy, value)``) to start from.
       restore_value_fn: with ``restore_params``, also take the value parameters.
       max_to_keep: the most checkpoints kept in ``save_checkpoint_path`` (``None``: all).
+      run_evals: ``False`` skips evaluation runs (evaluation points still report training metrics, call
+        ``policy_params_fn`` and save checkpoints).
+      madrona_backend: accepted for Brax compatibility; only ``False`` (no batch renderer here).
+      augment_pixels: accepted for Brax compatibility; only ``False`` (no pixel observations here).
 
     Returns:
       ``(make_policy, params, metrics)``: the inference function factory, ``PPOTrainingParams`` and the last
@@ -272,7 +279,9 @@ def train(
     action_repeat = _positive_int("action_repeat", action_repeat)
     num_envs = _positive_int("num_envs", num_envs)
     num_evals = _non_negative_int("num_evals", num_evals)
-    if num_evals > 0:
+    run_evals = _bool("run_evals", run_evals)
+    evaluate = num_evals > 0 and run_evals
+    if evaluate:
         num_eval_envs = _positive_int("num_eval_envs", num_eval_envs)
     unroll_length = _positive_int("unroll_length", unroll_length)
     batch_size = _positive_int("batch_size", batch_size)
@@ -301,6 +310,9 @@ def train(
     deterministic_eval = _bool("deterministic_eval", deterministic_eval)
     log_training_metrics = _bool("log_training_metrics", log_training_metrics)
     restore_value_fn = _bool("restore_value_fn", restore_value_fn)
+    for name, flag in (("madrona_backend", madrona_backend), ("augment_pixels", augment_pixels)):
+        if flag is not False:
+            raise ValueError(f"{name} must be False: brax_core trains on MJX state observations only, got {flag!r}")
     progress_fn = _callable("progress_fn", progress_fn)
     policy_params_fn = _callable("policy_params_fn", policy_params_fn)
     network_factory = _callable("network_factory", network_factory)
@@ -323,7 +335,7 @@ def train(
         raise ValueError(f"num_envs ({num_envs}) must be divisible by the number of devices ({device_count})")
     if batch_size % device_count != 0:
         raise ValueError(f"batch_size ({batch_size}) must be divisible by the number of devices ({device_count})")
-    if num_evals > 0 and num_eval_envs % device_count != 0:
+    if evaluate and num_eval_envs % device_count != 0:
         raise ValueError(f"num_eval_envs ({num_eval_envs}) must be divisible by the number of devices ({device_count})")
     if restore_params is not None:
         restore_params = PPOTrainingParams(*_three_params(restore_params))
@@ -336,7 +348,7 @@ def train(
     if env_step_per_training_step >= _TWO_32:
         raise ValueError(f"one training step would take {env_step_per_training_step} env steps; keep it below 2**32")
     local_envs = num_envs // device_count
-    local_eval_envs = num_eval_envs // device_count if num_evals > 0 else 0
+    local_eval_envs = num_eval_envs // device_count if evaluate else 0
     local_batch = batch_size * num_minibatches // device_count
     num_unrolls = batch_size * num_minibatches // num_envs
 
@@ -447,10 +459,17 @@ def train(
         return make_policy, current_params(training_state), {}
 
     # ---- environments
-    def wrap_for(env: Env, n_local: int, rng: jax.Array | None) -> Env:
+    def wrap_for(env: Env, n_local: int, rng: jax.Array | None, for_eval: bool = False) -> Env:
         v_randomization_fn = None
         if randomization_fn is not None and rng is not None:
             v_randomization_fn = functools.partial(randomization_fn, rng=jax.random.split(rng, n_local))
+        if wrap_env is True and for_eval:
+            # Evaluation stops once every episode has ended, so it needs no auto-reset: leaving it out keeps a
+            # second physics reset out of the compiled evaluation.
+            env = env_training.EpisodeWrapper(env, episode_length, action_repeat)
+            if v_randomization_fn is None:
+                return env_training.VmapWrapper(env)
+            return env_training.DomainRandomizationVmapWrapper(env, v_randomization_fn)
         if wrap_env is True:
             return env_training.wrap(
                 env, episode_length=episode_length, action_repeat=action_repeat, randomization_fn=v_randomization_fn
@@ -570,11 +589,11 @@ def train(
 
     # ---- evaluation
     evaluator = None
-    if num_evals > 0:
+    if evaluate:
         if eval_env is None:
-            eval_base = wrap_for(environment, local_eval_envs, jax.random.fold_in(key_randomize, 1))
+            eval_base = wrap_for(environment, local_eval_envs, jax.random.fold_in(key_randomize, 1), for_eval=True)
         else:
-            eval_base = wrap_for(eval_env, local_eval_envs, None)
+            eval_base = wrap_for(eval_env, local_eval_envs, None, for_eval=True)
         wrapped_eval_env = env_training.EvalWrapper(eval_base)
         eval_steps = -(-episode_length // action_repeat)
 
@@ -599,17 +618,22 @@ def train(
     calls_per_segment = steps_per_segment // steps_per_call
     training_fn = compile_training(steps_per_call)
 
+    # Reset, training and evaluation are traced here and compiled side by side (XLA compiles without the GIL).
+    sharded = NamedSharding(mesh, P(_AXIS))
+    abstract_env_state = jax.tree.map(
+        lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sharded), reset_fn.eval_shape(key_env)
+    )
+    jobs = [(reset_fn, (key_env,)), (training_fn, (training_state, abstract_env_state, key_run))]
+    if evaluate:
+        jobs.append((eval_run, (current_params(training_state), key_eval)))
+    compiled = _compile_in_parallel(jobs)
+    reset_fn, training_fn = compiled[0], compiled[1]
+
     env_state = reset_fn(key_env)
     if restored_env_state_from is not None:
         env_state = checkpoint.restore_env_state(restored_env_state_from, env_state) or env_state
 
-    # Training and evaluation are traced here and compiled side by side (XLA compiles without the GIL).
-    jobs = [(training_fn, (training_state, env_state, key_run))]
-    if num_evals > 0:
-        jobs.append((eval_run, (current_params(training_state), key_eval)))
-    compiled = _compile_in_parallel(jobs)
-    training_fn = compiled[0]
-    if num_evals > 0:
+    if evaluate:
         evaluator = acting.Evaluator(
             wrapped_eval_env,
             functools.partial(make_policy, deterministic=deterministic_eval),
@@ -617,7 +641,7 @@ def train(
             episode_length=episode_length,
             action_repeat=action_repeat,
             key=key_eval,
-            run_fn=compiled[1],
+            run_fn=compiled[2],
         )
 
     metrics: dict[str, float] = {}
@@ -661,6 +685,9 @@ def train(
             metrics = evaluator.run_evaluation(params, training_metrics=training_metrics)
             logging.info(metrics)
             progress_fn(env_steps, metrics)
+        elif num_evals > 0 and not log_training_metrics:
+            metrics = training_metrics
+            progress_fn(env_steps, dict(metrics))
         save(training_state, env_state)
 
     logging.info("total steps: %s, wall time %.1f s", env_steps, time.time() - start)
@@ -671,11 +698,19 @@ def train(
 
 def _compile_in_parallel(jobs: list[tuple[Any, tuple[Any, ...]]]) -> list[Any]:
     """Lowers each ``(jitted_fn, args)`` in turn, then compiles them all at once on a thread pool."""
+    t = time.time()
     lowered = [fn.lower(*args) for fn, args in jobs]
+    t_lower = time.time() - t
+    t = time.time()
     if len(lowered) == 1:
-        return [lowered[0].compile()]
-    with concurrent.futures.ThreadPoolExecutor(max_workers=len(lowered)) as pool:
-        return list(pool.map(lambda low: low.compile(), lowered))
+        compiled = [lowered[0].compile()]
+    else:
+        with concurrent.futures.ThreadPoolExecutor(max_workers=len(lowered)) as pool:
+            compiled = list(pool.map(lambda low: low.compile(), lowered))
+    logging.info(
+        "traced and lowered %d functions in %.1f s, compiled them in %.1f s", len(jobs), t_lower, time.time() - t
+    )
+    return compiled
 
 
 def _three_params(params: Any) -> tuple[Any, Any, Any]:
@@ -719,15 +754,23 @@ def _restore_training(path: str, training_state: TrainingState, key_run: jax.Arr
 def _training_metrics(
     step_metrics: Mapping[str, Any], sps: float, walltime: float, last_episode: dict[str, float]
 ) -> dict[str, float]:
-    """Host-side training metrics; episode means cover the episodes that ended since the last report."""
+    """Host-side training metrics.
+
+    ``episode/*`` are means over the training episodes that ended since the last report (the previous values are
+    kept when none ended; ``episode/count`` is how many ended).
+    """
     out = {f"training/{k}": float(v) for k, v in step_metrics.items() if not k.startswith("episode")}
     out["training/sps"] = sps
     out["training/walltime"] = walltime
     count = float(step_metrics.get("episode_count", 0.0))
-    if count > 0:
-        for k, v in step_metrics.items():
-            if k.startswith("episode_sum/"):
-                last_episode[f"episode/{k.split('/', 1)[1]}"] = float(v) / count
+    for k, v in step_metrics.items():
+        if k.startswith("episode_sum/"):
+            name = f"episode/{k.split('/', 1)[1]}"
+            if count > 0:
+                last_episode[name] = float(v) / count
+            else:
+                # Until the first episode ends the keys exist with 0.0 (and episode/count says none ended yet).
+                last_episode.setdefault(name, 0.0)
     if "episode_count" in step_metrics:
         out.update(last_episode)
         out["episode/count"] = count
