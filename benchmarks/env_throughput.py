@@ -187,15 +187,23 @@ def _variants() -> dict[str, Callable[[mujoco.MjModel], None]]:
     }
 
 
-def tuning(names: Sequence[str], batch_size: int = 128, steps: int = 50) -> list[dict[str, Any]]:
+def tuning(
+    names: Sequence[str], batch_size: int = 128, steps: int = 50, variants: Sequence[str] | None = None
+) -> list[dict[str, Any]]:
     """Physics steps/s of a raw batched ``mjx.step`` scan for each model variant (same controls, same start)."""
     from mujoco import mjx
 
     from brax_core.envs import _assets
 
+    chosen = _variants()
+    if variants:
+        unknown = [v for v in variants if v not in chosen]
+        if unknown:
+            raise ValueError(f"variants: unknown {unknown}; choose from {list(chosen)}")
+        chosen = {v: chosen[v] for v in variants}
     rows = []
     for name in names:
-        for label, edit in _variants().items():
+        for label, edit in chosen.items():
             mj_model = _assets.load(name)[1]
             edit(mj_model)
             sys_ = mjx.put_model(mj_model)
@@ -268,12 +276,13 @@ def main(argv: Sequence[str] | None = None) -> None:
                         help="cap on batch * steps per timed rollout")
     parser.add_argument("--markdown", action="store_true", help="print a markdown table")
     parser.add_argument("--tuning", action="store_true", help="measure model option variants instead")
+    parser.add_argument("--variants", nargs="+", default=None, help="with --tuning: the variants to measure")
     args = parser.parse_args(argv)
     start = time.perf_counter()
     if args.tuning:
         names = args.envs or ["halfcheetah", "ant", "humanoid"]
         _check(names, args.batch_sizes, args.steps)
-        rows = [r for b in args.batch_sizes for r in tuning(names, b, args.steps)]
+        rows = [r for b in args.batch_sizes for r in tuning(names, b, args.steps, args.variants)]
     else:
         rows = run(args.envs, args.batch_sizes, args.steps, args.max_env_steps)
     if args.markdown:

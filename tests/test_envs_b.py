@@ -7,8 +7,9 @@ Physics check: the MJX env and native ``mujoco.mj_step`` on the same ``MjModel``
 receive the same controls (held for ``n_frames`` physics steps per env step) and must agree on ``qpos`` within
 ``QPOS_ATOL`` and on ``qvel`` within ``QVEL_ATOL`` over ``HORIZON`` env steps (25 physics steps). MJX runs in
 float32 and native MuJoCo in float64; measured errors over this horizon are about 1e-6 (qpos) and 5e-5 (qvel),
-ground contacts included. Over 100 physics steps a contact can switch on in one and not the other, so the long
-comparison (``slow``) uses a looser tolerance.
+ground contacts included. Over longer horizons the shipped single solver iteration lets the two drift apart
+when a contact switches on, so the long comparison (``slow``, 100 physics steps) runs the same model with 4
+solver iterations.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import jax.numpy as jnp
 import mujoco
 import numpy as np
 import pytest
+from mujoco import mjx
 
 from brax_core import envs
 from brax_core.envs import training
@@ -30,8 +32,8 @@ HORIZON = 5  # env steps = 25 physics steps at n_frames 5
 QPOS_ATOL = 1e-4
 QVEL_ATOL = 2e-3
 SLOW_HORIZON = 20  # 100 physics steps
-SLOW_QPOS_ATOL = 5e-3
-SLOW_QVEL_ATOL = 0.1
+SLOW_QPOS_ATOL = 1e-3  # with 4 solver iterations, see the slow test
+SLOW_QVEL_ATOL = 5e-2
 
 SPEC = {
     # name: (observation size, action size, dt, metric names)
@@ -46,9 +48,9 @@ SPEC = {
 class Compiled:
     """One env, wrapped for training, with reset and step compiled once."""
 
-    def __init__(self, name: str, episode_length: int = 1000):
-        self.env = envs.get_environment(name)
-        self.wrapped = training.wrap(self.env, episode_length=episode_length)
+    def __init__(self, env: envs.PipelineEnv, episode_length: int = 1000):
+        self.env = env
+        self.wrapped = training.wrap(env, episode_length=episode_length)
         keys = jax.random.split(jax.random.PRNGKey(7), BATCH)
         self.reset = jax.jit(self.wrapped.reset).lower(keys).compile(FAST_COMPILE)
         self.first = self.reset(keys)
@@ -66,7 +68,7 @@ class Compiled:
 
 @functools.cache
 def compiled(name: str) -> Compiled:
-    return Compiled(name)
+    return Compiled(envs.get_environment(name))
 
 
 @pytest.fixture(scope="module")
@@ -81,7 +83,38 @@ def ant() -> Compiled:
 
 @pytest.fixture(scope="module")
 def humanoid() -> Compiled:
+    """The wrapped humanoid (reset and auto-reset compiled too): used by slow tests only."""
     return compiled("humanoid")
+
+
+class HumanoidStep:
+    """The bare humanoid ``step`` compiled alone, for the default suite.
+
+    The humanoid's compile dominates this file's time on CPU, so the default tests compile only its unwrapped,
+    unbatched ``step`` (no reset, no auto-reset inside) and build start states from native MuJoCo with
+    ``mjx.put_data``. Its reset and the wrapped paths are covered by the slow tests.
+    """
+
+    def __init__(self):
+        self.env = envs.get_environment("humanoid")
+        self.first = self.state_at(self.env.mj_model.qpos0, np.zeros(self.env.mj_model.nv))
+        action = jnp.zeros((self.env.action_size,), jnp.float32)
+        self.step = jax.jit(self.env.step).lower(self.first, action).compile(FAST_COMPILE)
+
+    def state_at(self, qpos: np.ndarray, qvel: np.ndarray) -> envs.State:
+        m = self.env.mj_model
+        data = mujoco.MjData(m)
+        data.qpos[:], data.qvel[:] = qpos, qvel
+        mujoco.mj_forward(m, data)
+        pipeline_state = mjx.put_data(m, data)
+        zero = jnp.zeros((), jnp.float32)
+        metrics = {name: zero for name in SPEC["humanoid"][3]}
+        return envs.State(pipeline_state, self.env._get_obs(pipeline_state), zero, zero, metrics)
+
+
+@pytest.fixture(scope="module")
+def humanoid_step() -> HumanoidStep:
+    return HumanoidStep()
 
 
 def _native_from(c: Compiled, state: envs.State, slot: int) -> mujoco.MjData:
@@ -91,9 +124,19 @@ def _native_from(c: Compiled, state: envs.State, slot: int) -> mujoco.MjData:
     return data
 
 
-def compare_with_native(c: Compiled, horizon: int, seed: int = 0) -> tuple[float, float, int, envs.State]:
+# torso start height for the comparison: the humanoid starts 0.18 m above the floor, too high for its feet to
+# land within the short horizon, so it starts lower (still healthy) and the comparison covers foot contacts
+START_HEIGHT = {"cheetah": None, "ant": None, "humanoid": 1.23}  # slow tests only for the humanoid
+
+
+def compare_with_native(
+    c: Compiled, horizon: int, seed: int = 0, start_height: float | None = None
+) -> tuple[float, float, int, envs.State]:
     """Max |qpos|, |qvel| differences MJX vs native over ``horizon`` env steps, and native contacts seen."""
     state = c.first
+    if start_height is not None:
+        qpos = state.pipeline_state.qpos.at[:, 2].set(start_height)
+        state = state.replace(pipeline_state=state.pipeline_state.replace(qpos=qpos))
     natives = [_native_from(c, state, b) for b in range(BATCH)]
     actions = c.actions(horizon, seed)
     worst_q = worst_v = 0.0
@@ -115,7 +158,7 @@ def compare_with_native(c: Compiled, horizon: int, seed: int = 0) -> tuple[float
 # --- sizes, defaults, typing and bad input ------------------------------------------
 
 
-@pytest.mark.parametrize("fixture", ["cheetah", "ant", "humanoid"])
+@pytest.mark.parametrize("fixture", ["cheetah", "ant", pytest.param("humanoid", marks=pytest.mark.slow)])
 def test_sizes_defaults_and_output_types(fixture, request):
     c = request.getfixturevalue(fixture)
     env = c.env
@@ -170,19 +213,31 @@ def test_models_collide_only_with_the_floor():
 # --- physics against native MuJoCo ----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("fixture", ["cheetah", "ant", "humanoid"])
+@pytest.mark.parametrize("fixture", ["cheetah", "ant", pytest.param("humanoid", marks=pytest.mark.slow)])
 def test_mjx_matches_native_mujoco(fixture, request):
     c = request.getfixturevalue(fixture)
-    worst_q, worst_v, _, _ = compare_with_native(c, HORIZON)
+    worst_q, worst_v, contacts, _ = compare_with_native(c, HORIZON, start_height=START_HEIGHT[fixture])
+    assert contacts > 0, "the comparison should cover ground contacts"
     assert worst_q < QPOS_ATOL, f"qpos differs by {worst_q:.2e} over {HORIZON * c.env.n_frames} physics steps"
     assert worst_v < QVEL_ATOL, f"qvel differs by {worst_v:.2e} over {HORIZON * c.env.n_frames} physics steps"
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("fixture", ["cheetah", "ant", "humanoid"])
-def test_mjx_matches_native_mujoco_long_horizon_with_contacts(fixture, request):
-    c = request.getfixturevalue(fixture)
-    worst_q, worst_v, contacts, _ = compare_with_native(c, SLOW_HORIZON, seed=3)
+@pytest.mark.parametrize("name", ["halfcheetah", "ant", "humanoid"])
+def test_mjx_matches_native_mujoco_long_horizon_converged_solver(name):
+    """100 physics steps with contacts, on the same model with 4 solver iterations instead of 1.
+
+    With one Newton iteration (the shipped setting, several times faster) the contact solve is not converged, and
+    MJX and native MuJoCo can take different partial steps the moment a contact or joint limit switches on: over
+    100 steps the ant has been measured to drift apart by O(1). With the solve converged they agree closely, which
+    shows the remaining gap is the unconverged solve, not a modelling difference.
+    """
+    env = envs.get_environment(name)
+    env.mj_model.opt.iterations = 4  # this env's own MjModel copy; MJX model updated to match
+    env.sys = env.sys.replace(opt=env.sys.opt.replace(iterations=4))
+    c = Compiled(env)
+    fixture = {"halfcheetah": "cheetah"}.get(name, name)
+    worst_q, worst_v, contacts, _ = compare_with_native(c, SLOW_HORIZON, seed=3, start_height=START_HEIGHT[fixture])
     assert contacts > 0, "the comparison should cover ground contacts"
     assert worst_q < SLOW_QPOS_ATOL and worst_v < SLOW_QVEL_ATOL, (worst_q, worst_v)
 
@@ -271,6 +326,7 @@ def test_ant_reset_reward_and_termination(ant):
     assert np.all(np.abs(np.asarray(ended.obs[:, 0]) - 0.55) <= 0.1 + 1e-6)  # auto-reset to a fresh start
 
 
+@pytest.mark.slow
 def test_humanoid_observation_reward_and_termination(humanoid):
     c = humanoid
     action = jnp.asarray(c.actions(1, seed=5)[0])
@@ -297,3 +353,73 @@ def test_humanoid_observation_reward_and_termination(humanoid):
     np.testing.assert_array_equal(ended.info["truncation"], [0.0, 0.0])
     final_z = np.asarray(ended.info["final_obs"][:, 0])
     assert final_z[0] < 1.0 and final_z[1] > 2.0
+
+
+# --- humanoid, default suite: the bare step only ---------------------------------------------------------------
+
+
+def test_humanoid_sizes_and_types(humanoid_step):
+    env = humanoid_step.env
+    assert env.observation_size == 244 and env.action_size == 17 == env.mj_model.nu
+    assert float(env.dt) == pytest.approx(0.015)
+    assert type(env).default_episode_length == 1000 and env.n_frames == 5
+    first = humanoid_step.first
+    after = humanoid_step.step(first, jnp.zeros((17,), jnp.float32))
+    assert after.obs.shape == (244,) and after.obs.dtype == jnp.float32
+    assert set(after.metrics) == SPEC["humanoid"][3]
+    for leaf in (after.reward, after.done, *after.metrics.values()):
+        assert leaf.shape == () and leaf.dtype == jnp.float32 and not leaf.weak_type
+    assert [a[1:] for a in _avals(after)] == [a[1:] for a in _avals(first)]
+
+
+def test_humanoid_mjx_matches_native_mujoco(humanoid_step):
+    """25 physics steps from a noisy standing start (feet still in the air: see the slow test for contacts)."""
+    c = humanoid_step
+    m = c.env.mj_model
+    rng = np.random.default_rng(0)
+    qpos = m.qpos0 + rng.uniform(-0.01, 0.01, m.nq)
+    qvel = rng.uniform(-0.01, 0.01, m.nv)
+    state = c.state_at(qpos, qvel)
+    data = mujoco.MjData(m)
+    data.qpos[:], data.qvel[:] = qpos, qvel
+    actions = rng.uniform(-1, 1, (HORIZON, 17)).astype(np.float32)
+    worst_q = worst_v = 0.0
+    for t in range(HORIZON):
+        state = c.step(state, jnp.asarray(actions[t]))
+        data.ctrl[:] = 0.4 * actions[t]
+        for _ in range(c.env.n_frames):
+            mujoco.mj_step(m, data)
+        worst_q = max(worst_q, float(np.max(np.abs(np.asarray(state.pipeline_state.qpos) - data.qpos))))
+        worst_v = max(worst_v, float(np.max(np.abs(np.asarray(state.pipeline_state.qvel) - data.qvel))))
+    assert float(state.done) == 0.0
+    assert worst_q < QPOS_ATOL and worst_v < QVEL_ATOL, (worst_q, worst_v)
+
+
+def test_humanoid_reward_observation_and_termination(humanoid_step):
+    c = humanoid_step
+    action = jnp.asarray(np.random.default_rng(1).uniform(-1, 1, 17), jnp.float32)
+    after = c.step(c.first, action)
+    ps = after.pipeline_state
+    np.testing.assert_array_equal(after.obs[:22], ps.qpos[2:])
+    np.testing.assert_array_equal(after.obs[22:45], ps.qvel)
+    np.testing.assert_array_equal(after.obs[45:155], ps.cinert[1:].ravel())
+    np.testing.assert_array_equal(after.obs[155:221], ps.cvel[1:].ravel())
+    np.testing.assert_array_equal(after.obs[221:], ps.qfrc_actuator)
+    ctrl = np.asarray(ps.ctrl)
+    np.testing.assert_allclose(ctrl, 0.4 * np.asarray(action), rtol=1e-6, atol=1e-7)  # [-1, 1] -> [-0.4, 0.4]
+    velocity = (float(ps.subtree_com[1, 0]) - float(c.first.pipeline_state.subtree_com[1, 0])) / 0.015
+    ctrl_cost = 0.1 * float(np.sum(np.square(ctrl)))
+    assert float(after.metrics["forward_reward"]) == pytest.approx(1.25 * velocity, rel=1e-3, abs=1e-3)
+    assert float(after.reward) == pytest.approx(1.25 * velocity + 5.0 - ctrl_cost, rel=1e-3, abs=1e-3)
+    assert float(after.done) == 0.0
+
+    m = c.env.mj_model
+    fallen = m.qpos0.copy()
+    fallen[2], fallen[3:7] = 0.6, (0.0, 1.0, 0.0, 0.0)  # upside down, torso 0.6 m up: below the healthy range
+    flying = m.qpos0.copy()
+    flying[2] = 2.5
+    zero = jnp.zeros((17,), jnp.float32)
+    for qpos in (fallen, flying):
+        ended = c.step(c.state_at(qpos, np.zeros(m.nv)), zero)
+        assert float(ended.done) == 1.0
+        assert float(ended.metrics["reward_alive"]) == 5.0  # paid on the terminating step too (Brax, Gymnasium)
