@@ -55,8 +55,8 @@ def test_fast_env_learns_with_the_jax_metric_names_and_zero_copy_collection():
     brax_bridge.reset_stats()
     make_policy, params, metrics = torch_ppo.train(
         "fast",
-        num_timesteps=16 * STEP * 3,
-        num_evals=4,
+        num_timesteps=16 * STEP * 2,
+        num_evals=3,
         num_eval_envs=32,
         progress_fn=lambda step, m: reports.append((step, dict(m))),
         policy_params_fn=policy_params_fn,
@@ -66,7 +66,7 @@ def test_fast_env_learns_with_the_jax_metric_names_and_zero_copy_collection():
     copies = brax_bridge.stats()
     assert copies.copies == 0 and copies.zero_copy > 0, copies
     steps = [s for s, _ in reports]
-    assert steps == [0, 16 * STEP, 32 * STEP, 48 * STEP]
+    assert steps == [0, 16 * STEP, 32 * STEP]
     first, last = reports[0][1]["eval/episode_reward"], reports[-1][1]["eval/episode_reward"]
     # A random policy scores about 0.3 per step of a 100-step episode; a good one about 0.95.
     assert first < 60.0 and last > 85.0, (first, last)
@@ -89,7 +89,7 @@ def test_fast_env_learns_with_the_jax_metric_names_and_zero_copy_collection():
     }
     assert set(reports[-1][1]) == expected
     assert metrics == reports[-1][1]
-    assert [s for s, _ in policies] == [16 * STEP, 32 * STEP, 48 * STEP]
+    assert [s for s, _ in policies] == [16 * STEP, 32 * STEP]
     assert isinstance(params, TorchPPOParams)
     action, extras = make_policy(params)(torch.zeros(3, 2), torch.Generator().manual_seed(0))
     assert action.shape == (3, 1) and set(extras) == {"log_prob", "raw_action"}

@@ -290,6 +290,7 @@ class _Evaluator:
         self.seed = seed
         self.walltime = 0.0
         self.runs = 0
+        self.metric_names: list[str] | None = None
 
     @torch.inference_mode()
     def run(self, modules: PPOModules, deterministic: bool, generator: torch.Generator) -> Metrics:
@@ -337,14 +338,17 @@ class _Evaluator:
         self, totals: dict[str, torch.Tensor] | None, active: torch.Tensor, done: torch.Tensor
     ) -> dict[str, torch.Tensor] | None:
         """Env metrics summed over each episode (the wrappers' running totals, frozen at the first done)."""
+        if self.metric_names is not None and not self.metric_names:
+            return None  # the env reports no metrics of its own: skip reading the episode bookkeeping
         info = self.env.episode_info().get("episode_metrics")
-        names = [k for k in info.keys() if k not in ("sum_reward", "length")]
-        if not names:
-            return None
+        if self.metric_names is None:
+            self.metric_names = [k for k in info.keys() if k not in ("sum_reward", "length")]
+            if not self.metric_names:
+                return None
         if totals is None:
-            totals = {k: torch.zeros(self.env.num_envs, device=self.env.device) for k in names}
+            totals = {k: torch.zeros(self.env.num_envs, device=self.env.device) for k in self.metric_names}
         ended = active & done
-        return {k: torch.where(ended, info.get(k), totals[k]) for k in names}
+        return {k: torch.where(ended, info.get(k), totals[k]) for k in self.metric_names}
 
 
 # --------------------------------------------------------------------------------------------- training metrics
