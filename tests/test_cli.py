@@ -225,13 +225,16 @@ def test_ctrl_c_leaves_a_resumable_checkpoint(tmp_path, monkeypatch):
     assert len(json.loads((run_dir / rundir.CONFIG).read_text())["resumed"]) == 1
 
 
-def test_eval_render_writes_viewer_and_video(tmp_path):
+def test_eval_render_writes_viewer_and_video(tmp_path, monkeypatch):
     """An untrained (num_timesteps=0) inverted_pendulum policy: the HTML viewer and the GIF show its episode."""
+    monkeypatch.setenv("BRAX_CORE_CPU_OPT_LEVEL", "0")  # an 8-step episode: compile time is what counts
     run_dir = tmp_path / "pendulum"
-    result = invoke("train", "--env", "inverted_pendulum", "--num-timesteps", "0", "--out", str(run_dir),
-                    "--episode-length", "8", "--num-envs", "8", "--batch-size", "8", "--num-minibatches", "2",
-                    "--policy-hidden-layer-sizes", "8", "--value-hidden-layer-sizes", "8")
-    assert result.exit_code == 0, result.output
+    args = ["train", "--env", "inverted_pendulum", "--num-timesteps", "0", "--out", str(run_dir), "--episode-length",
+            "8", "--num-envs", "8", "--batch-size", "8", "--num-minibatches", "2", "--policy-hidden-layer-sizes", "8",
+            "--value-hidden-layer-sizes", "8"]
+    assert invoke(*args).exit_code == 0
+    result = invoke(*args)  # the same command again replaces the earlier run (as `make run` twice must)
+    assert result.exit_code == 0 and "replacing the earlier run" in result.output, result.output
     result = invoke("eval", str(run_dir), "--episodes", "2", "--render", "--video", "gif")
     assert result.exit_code == 0, result.output
     data = json.loads((run_dir / "eval.json").read_text())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -33,18 +34,24 @@ class Trajectory:
     xquat: np.ndarray
 
 
-def load_policy(
-    run_dir: str, config: Mapping[str, Any], deterministic: bool
-) -> Callable[[jax.Array, jax.Array], jax.Array]:
-    """The run's policy as ``(obs [N, obs], key) -> action [N, act]`` on JAX arrays, for either trainer."""
+@dataclasses.dataclass(frozen=True)
+class Policy:
+    """``act(obs [N, obs], key) -> action [N, act]`` on JAX arrays; ``traceable`` when it can run inside ``jit``."""
+
+    act: Callable[[jax.Array, jax.Array], jax.Array]
+    traceable: bool
+
+
+def load_policy(run_dir: str, config: Mapping[str, Any], deterministic: bool) -> Policy:
+    """The run's checkpointed policy, for either trainer."""
     ckpt = os.path.abspath(os.path.join(run_dir, rundir.CHECKPOINT))
     if not os.path.exists(ckpt):
         raise rundir.RunDirError(f"{ckpt} does not exist; train (or resume) the run until its first checkpoint")
     if config["trainer"] == "jax":
         from brax_core.training.agents.ppo import checkpoint
 
-        policy = jax.jit(checkpoint.load_policy(ckpt, deterministic=deterministic))
-        return lambda obs, key: policy(obs, key)[0]
+        policy = checkpoint.load_policy(ckpt, deterministic=deterministic)
+        return Policy(lambda obs, key: policy(obs, key)[0], traceable=True)
     if config["trainer"] == "torch":
         import torch
 
@@ -62,44 +69,77 @@ def load_policy(
             action = action[0] if isinstance(action, tuple) else action
             return jnp.from_dlpack(action.contiguous())
 
-        return act
+        return Policy(act, traceable=False)
     raise rundir.RunDirError(f"config.json names an unknown trainer {config['trainer']!r}")
 
 
-def run_episodes(config: Mapping[str, Any], policy: Callable, episodes: int, seed: int, record: bool) -> Episodes:
-    """Runs ``episodes`` environments in parallel for one episode each (until the time limit)."""
+def run_episodes(config: Mapping[str, Any], policy: Policy, episodes: int, seed: int, record: bool) -> Episodes:
+    """Runs ``episodes`` environments in parallel for one episode each (until the time limit).
+
+    A JAX policy runs with the env inside one compiled scan (one compile, no per-step dispatch); a torch
+    policy alternates with the jitted env step from Python.
+    """
     from brax_core import envs
     from brax_core.envs import training
 
     hp = config["hyperparameters"]
+    repeat = int(hp["action_repeat"])
     base = envs.get_environment(config["env"])
-    env = training.VmapWrapper(training.EpisodeWrapper(base, int(hp["episode_length"]), int(hp["action_repeat"])))
-    reset, step = jax.jit(env.reset), jax.jit(env.step)
+    env = training.VmapWrapper(training.EpisodeWrapper(base, int(hp["episode_length"]), repeat))
+    steps = -(-int(hp["episode_length"]) // repeat)
     keys = jax.random.split(jax.random.PRNGKey(seed), episodes + 1)
-    state = reset(keys[1:])
-    key = keys[0]
-    steps = -(-int(hp["episode_length"]) // int(hp["action_repeat"]))
-    returns = jnp.zeros((episodes,), jnp.float32)
-    lengths = jnp.zeros((episodes,), jnp.float32)
-    alive = jnp.ones((episodes,), jnp.float32)
-    recordable = record and hasattr(state.pipeline_state, "xpos")
-    poses = []
-    if recordable:
-        poses.append(_pose(state.pipeline_state))
-    for _ in range(steps):
-        key, sub = jax.random.split(key)
-        state = step(state, policy(state.obs, sub))
+    recordable = record and hasattr(jax.eval_shape(env.reset, keys[1:]).pipeline_state, "xpos")
+    jit = functools.partial(jax.jit, compiler_options=compiler_options())
+
+    def advance(carry, state, action):
+        returns, lengths, alive = carry
+        state = env.step(state, action)
         returns = returns + state.reward * alive
-        lengths = lengths + alive * int(hp["action_repeat"])
+        lengths = lengths + alive * repeat
+        return (returns, lengths, alive * (1.0 - state.done)), state
+
+    zeros = jnp.zeros((episodes,), jnp.float32)
+    start = (zeros, zeros, jnp.ones((episodes,), jnp.float32))
+    if policy.traceable:
+
+        def rollout(reset_keys, step_keys):
+            state = env.reset(reset_keys)
+
+            def body(carry, key):
+                totals, state = carry
+                totals, state = advance(totals, state, policy.act(state.obs, key))
+                return (totals, state), (_pose(state.pipeline_state) if recordable else None)
+
+            (totals, _), poses = jax.lax.scan(body, (start, state), step_keys)
+            first = _pose(state.pipeline_state) if recordable else None
+            return totals, first, poses
+
+        totals, first, poses = jit(rollout)(keys[1:], jax.random.split(keys[0], steps))
         if recordable:
-            poses.append(_pose(state.pipeline_state))
-        alive = alive * (1.0 - state.done)
-    result = Episodes(np.asarray(returns), np.asarray(lengths))
+            poses = tuple(jnp.concatenate([f[None], p]) for f, p in zip(first, poses, strict=True))
+    else:
+        reset, step_fn = jit(env.reset), jit(advance)
+        state, totals, collected = reset(keys[1:]), start, []
+        if recordable:
+            collected.append(_pose(state.pipeline_state))
+        for key in jax.random.split(keys[0], steps):
+            totals, state = step_fn(totals, state, policy.act(state.obs, key))
+            if recordable:
+                collected.append(_pose(state.pipeline_state))
+        poses = tuple(jnp.stack([p[i] for p in collected]) for i in range(3)) if recordable else None
+    result = Episodes(np.asarray(totals[0]), np.asarray(totals[1]))
     if recordable:
-        first_len = int(result.lengths[0] // int(hp["action_repeat"])) + 1
-        qpos, xpos, xquat = (np.stack([np.asarray(p[i]) for p in poses[:first_len]]) for i in range(3))
-        result.qpos, result.xpos, result.xquat = qpos, xpos, xquat
+        frames = int(result.lengths[0] // repeat) + 1  # the first state, then one per step of episode 0
+        result.qpos, result.xpos, result.xquat = (np.asarray(p[:frames]) for p in poses)
     return result
+
+
+def compiler_options() -> dict[str, Any] | None:
+    """The trainers' CPU compile setting (``BRAX_CORE_CPU_OPT_LEVEL``, default 1): MJX compiles dominate short runs."""
+    level = os.environ.get("BRAX_CORE_CPU_OPT_LEVEL", "1")
+    if jax.default_backend() == "cpu" and level != "default":
+        return {"xla_backend_optimization_level": int(level)}
+    return None
 
 
 def _pose(pipeline_state: Any) -> tuple[jax.Array, jax.Array, jax.Array]:

@@ -11,6 +11,7 @@ import contextlib
 import dataclasses
 import os
 import re
+import shutil
 import signal
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -191,8 +192,14 @@ def train_run(
         # Reports past the checkpoint will be made again by the resumed run.
         earlier = [r for r in rundir.read_metrics(run_dir) if r["step"] <= step]
         log.rewrite(earlier)
-    elif os.path.exists(log.path):
-        os.remove(log.path)  # a fresh run in a reused folder starts a fresh log
+    else:
+        # A fresh run in a reused folder replaces the earlier run: its log and its checkpoints (which the
+        # trainer would otherwise mix with, or refuse to overwrite, its own).
+        if os.path.exists(log.path):
+            os.remove(log.path)
+        if os.path.exists(ckpt):
+            console.print(f"[yellow]replacing the earlier run's checkpoints in {ckpt}[/]")
+            shutil.rmtree(ckpt)
     time_offset = earlier[-1]["time_s"] if earlier else 0.0
     rundir.write_json(os.path.join(run_dir, rundir.CONFIG), config)
 
