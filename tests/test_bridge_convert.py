@@ -154,21 +154,23 @@ def test_memory_sharing_respects_user_settings(monkeypatch):
     assert late.too_late and "XLA_PYTHON_CLIENT_PREALLOCATE" not in os.environ
 
 
-def test_importing_the_bridge_first_disables_preallocation():
+def test_importing_the_bridge_first_disables_preallocation_and_loads_nothing_optional():
     code = textwrap.dedent(
         """
-        import os
+        import os, sys
         import brax_bridge
         import jax
         jax.devices()
-        print(os.environ.get('XLA_PYTHON_CLIENT_PREALLOCATE'), brax_bridge.MEMORY_SHARING.preallocate_disabled)
+        optional = ('torchrl', 'brax_bridge.policy', 'brax_bridge.cli', 'brax_bridge.torchrl')
+        heavy = [m for m in optional if m in sys.modules]
+        print(heavy, os.environ.get('XLA_PYTHON_CLIENT_PREALLOCATE'), brax_bridge.MEMORY_SHARING.preallocate_disabled)
         """
     )
     env = {k: v for k, v in os.environ.items() if k not in _device._USER_KNOBS}
     env["JAX_PLATFORMS"] = "cpu"
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.split()[-2:] == ["false", "True"]
+    assert out.stdout.split()[-3:] == ["[]", "false", "True"]  # and no optional part was imported eagerly
 
 
 def test_device_mapping():
