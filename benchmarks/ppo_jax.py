@@ -43,7 +43,9 @@ try:
     ppo.train(env_name, progress_fn=progress, **config)
 except KeyboardInterrupt:
     pass
-print("RESULT" + json.dumps({"reports": reports, "config": {k: repr(v) for k, v in config.items()}}))
+def describe(v):
+    return repr(dict(v.keywords)) if hasattr(v, "keywords") else repr(v)  # a network_factory partial: its kwargs
+print("RESULT" + json.dumps({"reports": reports, "config": {k: describe(v) for k, v in config.items()}}))
 """
 
 
