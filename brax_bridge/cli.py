@@ -230,6 +230,9 @@ def train_command(
     from brax_bridge.app import training
 
     if resume is not None:
+        if out is not None or seed != 0 or device != "auto":
+            raise _fail("--resume continues the run in its own folder with its own seed and device; "
+                        "leave out --out, --seed and --device")
         config, run_dir = _resume_config(resume, env, trainer, preset, hp)
     else:
         env = _check_env(env)

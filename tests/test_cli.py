@@ -63,6 +63,7 @@ def test_envs_lists_every_registered_env(monkeypatch):
          r"--batch-size x --num-minibatches \(4 x 1 = 4\) must be divisible by --num-envs \(3\)"),
         (["train", "--env", "fast", "--device", "tpu"], "--device must be auto, cpu, cuda"),
         (["train", "--resume", "/no/such/run"], "--resume: run folder /no/such/run does not exist"),
+        (["train", "--resume", "/no/such/run", "--out", "x"], "leave out --out, --seed and --device"),
         (["compare", "--env", "fast", "--seeds", "0,a"], "--seeds must be comma-separated integers"),
         (["compare", "--env", "fast", "--trainers", "jax,jax"], "--trainers must list distinct names"),
         (["eval", "/no/such/run"], "RUN_DIR: run folder /no/such/run does not exist"),
