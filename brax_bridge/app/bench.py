@@ -14,6 +14,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
@@ -65,9 +66,9 @@ def arguments_for(run: Any, size: str) -> tuple[dict[str, Any] | None, list[str]
 
 def table(title: str, rows: Sequence[Mapping[str, Any]]) -> Table:
     columns = list(dict.fromkeys(key for row in rows for key in row))
-    out = Table(title=title)
+    out = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
     for column in columns:
-        numeric = bool(rows) and isinstance(rows[0].get(column), (int, float))
+        numeric = any(isinstance(row.get(column), (int, float)) for row in rows)
         out.add_column(str(column), justify="right" if numeric else "left")
     for row in rows:
         out.add_row(*(_fmt(row.get(column)) for column in columns))
