@@ -25,6 +25,7 @@ from mujoco import mjx
 
 from brax_core import envs
 from brax_core.envs import training
+from brax_core.envs.humanoid import _cinert
 
 FAST_COMPILE = {"xla_backend_optimization_level": 0}
 BATCH = 2
@@ -335,7 +336,7 @@ def test_humanoid_observation_reward_and_termination(humanoid):
     ps = after.pipeline_state
     np.testing.assert_array_equal(after.obs[:, :22], ps.qpos[:, 2:])
     np.testing.assert_array_equal(after.obs[:, 22:45], ps.qvel)
-    np.testing.assert_array_equal(after.obs[:, 45:155], ps.cinert[:, 1:].reshape(BATCH, -1))
+    np.testing.assert_array_equal(after.obs[:, 45:155], _cinert(ps)[:, 1:].reshape(BATCH, -1))
     np.testing.assert_array_equal(after.obs[:, 155:221], ps.cvel[:, 1:].reshape(BATCH, -1))
     np.testing.assert_array_equal(after.obs[:, 221:], ps.qfrc_actuator)
 
@@ -402,7 +403,7 @@ def test_humanoid_reward_observation_and_termination(humanoid_step):
     ps = after.pipeline_state
     np.testing.assert_array_equal(after.obs[:22], ps.qpos[2:])
     np.testing.assert_array_equal(after.obs[22:45], ps.qvel)
-    np.testing.assert_array_equal(after.obs[45:155], ps.cinert[1:].ravel())
+    np.testing.assert_array_equal(after.obs[45:155], _cinert(ps)[1:].ravel())
     np.testing.assert_array_equal(after.obs[155:221], ps.cvel[1:].ravel())
     np.testing.assert_array_equal(after.obs[221:], ps.qfrc_actuator)
     ctrl = np.asarray(ps.ctrl)

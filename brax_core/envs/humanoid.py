@@ -153,8 +153,14 @@ class Humanoid(PipelineEnv):
             [
                 qpos,
                 pipeline_state.qvel,
-                pipeline_state.cinert[1:].ravel(),
+                _cinert(pipeline_state)[1:].ravel(),
                 pipeline_state.cvel[1:].ravel(),
                 pipeline_state.qfrc_actuator,
             ]
         )
+
+
+def _cinert(data) -> jax.Array:
+    """``cinert`` of MJX data; recent MJX keeps it on the implementation part and deprecates direct access."""
+    impl = getattr(data, "_impl", None)
+    return impl.cinert if impl is not None and hasattr(impl, "cinert") else data.cinert
