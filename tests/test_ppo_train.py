@@ -319,3 +319,20 @@ def test_randomization_keys_per_env_and_eval_env_used_as_is(with_eval_env):
         assert evaluated_env is env and eval_fn.keywords["rng"].shape == (8, 2)
         assert not np.array_equal(eval_fn.keywords["rng"][:8], train_fn.keywords["rng"][:8])
     assert not isinstance(env.sys.body_mass, jax.core.Tracer)
+
+
+def test_mjx_env_state_with_empty_arrays_saves_and_restores(tmp_path):
+    """MJX data holds zero-size arrays (``act`` without activation states), which orbax alone cannot write."""
+    from brax_core import envs
+
+    env = envs.get_environment("inverted_pendulum")
+    env_state = jax.jit(env.reset)(jax.random.PRNGKey(3))
+    assert env_state.pipeline_state.act.size == 0
+    params = {"w": jnp.ones(2)}
+    state = {"training_step": jnp.int32(4)}
+    checkpoint.save(tmp_path / "ck", 8, params, state, {"note": "test"}, env_state=env_state)
+    target = jax.tree.map(jnp.zeros_like, env_state)
+    restored = checkpoint.restore_env_state(tmp_path / "ck", target)
+    assert restored is not None
+    for got, want in zip(jax.tree.leaves(restored), jax.tree.leaves(env_state), strict=True):
+        np.testing.assert_array_equal(got, want)

@@ -21,6 +21,7 @@ import importlib
 import inspect
 import json
 import logging
+import math
 import os
 import re
 from collections.abc import Callable, Mapping
@@ -295,7 +296,7 @@ class Saver:
             "state": ocp.args.StandardSave(state),
         }
         if env_state is not None:
-            items["env_state"] = ocp.args.StandardSave(env_state)
+            items["env_state"] = ocp.args.StandardSave(_drop_empty(env_state))
         self._manager.save(int(env_steps), args=ocp.args.Composite(**items), force=True)
         self._manager.wait_until_finished()
         return os.path.join(self.path, f"{int(env_steps)}")
@@ -319,6 +320,13 @@ def save(
         return saver.save(env_steps, params, state, config, env_state)
     finally:
         saver.close()
+
+
+def _drop_empty(tree: Any) -> Any:
+    """``tree`` with zero-size arrays replaced by ``None``: orbax refuses to write empty arrays, and MJX data
+    has some (``act`` for a model without activation states). They carry no values, so restoring takes them
+    from the target."""
+    return jax.tree.map(lambda x: x if math.prod(x.shape) else None, tree)
 
 
 def _restore_item(step_dir: str, item: str, target: Any) -> Any:
@@ -345,7 +353,8 @@ def restore_env_state(path: str | os.PathLike, target: Any) -> Any | None:
     if not os.path.isdir(os.path.join(step_dir, "env_state")):
         return None
     try:
-        return _restore_item(step_dir, "env_state", target)
+        restored = _restore_item(step_dir, "env_state", _drop_empty(target))
+        return jax.tree.map(lambda t, r: t if r is None else r, target, restored, is_leaf=lambda x: x is None)
     except ValueError as e:
         logging.warning("not resuming the environment state (%s); environments start fresh", e)
         return None
