@@ -260,3 +260,13 @@ def test_inverted_pendulum_reaches_950_within_2m_steps_with_the_jax_preset():
             "inverted_pendulum", progress_fn=progress, **preset, **presets.network_kwargs("inverted_pendulum")
         )
     assert curve[-1][0] <= 2_000_000 and curve[-1][1] >= 950.0, curve
+
+
+@pytest.mark.slow
+def test_torch_compile_flag_trains_like_eager():
+    common = dict(num_timesteps=2 * STEP, num_evals=0, log_training_metrics=True, **_tiny())
+    _, eager, eager_metrics = torch_ppo.train("fast", **common)
+    _, compiled, compiled_metrics = torch_ppo.train("fast", torch_compile=True, **common)
+    # Same data and updates; only kernel fusion differs, so the results agree to float32 rounding.
+    _assert_params_equal(eager, compiled, atol=1e-3)
+    assert abs(eager_metrics["training/total_loss"] - compiled_metrics["training/total_loss"]) < 1e-3
