@@ -11,20 +11,36 @@ from brax_bridge import _device
 
 MEMORY_SHARING = _device.configure_memory_sharing()
 
-from brax_bridge.convert import CopyStats, jax_to_torch, reset_stats, stats, torch_to_jax  # noqa: E402
-from brax_bridge.env import EnvSpecs, TensorSpec, TorchEnv  # noqa: E402
-
 __version__ = "0.1.0"
 
-_LAZY = ("policy",)
+# name -> submodule; loaded on first access so `import brax_bridge` (and the CLI's --help) stays light.
+_EXPORTS = {
+    "CopyStats": "convert",
+    "jax_to_torch": "convert",
+    "reset_stats": "convert",
+    "stats": "convert",
+    "torch_to_jax": "convert",
+    "EnvSpecs": "env",
+    "TensorSpec": "env",
+    "TorchEnv": "env",
+}
+_LAZY_MODULES = ("policy", "convert", "env", "differentiable")
 
 
 def __getattr__(name: str):
-    if name in _LAZY:
-        import importlib
+    import importlib
 
+    if name in _EXPORTS:
+        value = getattr(importlib.import_module(f"brax_bridge.{_EXPORTS[name]}"), name)
+        globals()[name] = value
+        return value
+    if name in _LAZY_MODULES:
         return importlib.import_module(f"brax_bridge.{name}")
     raise AttributeError(f"module 'brax_bridge' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))
 
 
 __all__ = [

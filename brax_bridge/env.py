@@ -12,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -25,6 +24,7 @@ from tensordict import TensorDict, TensorDictBase
 from brax_bridge import _device
 from brax_bridge import convert as _convert
 from brax_bridge import differentiable as _diff
+from brax_core import compile as compile_options
 from brax_core import envs as _envs
 from brax_core.envs.base import Env, PipelineEnv, State
 from brax_core.envs.wrappers import training as _training
@@ -105,15 +105,8 @@ _COMPILED: dict[tuple, _Compiled] = {}
 
 
 def _compiler_options(device: jax.Device) -> dict[str, Any] | None:
-    """On CPU, skip LLVM's costliest passes (same knob and default as brax_core's PPO).
-
-    Compiling MJX dominates short CPU runs; level 1 compiles in about two thirds of the time at the same step
-    speed. ``BRAX_CORE_CPU_OPT_LEVEL=default`` restores XLA's default, ``0`` compiles fastest.
-    """
-    level = os.environ.get("BRAX_CORE_CPU_OPT_LEVEL", "1")
-    if device.platform == "cpu" and level != "default":
-        return {"xla_backend_optimization_level": int(level)}
-    return None
+    """On CPU, LLVM level 1 by default (same knob as brax_core's PPO; see ``brax_core.compile``)."""
+    return compile_options.compiler_options(device.platform, auto_level=1)
 
 
 def _compile(
@@ -226,7 +219,7 @@ class TorchEnv:
         kwargs_key = tuple(sorted(env_kwargs.items()))
         if isinstance(env, str) and randomization_fn is None and _hashable((kwargs_key, reward_fn)):
             key = (env, kwargs_key, self._num_envs, self._episode_length, self._jax_device,
-                   os.environ.get("BRAX_CORE_CPU_OPT_LEVEL", "1"),
+                   compile_options.cpu_opt_level_setting(),
                    self._action_repeat, full_reset, reward_fn, self._differentiable)
             if key in _COMPILED:
                 return _COMPILED[key]

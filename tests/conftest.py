@@ -8,6 +8,12 @@ import os
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# Test runs are short, so compiling is most of their cost: XLA's lowest CPU optimisation level compiles about
+# twice as fast. Set here for direct jax.jit calls and for the trainers' and the bridge's own compile options;
+# subprocess tests inherit both.
+os.environ.setdefault("BRAX_CORE_CPU_OPT_LEVEL", "0")
+if "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
+    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_backend_optimization_level=0").strip()
 
 import jax  # noqa: E402
 

@@ -189,3 +189,16 @@ def test_pipeline_state_has_brax_views():
     assert ps.x.pos.shape == (env.sys.nbody - 1, 3) and ps.x.rot.shape == (env.sys.nbody - 1, 4)
     stepped = jax.jit(env.step)(state, jnp.zeros(1, jnp.float32))
     assert type(stepped.pipeline_state) is type(ps)
+
+
+def test_cpu_opt_level_setting_is_validated_and_shared(monkeypatch):
+    from brax_core import compile as compile_options
+
+    monkeypatch.setenv("BRAX_CORE_CPU_OPT_LEVEL", "2")
+    assert compile_options.compiler_options("cpu", auto_level=0) == {"xla_backend_optimization_level": 2}
+    assert compile_options.compiler_options("gpu") is None
+    monkeypatch.setenv("BRAX_CORE_CPU_OPT_LEVEL", "auto")
+    assert compile_options.compiler_options("cpu", auto_level=0) == {"xla_backend_optimization_level": 0}
+    monkeypatch.setenv("BRAX_CORE_CPU_OPT_LEVEL", "fastest")
+    with pytest.raises(ValueError, match="BRAX_CORE_CPU_OPT_LEVEL must be one of auto, default, 0, 1, 2, 3"):
+        compile_options.compiler_options("cpu")

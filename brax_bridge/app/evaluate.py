@@ -13,6 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from brax_bridge.app import rundir
+from brax_core import compile as compile_options
 
 
 @dataclasses.dataclass
@@ -135,11 +136,8 @@ def run_episodes(config: Mapping[str, Any], policy: Policy, episodes: int, seed:
 
 
 def compiler_options() -> dict[str, Any] | None:
-    """The trainers' CPU compile setting (``BRAX_CORE_CPU_OPT_LEVEL``, default 1): MJX compiles dominate short runs."""
-    level = os.environ.get("BRAX_CORE_CPU_OPT_LEVEL", "1")
-    if jax.default_backend() == "cpu" and level != "default":
-        return {"xla_backend_optimization_level": int(level)}
-    return None
+    """The trainers' CPU compile setting (see ``brax_core.compile``): MJX compiles dominate short runs."""
+    return compile_options.compiler_options(jax.default_backend(), auto_level=1)
 
 
 def _pose(pipeline_state: Any) -> tuple[jax.Array, jax.Array, jax.Array]:

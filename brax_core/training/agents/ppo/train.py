@@ -33,6 +33,7 @@ import optax
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from brax_core import compile as compile_options
 from brax_core import envs
 from brax_core.envs import training as env_training
 from brax_core.envs.base import Env
@@ -128,23 +129,10 @@ _QUICK_COMPILE_STEPS = 1_000_000
 
 
 def _compiler_options(devices: list[jax.Device], env_steps_to_run: int) -> dict[str, Any] | None:
-    """Per-compile XLA options on CPU: the LLVM optimisation level that gives the shortest run.
-
-    Compiling the MJX step dominates short CPU runs. Measured on ``inverted_pendulum`` (benchmarks/ppo_jax.py):
-    level 0 compiles in about half the time of the default but steps ~2.5x slower, level 1 compiles in about
-    two thirds of the time at full speed. So runs up to ``_QUICK_COMPILE_STEPS`` env steps use level 0 and
-    longer ones level 1. ``BRAX_CORE_CPU_OPT_LEVEL`` (0-3, or ``default`` for XLA's own) overrides the choice.
-    """
-    if devices[0].platform != "cpu":
-        return None
-    level = os.environ.get("BRAX_CORE_CPU_OPT_LEVEL", "auto")
-    if level == "default":
-        return None
-    if level == "auto":
-        level = "0" if env_steps_to_run <= _QUICK_COMPILE_STEPS else "1"
-    if level not in ("0", "1", "2", "3"):
-        raise ValueError(f"BRAX_CORE_CPU_OPT_LEVEL must be auto, default or 0-3, got {level!r}")
-    return {"xla_backend_optimization_level": int(level)}
+    """Short CPU runs are dominated by compiling, so they compile at LLVM level 0, longer ones at level 1
+    (see ``brax_core.compile``; ``BRAX_CORE_CPU_OPT_LEVEL`` overrides)."""
+    auto_level = 0 if env_steps_to_run <= _QUICK_COMPILE_STEPS else 1
+    return compile_options.compiler_options(devices[0].platform, auto_level)
 
 
 def _devices(max_devices_per_host: int | None) -> list[jax.Device]:
