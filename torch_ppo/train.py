@@ -10,7 +10,6 @@ value back to the host; metrics are accumulated as tensors and read once per log
 from __future__ import annotations
 
 import functools
-import math
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -21,6 +20,11 @@ import torch
 from tensordict import TensorDict, TensorDictBase
 from torch import nn
 
+from brax_core.training.validation import boolean as _bool
+from brax_core.training.validation import callable_arg as _callable
+from brax_core.training.validation import non_negative_int as _non_negative_int
+from brax_core.training.validation import positive_int as _positive_int
+from brax_core.training.validation import real as _real
 from torch_ppo import checkpoint as ckpt
 from torch_ppo import distributed
 from torch_ppo.losses import LOSS_KEYS, LossConfig, LossTerms, ppo_loss_from_tensors, unpack_batch
@@ -34,42 +38,6 @@ _STORED_KEYS = ("observation", "action", *LOSS_KEYS, ("next", "done"))
 
 # --------------------------------------------------------------------------------------------- validation
 # The JAX trainer's checks with its messages (brax_core.training.agents.ppo.train), plus the torch-only arguments.
-
-
-def _positive_int(name: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value <= 0:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    return int(value)
-
-
-def _non_negative_int(name: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 0:
-        raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
-    return int(value)
-
-
-def _real(name: str, value: Any, low: float | None = None, high: float | None = None, open_low: bool = False) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float | np.number) or not math.isfinite(value):
-        raise ValueError(f"{name} must be a finite number, got {value!r}")
-    value = float(value)
-    if low is not None and (value < low or (open_low and value == low)):
-        bound = f"> {low}" if open_low else f">= {low}"
-        raise ValueError(f"{name} must be {bound}{'' if high is None else f' and <= {high}'}, got {value!r}")
-    if high is not None and value > high:
-        raise ValueError(f"{name} must be <= {high}, got {value!r}")
-    return value
-
-
-def _bool(name: str, value: Any) -> bool:
-    if not isinstance(value, bool | np.bool_):
-        raise ValueError(f"{name} must be True or False, got {value!r}")
-    return bool(value)
-
-
-def _callable(name: str, value: Any) -> Callable[..., Any]:
-    if not callable(value):
-        raise TypeError(f"{name} must be callable, got {value!r}")
-    return value
 
 
 def _layer_sizes(name: str, sizes: Any) -> tuple[int, ...]:

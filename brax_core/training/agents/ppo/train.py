@@ -19,7 +19,6 @@ from __future__ import annotations
 import concurrent.futures
 import functools
 import logging
-import math
 import os
 import time
 from collections.abc import Callable, Mapping
@@ -43,6 +42,11 @@ from brax_core.training.agents.ppo import checkpoint
 from brax_core.training.agents.ppo import losses as ppo_losses
 from brax_core.training.agents.ppo import networks as ppo_networks
 from brax_core.training.agents.ppo.networks import PPOTrainingParams
+from brax_core.training.validation import boolean as _bool
+from brax_core.training.validation import callable_arg as _callable
+from brax_core.training.validation import non_negative_int as _non_negative_int
+from brax_core.training.validation import positive_int as _positive_int
+from brax_core.training.validation import real as _real
 
 _AXIS = "i"
 _TWO_32 = 1 << 32
@@ -86,42 +90,6 @@ def _add_steps(pair: jax.Array, n: int) -> jax.Array:
 
 
 # ---------------------------------------------------------------------------------------------- validation
-
-
-def _positive_int(name: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value <= 0:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    return int(value)
-
-
-def _non_negative_int(name: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 0:
-        raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
-    return int(value)
-
-
-def _real(name: str, value: Any, low: float | None = None, high: float | None = None, open_low: bool = False) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float | np.number) or not math.isfinite(value):
-        raise ValueError(f"{name} must be a finite number, got {value!r}")
-    value = float(value)
-    if low is not None and (value < low or (open_low and value == low)):
-        bound = f"> {low}" if open_low else f">= {low}"
-        raise ValueError(f"{name} must be {bound}{'' if high is None else f' and <= {high}'}, got {value!r}")
-    if high is not None and value > high:
-        raise ValueError(f"{name} must be <= {high}, got {value!r}")
-    return value
-
-
-def _bool(name: str, value: Any) -> bool:
-    if not isinstance(value, bool | np.bool_):
-        raise ValueError(f"{name} must be True or False, got {value!r}")
-    return bool(value)
-
-
-def _callable(name: str, value: Any) -> Callable[..., Any]:
-    if not callable(value):
-        raise TypeError(f"{name} must be callable, got {value!r}")
-    return value
 
 
 # Below this many env steps a CPU run is dominated by compiling, so compile with LLVM optimisation off.
