@@ -13,6 +13,7 @@ from typing import Any, NamedTuple
 
 import torch
 
+from brax_core.training.agents.ppo.networks import policy_params_of as _policy_params_of
 from torch_ppo.networks import PPOModules, tanh_normal_log_prob
 
 TorchPolicy = Callable[..., tuple[torch.Tensor, dict[str, torch.Tensor]]]
@@ -25,10 +26,6 @@ class TorchPPOParams(NamedTuple):
 
 
 _NORMALIZER_KEYS = ("count", "mean", "summed_variance", "std")
-_PARAMS_HELP = (
-    "make_policy expects TorchPPOParams(normalizer_params, policy_params, value_params) as returned by train, "
-    "a (normalizer_params, policy_params) pair, or any object with .normalizer_params and .policy_params"
-)
 
 
 def params_of(modules: PPOModules) -> TorchPPOParams:
@@ -40,18 +37,7 @@ def params_of(modules: PPOModules) -> TorchPPOParams:
 
 def policy_params_of(params: Any) -> tuple[Mapping[str, torch.Tensor], Mapping[str, torch.Tensor]]:
     """``(normalizer_params, policy_params)`` from any of the accepted structures (TypeError otherwise)."""
-    if hasattr(params, "normalizer_params") and hasattr(params, "policy_params"):
-        return params.normalizer_params, params.policy_params
-    if isinstance(params, Mapping):
-        if "normalizer_params" in params and "policy_params" in params:
-            return params["normalizer_params"], params["policy_params"]
-        raise TypeError(f"{_PARAMS_HELP}; got a mapping with keys {sorted(map(str, params))}")
-    if isinstance(params, (tuple, list)) and len(params) in (2, 3):
-        return params[0], params[1]
-    described = type(params).__name__
-    if isinstance(params, (tuple, list)):
-        described += f" of length {len(params)}"
-    raise TypeError(f"{_PARAMS_HELP}; got {described}")
+    return _policy_params_of(params, params_type_name="TorchPPOParams")
 
 
 def load_params(modules: PPOModules, params: Any) -> PPOModules:

@@ -78,25 +78,29 @@ def make_ppo_networks(
 
 
 _PARAMS_HELP = (
-    "make_policy expects PPOTrainingParams(normalizer_params, policy_params, value_params) as returned by train, "
+    "make_policy expects {name}(normalizer_params, policy_params, value_params) as returned by train, "
     "a (normalizer_params, policy_params) pair, or any object with .normalizer_params and .policy_params"
 )
 
 
-def policy_params_of(params: Any) -> tuple[Any, Any]:
-    """``(normalizer_params, policy_params)`` from any of the accepted parameter structures."""
+def policy_params_of(params: Any, params_type_name: str = "PPOTrainingParams") -> tuple[Any, Any]:
+    """``(normalizer_params, policy_params)`` from any of the accepted parameter structures.
+
+    Framework-agnostic (torch_ppo uses it too); ``params_type_name`` names the trainer's params type in errors.
+    """
+    help_text = _PARAMS_HELP.format(name=params_type_name)
     if hasattr(params, "normalizer_params") and hasattr(params, "policy_params"):
         return params.normalizer_params, params.policy_params
     if isinstance(params, Mapping):
         if "normalizer_params" in params and "policy_params" in params:
             return params["normalizer_params"], params["policy_params"]
-        raise TypeError(f"{_PARAMS_HELP}; got a mapping with keys {sorted(map(str, params))}")
+        raise TypeError(f"{help_text}; got a mapping with keys {sorted(map(str, params))}")
     if isinstance(params, (tuple, list)) and len(params) in (2, 3):
         return params[0], params[1]
     described = type(params).__name__
     if isinstance(params, (tuple, list)):
         described += f" of length {len(params)}"
-    raise TypeError(f"{_PARAMS_HELP}; got {described}")
+    raise TypeError(f"{help_text}; got {described}")
 
 
 def make_inference_fn(ppo_networks: PPONetworks) -> Callable[..., types.Policy]:
