@@ -14,6 +14,7 @@ plus the log-det-Jacobian at one sample, summed over action dimensions.
 
 from __future__ import annotations
 
+import abc
 import math
 
 import jax
@@ -54,7 +55,7 @@ class TanhBijector:
         return 2.0 * (math.log(2.0) - x - jax.nn.softplus(-2.0 * x))
 
 
-class ParametricDistribution:
+class ParametricDistribution(abc.ABC):
     """A distribution whose parameters come from a network, with an optional squashing postprocessor."""
 
     def __init__(self, param_size: int, postprocessor: TanhBijector, event_ndims: int, reparametrizable: bool):
@@ -63,8 +64,9 @@ class ParametricDistribution:
         self.event_ndims = event_ndims
         self.reparametrizable = reparametrizable
 
+    @abc.abstractmethod
     def create_dist(self, parameters: jax.Array) -> NormalDistribution:
-        raise NotImplementedError
+        """The distribution (before squashing) that ``parameters`` describe."""
 
     def _sum_event(self, x: jax.Array) -> jax.Array:
         if self.event_ndims == 0:
