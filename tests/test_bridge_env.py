@@ -258,7 +258,6 @@ def _scale_gear(sys, rng):
     return sys.tree_replace({"actuator_gear": gear}), in_axes
 
 
-@pytest.mark.slow
 def test_randomization_fn_gets_one_key_per_env():
     seen = []
 

@@ -42,7 +42,6 @@ def test_custom_activation_checkpoint_reloads_from_config_alone(tmp_path):
     assert result["max_action_difference"] < 1e-6
 
 
-@pytest.mark.slow  # compiles the MJX step for training and for evaluation: minutes on a busy 2-core CPU
 def test_domain_randomization_without_eval_env():
     result = _load("domain_randomization").main(["--tiny"])
     assert [s for s, _ in result["reports"]] == [0, 256]
