@@ -202,3 +202,17 @@ def test_cpu_opt_level_setting_is_validated_and_shared(monkeypatch):
     monkeypatch.setenv("BRAX_CORE_CPU_OPT_LEVEL", "fastest")
     with pytest.raises(ValueError, match="BRAX_CORE_CPU_OPT_LEVEL must be one of auto, default, 0, 1, 2, 3"):
         compile_options.compiler_options("cpu")
+
+
+def test_native_model_is_found_for_a_replaced_sys_as_brax_scripts_render_it():
+    import mujoco
+    from mujoco import mjx
+
+    from brax_core.io import mjcf
+
+    env = envs.get_environment("inverted_pendulum")
+    replaced = env.sys.tree_replace({"opt.timestep": env.dt})  # what Brax's tutorials pass to html.render
+    assert mjcf.native_model(replaced) is env.mj_model
+    stranger = mjx.put_model(mujoco.MjModel.from_xml_string("<mujoco><worldbody><geom size='1'/></worldbody></mujoco>"))
+    with pytest.raises(ValueError, match="pass mj_model= to PipelineEnv"):
+        mjcf.native_model(stranger)

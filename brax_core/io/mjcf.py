@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 import mujoco
+import numpy as np
 from mujoco import mjx
 
 from brax_core import _quiet  # noqa: F401
@@ -40,10 +41,28 @@ def loads(xml: str) -> mjx.Model:
 
 
 def native_model(sys: mjx.Model) -> mujoco.MjModel:
-    """The native model ``sys`` was made from (for rendering and reference physics)."""
+    """The native model ``sys`` was made from (for rendering and reference physics).
+
+    ``sys`` may also be derived from a loaded model by ``replace``/``tree_replace`` (as Brax scripts do with
+    ``env.sys.tree_replace({'opt.timestep': env.dt})``): it is then matched by its topology and geometry.
+    """
     entry = _NATIVE.get(id(sys))
-    if entry is None or entry[0] is not sys:
-        raise ValueError(
-            "sys was not loaded through brax_core.io.mjcf (load/loads/put); pass mj_model= to PipelineEnv"
-        )
-    return entry[1]
+    if entry is not None and entry[0] is sys:
+        return entry[1]
+    fingerprint = _fingerprint(sys)
+    for loaded, mj_model in reversed(list(_NATIVE.values())):
+        if _fingerprint(loaded) == fingerprint:
+            return mj_model
+    raise ValueError(
+        "sys was not loaded through brax_core.io.mjcf (load/loads/put), nor derived from a model that was; "
+        "pass mj_model= to PipelineEnv"
+    )
+
+
+def _fingerprint(sys: mjx.Model) -> tuple:
+    """What ``replace``/``tree_replace`` of physical parameters leaves unchanged: sizes, tree and geometry."""
+    sizes = tuple(int(getattr(sys, n)) for n in ("nq", "nv", "nu", "nbody", "njnt", "ngeom", "nsite"))
+    arrays = tuple(
+        np.asarray(getattr(sys, n)).tobytes() for n in ("body_parentid", "jnt_type", "geom_type", "geom_bodyid")
+    )
+    return sizes + arrays
