@@ -49,6 +49,8 @@ def native_model(sys: mjx.Model) -> mujoco.MjModel:
     entry = _NATIVE.get(id(sys))
     if entry is not None and entry[0] is sys:
         return entry[1]
+    if not isinstance(sys, mjx.Model):
+        raise ValueError(f"sys must be an mjx.Model; got {type(sys).__name__}")
     fingerprint = _fingerprint(sys)
     for loaded, mj_model in reversed(list(_NATIVE.values())):
         if _fingerprint(loaded) == fingerprint:
