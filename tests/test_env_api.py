@@ -216,3 +216,12 @@ def test_native_model_is_found_for_a_replaced_sys_as_brax_scripts_render_it():
     stranger = mjx.put_model(mujoco.MjModel.from_xml_string("<mujoco><worldbody><geom size='1'/></worldbody></mujoco>"))
     with pytest.raises(ValueError, match="pass mj_model= to PipelineEnv"):
         mjcf.native_model(stranger)
+
+
+def test_perturbed_init_noise_is_bounded_and_its_kind_is_validated():
+    env = envs.get_environment("inverted_pendulum")
+    state = jax.jit(lambda k: env.perturbed_init(k, 0.01))(jax.random.PRNGKey(0))
+    assert np.all(np.abs(np.asarray(state.qpos - env.sys.qpos0)) <= 0.01)
+    assert np.all(np.abs(np.asarray(state.qvel)) <= 0.01) and np.any(np.asarray(state.qvel) != 0)
+    with pytest.raises(ValueError, match="qvel_noise must be 'uniform' or 'normal'"):
+        env.perturbed_init(jax.random.PRNGKey(0), 0.01, qvel_noise="gaussian")

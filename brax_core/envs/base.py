@@ -156,6 +156,25 @@ class PipelineEnv(Env):
             data = data.replace(ctrl=ctrl)
         return mjx.forward(self.sys, data)
 
+    def perturbed_init(
+        self, rng: jax.Array, scale: float, qpos: jax.Array | None = None, qvel_noise: str = "uniform"
+    ) -> base.State:
+        """The pipeline state at ``qpos`` (default ``sys.qpos0``) plus noise: the usual randomised episode start.
+
+        Positions get uniform noise in ``[-scale, scale]``; velocities get the same (``qvel_noise='uniform'``) or
+        ``scale`` times a standard normal (``'normal'``), as the standard locomotion tasks do.
+        """
+        if qvel_noise not in ("uniform", "normal"):
+            raise ValueError(f"qvel_noise must be 'uniform' or 'normal', got {qvel_noise!r}")
+        rng_q, rng_qd = jax.random.split(rng)
+        q0 = self.sys.qpos0 if qpos is None else qpos
+        q = q0 + jax.random.uniform(rng_q, (self.sys.nq,), jnp.float32, -scale, scale)
+        if qvel_noise == "uniform":
+            qd = jax.random.uniform(rng_qd, (self.sys.nv,), jnp.float32, -scale, scale)
+        else:
+            qd = scale * jax.random.normal(rng_qd, (self.sys.nv,), jnp.float32)
+        return self.pipeline_init(q, qd)
+
     def pipeline_step(self, pipeline_state: mjx.Data, action: jax.Array) -> mjx.Data:
         """Takes ``n_frames`` physics steps holding ``action`` as the control."""
 

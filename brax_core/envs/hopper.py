@@ -79,11 +79,7 @@ class Hopper(PipelineEnv):
         self._exclude_current_positions = exclude_current_positions_from_observation
 
     def reset(self, rng: jax.Array) -> State:
-        rng_q, rng_qd = jax.random.split(rng)
-        scale = self._reset_noise_scale
-        q = self.sys.qpos0 + jax.random.uniform(rng_q, (self.sys.nq,), jnp.float32, -scale, scale)
-        qd = jax.random.uniform(rng_qd, (self.sys.nv,), jnp.float32, -scale, scale)
-        pipeline_state = self.pipeline_init(q, qd)
+        pipeline_state = self.perturbed_init(rng, self._reset_noise_scale)
         zero = jnp.zeros((), jnp.float32)
         metrics = {name: zero for name in _METRICS}
         metrics["x_position"] = pipeline_state.qpos[0].astype(jnp.float32)

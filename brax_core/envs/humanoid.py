@@ -92,11 +92,7 @@ class Humanoid(PipelineEnv):
         self._exclude_current_positions = bool(exclude_current_positions_from_observation)
 
     def reset(self, rng: jax.Array) -> State:
-        rng_q, rng_qd = jax.random.split(rng)
-        scale = self._reset_noise_scale
-        q = self.sys.qpos0 + jax.random.uniform(rng_q, (self.sys.nq,), jnp.float32, -scale, scale)
-        qd = jax.random.uniform(rng_qd, (self.sys.nv,), jnp.float32, -scale, scale)
-        pipeline_state = self.pipeline_init(q, qd)
+        pipeline_state = self.perturbed_init(rng, self._reset_noise_scale)
         zero = jnp.zeros((), jnp.float32)
         metrics = {name: zero for name in _METRICS}
         return State(pipeline_state, self._get_obs(pipeline_state), zero, zero, metrics)

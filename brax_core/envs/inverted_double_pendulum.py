@@ -69,11 +69,7 @@ class InvertedDoublePendulum(PipelineEnv):
         self._tip_site = mujoco.mj_name2id(mj_model, mujoco.mjtObj.mjOBJ_SITE, "tip")
 
     def reset(self, rng: jax.Array) -> State:
-        rng_q, rng_qd = jax.random.split(rng)
-        scale = self._reset_noise_scale
-        q = self.sys.qpos0 + jax.random.uniform(rng_q, (self.sys.nq,), jnp.float32, -scale, scale)
-        qd = scale * jax.random.normal(rng_qd, (self.sys.nv,), jnp.float32)
-        pipeline_state = self.pipeline_init(q, qd)
+        pipeline_state = self.perturbed_init(rng, self._reset_noise_scale, qvel_noise="normal")
         zero = jnp.zeros((), jnp.float32)
         metrics = {name: zero for name in _METRICS}
         metrics["tip_z"] = self.tip_position(pipeline_state)[2].astype(jnp.float32)
