@@ -14,24 +14,17 @@ import torch
 
 import brax_bridge
 import torch_ppo
+from brax_core.training.agents.ppo import presets
 from torch_ppo import checkpoint
 from torch_ppo.params import TorchPPOParams
 
 # 4 minibatches of 32 unrolls of 10 steps = 1280 env steps per training step.
 STEP = 1280
-TINY = dict(
-    episode_length=100,
-    num_envs=32,
-    batch_size=32,
-    num_minibatches=4,
-    unroll_length=10,
-    num_updates_per_batch=4,
-    learning_rate=3e-3,
-    entropy_cost=1e-3,
-    discounting=0.95,
-    normalize_observations=True,
-)
-NETS = dict(policy_hidden_layer_sizes=(16, 16), value_hidden_layer_sizes=(16, 16))
+# The JAX trainer's tests use the same preset, so both trainers are tested on identical settings.
+_NOT_TRAINER_SIZE = ("num_timesteps", "num_evals", "num_eval_envs", "network_factory")
+TINY = {k: v for k, v in presets.PRESETS["fast"].items() if k not in _NOT_TRAINER_SIZE}
+assert TINY["batch_size"] * TINY["num_minibatches"] * TINY["unroll_length"] == STEP
+NETS = {k: v for k, v in presets.network_kwargs("fast").items() if k != "activation"}
 
 
 def _tiny(**overrides):
@@ -244,7 +237,6 @@ class _Reached(Exception):
 
 @pytest.mark.slow
 def test_inverted_pendulum_reaches_950_within_2m_steps_with_the_jax_preset():
-    presets = pytest.importorskip("brax_core.training.agents.ppo.presets")
     preset = {k: v for k, v in presets.PRESETS["inverted_pendulum"].items() if k != "network_factory"}
     preset["num_timesteps"] = 2_000_000
     preset["num_evals"] = 2_000_000 // 40_960 + 1  # an evaluation every 40,960 env steps, as the preset's schedule
