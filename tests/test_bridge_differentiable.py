@@ -8,7 +8,6 @@ this objective, so their gradients with respect to every action must agree.
 """
 
 import gc
-import os
 
 import jax
 import jax.numpy as jnp
@@ -60,17 +59,6 @@ def _compare(env: TorchEnv, reward_fn, seed: int, scale: float):
 
 
 _FAST = {"xla_backend_optimization_level": 0}  # compile time dominates these tiny CPU runs
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _quick_cpu_compiles():
-    previous = os.environ.get("BRAX_CORE_CPU_OPT_LEVEL")
-    os.environ["BRAX_CORE_CPU_OPT_LEVEL"] = "0"
-    yield
-    if previous is None:
-        del os.environ["BRAX_CORE_CPU_OPT_LEVEL"]
-    else:
-        os.environ["BRAX_CORE_CPU_OPT_LEVEL"] = previous
 
 
 @pytest.fixture(scope="module")

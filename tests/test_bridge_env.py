@@ -5,7 +5,6 @@ bounds, termination and the physics view.
 """
 
 import functools
-import os
 
 import jax
 import jax.numpy as jnp
@@ -22,19 +21,8 @@ from brax_core.envs.fast import Fast
 N = 6
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _quick_cpu_compiles():
-    previous = os.environ.get("BRAX_CORE_CPU_OPT_LEVEL")
-    os.environ["BRAX_CORE_CPU_OPT_LEVEL"] = "0"  # compile time is what counts for these short runs
-    yield
-    if previous is None:
-        del os.environ["BRAX_CORE_CPU_OPT_LEVEL"]
-    else:
-        os.environ["BRAX_CORE_CPU_OPT_LEVEL"] = previous
-
-
 @pytest.fixture(scope="module")
-def pendulum(_quick_cpu_compiles):
+def pendulum():
     env = TorchEnv("inverted_pendulum", num_envs=4, episode_length=30, seed=1)
     env.reset()
     return env

@@ -228,7 +228,6 @@ def test_ctrl_c_leaves_a_resumable_checkpoint(tmp_path, monkeypatch):
 
 def test_eval_render_writes_viewer_and_video(tmp_path, monkeypatch):
     """An untrained (num_timesteps=0) inverted_pendulum policy: the HTML viewer and the GIF show its episode."""
-    monkeypatch.setenv("BRAX_CORE_CPU_OPT_LEVEL", "0")  # an 8-step episode: compile time is what counts
     run_dir = tmp_path / "pendulum"
     args = ["train", "--env", "inverted_pendulum", "--num-timesteps", "0", "--out", str(run_dir), "--episode-length",
             "8", "--num-envs", "8", "--batch-size", "8", "--num-minibatches", "2", "--policy-hidden-layer-sizes", "8",

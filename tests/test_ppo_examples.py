@@ -4,14 +4,8 @@ import importlib.util
 import os
 
 import numpy as np
-import pytest
 
 EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples")
-
-
-@pytest.fixture(autouse=True)
-def _quick_cpu_compiles(monkeypatch):
-    monkeypatch.setenv("BRAX_CORE_CPU_OPT_LEVEL", "0")  # tiny runs: compile time is what counts
 
 
 def _load(name):

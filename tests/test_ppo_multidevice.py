@@ -41,7 +41,6 @@ def test_two_devices_train_with_identical_parameters():
     env = dict(os.environ)
     env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=2").strip()
     env["JAX_PLATFORMS"] = "cpu"
-    env["BRAX_CORE_CPU_OPT_LEVEL"] = "0"  # a tiny run: compile time is what counts
     env["PPO_TESTS_DIR"] = os.path.dirname(__file__)
     proc = subprocess.run(
         [sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True, timeout=300, check=False

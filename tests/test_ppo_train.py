@@ -27,12 +27,6 @@ TINY = {k: v for k, v in presets.PRESETS["fast"].items() if k not in ("num_times
 assert TINY["batch_size"] * TINY["num_minibatches"] * TINY["unroll_length"] == STEP
 
 
-@pytest.fixture(autouse=True)
-def _quick_cpu_compiles(monkeypatch):
-    # These runs are a fraction of a second once compiled: compile time is what counts, so skip LLVM's passes.
-    monkeypatch.setenv("BRAX_CORE_CPU_OPT_LEVEL", "0")
-
-
 def _tiny(**overrides):
     return {**TINY, **overrides}
 

@@ -1,22 +1,20 @@
 """torch_ppo's GAE and PPO loss against brax_core's on identical inputs (the parity the issue asks for)."""
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 import torch
 from tensordict import TensorDict
 
+from brax_bridge.policy import jax_params_to_torch
+from brax_core.training import types
+from brax_core.training.acme import running_statistics
+from brax_core.training.agents.ppo import losses as jax_losses
+from brax_core.training.agents.ppo import networks as jax_networks
 from torch_ppo import losses as torch_losses
 from torch_ppo.networks import PPOModules, tanh_normal_entropy, tanh_normal_log_prob
-
-jax = pytest.importorskip("jax")
-jnp = jax.numpy
-
-from brax_bridge.policy import jax_params_to_torch  # noqa: E402
-from brax_core.training import types  # noqa: E402
-from brax_core.training.acme import running_statistics  # noqa: E402
-from brax_core.training.agents.ppo import losses as jax_losses  # noqa: E402
-from brax_core.training.agents.ppo import networks as jax_networks  # noqa: E402
-from torch_ppo.params import load_params  # noqa: E402
+from torch_ppo.params import load_params
 
 T, B, OBS, ACT = 6, 8, 3, 2
 

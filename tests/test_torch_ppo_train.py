@@ -15,6 +15,7 @@ import torch
 import brax_bridge
 import torch_ppo
 from brax_core.training.agents.ppo import presets
+from brax_core.training.agents.ppo import train as ppo_train
 from torch_ppo import checkpoint
 from torch_ppo.params import TorchPPOParams
 
@@ -89,7 +90,7 @@ def test_fast_env_learns_with_the_jax_metric_names_and_zero_copy_collection():
 
 
 def test_training_metrics_without_eval_match_the_jax_trainer_names():
-    jax_train = pytest.importorskip("brax_core.training.agents.ppo.train").train
+    jax_train = ppo_train.train
     from brax_core.training.agents.ppo import networks as ppo_networks
 
     common = dict(num_timesteps=4 * STEP, num_evals=0, log_training_metrics=True, training_metrics_steps=2 * STEP)
@@ -190,7 +191,7 @@ BAD_INPUTS = [
 
 @pytest.mark.parametrize("overrides", BAD_INPUTS, ids=lambda o: next(iter(o)))
 def test_bad_input_gives_the_jax_trainers_error_before_any_work(overrides):
-    jax_train = pytest.importorskip("brax_core.training.agents.ppo.train").train
+    jax_train = ppo_train.train
     kwargs = {**TINY, "num_timesteps": STEP, **overrides}
     with pytest.raises(ValueError) as jax_error:
         jax_train("fast", **kwargs)
