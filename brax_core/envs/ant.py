@@ -118,6 +118,7 @@ class Ant(PipelineEnv):
 
         f32 = lambda x: jnp.asarray(x, jnp.float32)
         metrics = {
+            **state.metrics,
             "reward_forward": f32(forward_reward),
             "reward_survive": f32(healthy_reward),
             "reward_ctrl": f32(-ctrl_cost),

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import abc
 import contextlib
+import functools
 import warnings
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -148,13 +149,7 @@ class PipelineEnv(Env):
         self, q: jax.Array, qd: jax.Array, act: jax.Array | None = None, ctrl: jax.Array | None = None
     ) -> base.State:
         """Initialises the pipeline state at positions ``q`` and velocities ``qd``."""
-        data = base.from_data(mjx.make_data(self.sys))
-        data = data.replace(qpos=q, qvel=qd)
-        if act is not None:
-            data = data.replace(act=act)
-        if ctrl is not None:
-            data = data.replace(ctrl=ctrl)
-        return mjx.forward(self.sys, data)
+        return _traced_init(self.sys, q, qd, act, ctrl)
 
     def perturbed_init(
         self, rng: jax.Array, scale: float, qpos: jax.Array | None = None, qvel_noise: str = "uniform"
@@ -177,11 +172,16 @@ class PipelineEnv(Env):
 
     def pipeline_step(self, pipeline_state: mjx.Data, action: jax.Array) -> mjx.Data:
         """Takes ``n_frames`` physics steps holding ``action`` as the control."""
+        return _traced_step(self.sys, pipeline_state, action, self._n_frames)
 
-        def one_frame(data: mjx.Data, _: None) -> tuple[mjx.Data, None]:
-            return mjx.step(self.sys, data.replace(ctrl=action)), None
+    def kinematics(self, pipeline_state: mjx.Data, with_com: bool = False) -> mjx.Data:
+        """Body and site poses for the state's ``qpos`` (``mjx.kinematics``; with ``with_com``, also the centres of
+        mass of ``mjx.com_pos`` that Jacobians need).
 
-        return jax.lax.scan(one_frame, pipeline_state, (), self._n_frames)[0]
+        ``mjx.step`` leaves poses at the positions before its last integration; this recomputes them for the
+        positions the step reached.
+        """
+        return _traced_kinematics(self.sys, pipeline_state, with_com)
 
     @contextlib.contextmanager
     def using_sys(self, sys: mjx.Model) -> Iterator[PipelineEnv]:
@@ -212,6 +212,38 @@ class PipelineEnv(Env):
     @property
     def backend(self) -> str:
         return self._backend
+
+
+# The MuJoCo parts of reset and step, jitted with the model as an argument. Tracing MJX is slow (its body-tree
+# scans run in Python: seconds per trace on a CPU), and a trainer traces the same reset and step several times
+# (observation size, reset, training with auto-reset, evaluation). A jitted function is traced once per argument
+# shapes and its trace reused by every later caller, under vmap (domain randomisation too: the model is an
+# argument, never a captured tracer) and inside other jits; XLA inlines it, so the compiled program is unchanged.
+@functools.partial(jax.jit, inline=True)
+def _traced_init(
+    sys: mjx.Model, q: jax.Array, qd: jax.Array, act: jax.Array | None, ctrl: jax.Array | None
+) -> mjx.Data:
+    data = base.from_data(mjx.make_data(sys))
+    data = data.replace(qpos=q, qvel=qd)
+    if act is not None:
+        data = data.replace(act=act)
+    if ctrl is not None:
+        data = data.replace(ctrl=ctrl)
+    return mjx.forward(sys, data)
+
+
+@functools.partial(jax.jit, static_argnums=3, inline=True)
+def _traced_step(sys: mjx.Model, pipeline_state: mjx.Data, action: jax.Array, n_frames: int) -> mjx.Data:
+    def one_frame(data: mjx.Data, _: None) -> tuple[mjx.Data, None]:
+        return mjx.step(sys, data.replace(ctrl=action)), None
+
+    return jax.lax.scan(one_frame, pipeline_state, (), n_frames)[0]
+
+
+@functools.partial(jax.jit, static_argnums=2, inline=True)
+def _traced_kinematics(sys: mjx.Model, pipeline_state: mjx.Data, with_com: bool) -> mjx.Data:
+    data = mjx.kinematics(sys, pipeline_state)
+    return mjx.com_pos(sys, data) if with_com else data
 
 
 class Wrapper(Env):

@@ -80,6 +80,7 @@ class Halfcheetah(PipelineEnv):
         broken = ~jnp.all(jnp.isfinite(obs))
         f32 = lambda x: jnp.asarray(x, jnp.float32)
         metrics = {
+            **state.metrics,
             "x_position": f32(pipeline_state.xpos[1, 0]),
             "x_velocity": f32(x_velocity),
             "reward_run": f32(forward_reward),

@@ -104,6 +104,7 @@ class Hopper(PipelineEnv):
         reward = reward_forward + reward_healthy + reward_ctrl
         f32 = jnp.float32
         metrics = {
+            **state.metrics,
             "reward_forward": reward_forward.astype(f32),
             "reward_ctrl": reward_ctrl.astype(f32),
             "reward_healthy": reward_healthy.astype(f32),

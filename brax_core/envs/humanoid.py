@@ -121,6 +121,7 @@ class Humanoid(PipelineEnv):
 
         f32 = lambda x: jnp.asarray(x, jnp.float32)
         metrics = {
+            **state.metrics,
             "forward_reward": f32(forward_reward),
             "reward_linvel": f32(forward_reward),
             "reward_quadctrl": f32(-ctrl_cost),

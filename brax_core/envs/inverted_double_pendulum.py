@@ -89,6 +89,7 @@ class InvertedDoublePendulum(PipelineEnv):
         alive_bonus = (self._alive_bonus * (1.0 - done)).astype(jnp.float32)
         reward = (alive_bonus - distance_penalty - velocity_penalty).astype(jnp.float32)
         metrics = {
+            **state.metrics,
             "alive_bonus": alive_bonus,
             "distance_penalty": distance_penalty.astype(jnp.float32),
             "velocity_penalty": velocity_penalty.astype(jnp.float32),
@@ -99,7 +100,7 @@ class InvertedDoublePendulum(PipelineEnv):
     def tip_position(self, pipeline_state: mjx.Data) -> jax.Array:
         """World position (3,) of the upper pole's free end for the state's ``qpos``."""
         # kinematics only (no dynamics): site_xpos after mjx.step lags qpos by one integration
-        return mjx.kinematics(self.sys, pipeline_state).site_xpos[self._tip_site]
+        return self.kinematics(pipeline_state).site_xpos[self._tip_site]
 
     @staticmethod
     def _get_obs(pipeline_state: mjx.Data) -> jax.Array:

@@ -86,13 +86,17 @@ class Reacher(PipelineEnv):
         reward_ctrl = -jnp.sum(jnp.square(action))
         reward = (reward_dist + reward_ctrl).astype(jnp.float32)
         done = jnp.where(jnp.all(jnp.isfinite(obs)), 0.0, 1.0).astype(jnp.float32)
-        metrics = {"reward_dist": reward_dist.astype(jnp.float32), "reward_ctrl": reward_ctrl.astype(jnp.float32)}
+        metrics = {
+            **state.metrics,
+            "reward_dist": reward_dist.astype(jnp.float32),
+            "reward_ctrl": reward_ctrl.astype(jnp.float32),
+        }
         return state.replace(pipeline_state=pipeline_state, obs=obs, reward=reward, done=done, metrics=metrics)
 
     def fingertip(self, pipeline_state: mjx.Data) -> tuple[jax.Array, jax.Array, jax.Array]:
         """World fingertip position (3,), fingertip linear velocity (3,) and target position (3,) for the state's
         ``qpos``/``qvel``."""
-        data = mjx.com_pos(self.sys, mjx.kinematics(self.sys, pipeline_state))
+        data = self.kinematics(pipeline_state, with_com=True)
         tip = data.site_xpos[self._tip_site]
         jacp, _ = mjx.jac(self.sys, data, tip, self._tip_body)
         return tip, jacp.T @ pipeline_state.qvel, data.xpos[self._target_body]

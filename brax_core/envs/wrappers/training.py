@@ -63,6 +63,25 @@ def _float(x: Any) -> jax.Array:
     return jnp.asarray(x, dtype=jnp.float32)
 
 
+def _same_metric_keys(env: Env, before: State, after: State) -> State:
+    """``after`` with every metric of ``before``: a step keeps the metrics it was given, as Brax's envs do by
+    updating ``state.metrics`` in place.
+
+    Wrappers add metrics of their own (``EvalWrapper``'s ``reward``); an env whose ``step`` returns a fresh metrics
+    dict would drop them and break every scan over steps (action repeat, unrolls, evaluation). A metric that only
+    ``step`` produces cannot be carried by a scan at all, so it is refused here with a message naming it.
+    """
+    added = sorted(set(after.metrics) - set(before.metrics))
+    if added:
+        raise ValueError(
+            f"{type(env.unwrapped).__name__}.step returns metrics {added} that its reset does not; every metric "
+            "must be present from reset on (start it at zero in reset)"
+        )
+    if set(after.metrics) == set(before.metrics):
+        return after
+    return after.replace(metrics={**before.metrics, **after.metrics})
+
+
 class VmapWrapper(Wrapper):
     """Vectorises Brax env."""
 
@@ -109,7 +128,7 @@ class EpisodeWrapper(Wrapper):
 
         def repeat(carry: tuple[State, jax.Array, jax.Array], _: None):
             current, reward_sum, was_done = carry
-            nstate = self.env.step(current, action)
+            nstate = _same_metric_keys(self.env, current, self.env.step(current, action))
             reward_sum = reward_sum + _float(nstate.reward) * (1.0 - was_done)
             was_done = jnp.maximum(was_done, _float(nstate.done))
             return (nstate, reward_sum, was_done), None
