@@ -253,7 +253,7 @@ def _load_jax_checkpoint(path: str | os.PathLike) -> tuple[Any, dict]:
 
     config = jax_checkpoint.load_config(path)
     params = jax_checkpoint.load_params(path)
-    kwargs = {k: jax_checkpoint._value_from_config(v) for k, v in config["network_factory_kwargs"].items()}
+    kwargs = {k: jax_checkpoint.value_from_config(v) for k, v in config["network_factory_kwargs"].items()}
     return params, kwargs
 
 

@@ -35,6 +35,12 @@ def checkpoint_files(directory: str | os.PathLike) -> list[str]:
     return [os.path.join(directory, n) for _, n in sorted(found)]
 
 
+def latest_step(directory: str | os.PathLike) -> int | None:
+    """Env steps of the newest checkpoint in ``directory`` (read from its name; nothing is loaded)."""
+    files = checkpoint_files(directory)
+    return int(_NAME.match(os.path.basename(files[-1])).group(1)) if files else None
+
+
 def save(directory: str | os.PathLike, state: dict[str, Any], max_to_keep: int | None = 5) -> str:
     """Atomically writes ``state`` as the checkpoint for ``state['env_steps']``; returns its path."""
     directory = os.fspath(directory)

@@ -182,40 +182,6 @@ def _eval_source(environment: Any) -> Any:
     return environment.unwrapped_env if isinstance(environment, TorchEnv) else environment
 
 
-# --------------------------------------------------------------------------------------------- env state (checkpoints)
-
-
-def _env_state_to_tensors(env: Any) -> dict[str, Any]:
-    """A host copy of the bridge env's JAX state (flattened leaves) and reset key."""
-    import jax
-
-    leaves = jax.tree.leaves(jax.device_get(env.state))
-    return {
-        "leaves": [torch.from_numpy(np.array(x, copy=True)) for x in leaves],
-        "key": torch.from_numpy(np.array(jax.device_get(env._key), copy=True)),
-    }
-
-
-def _restore_env_state(env: Any, saved: dict[str, Any]) -> torch.Tensor | None:
-    """Puts a saved JAX state back into the bridge env; returns the root observation (None if it does not fit)."""
-    import jax
-    import jax.numpy as jnp
-
-    current = env.state
-    leaves, treedef = jax.tree.flatten(current)
-    stored = saved["leaves"]
-    if len(stored) != len(leaves) or any(tuple(a.shape) != tuple(b.shape) for a, b in zip(stored, leaves, strict=True)):
-        return None
-    put = lambda t: jax.device_put(jnp.array(t.cpu().numpy(), copy=True), env.jax_device)
-    state = jax.tree.unflatten(treedef, [put(t) for t in stored])
-    # The bridge keeps its state privately; these are the two fields a reset sets.
-    env._state = state
-    env._key = put(saved["key"])
-    obs = torch.from_numpy(np.array(jax.device_get(state.obs), copy=True)).to(env.device)
-    env._obs = obs
-    return obs
-
-
 # --------------------------------------------------------------------------------------------- optimisation
 
 
@@ -545,9 +511,10 @@ class _Trainer:
         kw = self.kw
         self.obs = self.env.reset(seed=self.env_seed).get("observation")
         if self.saved_env_state is not None:
-            restored = _restore_env_state(self.env, self.saved_env_state)
-            if restored is not None:
-                self.obs = restored
+            try:
+                self.obs = self.env.load_state_dict(self.saved_env_state)
+            except ValueError:
+                pass  # saved from another env layout: training continues from the fresh reset
         self.actor = make_actor(self.modules, deterministic=False, generator=self.generator)
         self.tracker = _EpisodeTracker(self.env) if kw["log_training_metrics"] else None
         self.evaluator = None
@@ -672,7 +639,7 @@ class _Trainer:
                 "optimizer": self.optimizer.state_dict(),
                 "env_steps": self.env_steps,
                 "rng_state": rng_states,
-                "env_state": _env_state_to_tensors(self.env) if self.obs is not None else None,
+                "env_state": self.env.state_dict() if self.obs is not None else None,
             },
             max_to_keep=kw["max_to_keep"],
         )

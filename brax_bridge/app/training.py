@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
-import re
 import shutil
 import signal
 import time
@@ -106,13 +105,13 @@ def make_config(
 
 def checkpoint_step(trainer: str, path: str) -> int | None:
     """Env steps of the newest complete checkpoint under ``path`` (from its name; nothing is loaded)."""
-    if not os.path.isdir(path):
-        return None
     if trainer == "jax":
-        names = [n for n in os.listdir(path) if n.isdigit() and os.path.isdir(os.path.join(path, n))]
-    else:
-        names = [m.group(1) for n in os.listdir(path) if (m := re.fullmatch(r"checkpoint_(\d+)\.pt", n))]
-    return max((int(n) for n in names), default=None)
+        from brax_core.training.agents.ppo import checkpoint
+
+        return checkpoint.latest_step(path)
+    from torch_ppo import checkpoint
+
+    return checkpoint.latest_step(path)
 
 
 def _call_trainer(config: Mapping[str, Any], progress_fn: Callable, ckpt: str, restore: str | None) -> Any:
