@@ -17,6 +17,9 @@ from typing import Any
 
 import torch
 
+from torch_ppo.networks import PPOModules
+from torch_ppo.params import make_inference_fn, params_of
+
 FORMAT = "torch_ppo/1"
 _NAME = re.compile(r"^checkpoint_(\d+)\.pt$")
 _REQUIRED = ("format", "config", "modules", "optimizer", "env_steps", "rng_state")
@@ -101,9 +104,6 @@ def load(path: str | os.PathLike, map_location: Any = "cpu") -> dict[str, Any]:
 
 def load_policy(path: str | os.PathLike, deterministic: bool = True, device: Any = "cpu"):
     """Rebuilds the inference function from a checkpoint alone: ``policy(observation) -> (action, extras)``."""
-    from torch_ppo.networks import PPOModules
-    from torch_ppo.params import make_inference_fn, params_of
-
     state = load(path, map_location=device)
     config = state["config"]
     network = config["network"]

@@ -20,6 +20,8 @@ import torch
 from tensordict import TensorDict, TensorDictBase
 from torch import nn
 
+from brax_bridge import TorchEnv
+from brax_core import envs
 from brax_core.training.validation import boolean as _bool
 from brax_core.training.validation import callable_arg as _callable
 from brax_core.training.validation import non_negative_int as _non_negative_int
@@ -29,7 +31,8 @@ from torch_ppo import checkpoint as ckpt
 from torch_ppo import distributed
 from torch_ppo.losses import LOSS_KEYS, LossConfig, LossTerms, ppo_loss_from_tensors, unpack_batch
 from torch_ppo.networks import Activation, PPOModules, make_actor, resolve_activation
-from torch_ppo.params import TorchPPOParams, make_inference_fn, params_of
+from torch_ppo.params import TorchPPOParams, load_params, make_inference_fn, params_of
+from torch_ppo.policy_transfer import jax_params_to_torch
 
 Metrics = dict[str, float]
 _LOSS_NAMES = ("total_loss", "policy_loss", "v_loss", "entropy_loss", "approx_kl")
@@ -52,9 +55,6 @@ def _layer_sizes(name: str, sizes: Any) -> tuple[int, ...]:
 
 def _validate(kw: dict[str, Any], world_size: int) -> dict[str, Any]:
     """Checks every argument before anything is built; returns them normalised."""
-    from brax_bridge import TorchEnv
-    from brax_core import envs
-
     env = kw["environment"]
     if isinstance(env, str):
         envs.get_environment_class(env)  # unknown names raise here, listing the registered ones
@@ -128,8 +128,6 @@ def _validate(kw: dict[str, Any], world_size: int) -> dict[str, Any]:
 
 
 def _resolve_device(device: Any, environment: Any) -> torch.device:
-    from brax_bridge import TorchEnv
-
     if isinstance(environment, TorchEnv):
         if device is not None and torch.device(device) != environment.device:
             raise ValueError(f"device={device!r} differs from the TorchEnv's device {environment.device}")
@@ -149,9 +147,6 @@ def _make_env(
     seed: int,
     randomization_fn: Any,
 ) -> Any:
-    from brax_bridge import TorchEnv
-    from brax_core import envs
-
     if isinstance(environment, TorchEnv):
         if environment.num_envs != num_envs:
             raise ValueError(
@@ -177,8 +172,6 @@ def _make_env(
 
 
 def _eval_source(environment: Any) -> Any:
-    from brax_bridge import TorchEnv
-
     return environment.unwrapped_env if isinstance(environment, TorchEnv) else environment
 
 
@@ -483,12 +476,8 @@ class _Trainer:
         return int(obs_size), int(self.env.action_size)
 
     def _restore_params(self, params: Any, with_value: bool) -> None:
-        from torch_ppo.params import load_params
-
         first = params[0] if isinstance(params, tuple | list) else getattr(params, "normalizer_params", None)
         if not isinstance(first, dict) or not all(isinstance(v, torch.Tensor) for v in first.values()):
-            from brax_bridge.policy import jax_params_to_torch
-
             params = jax_params_to_torch(params)  # the JAX trainer's params
         if not with_value:
             params = TorchPPOParams(params[0], params[1], {})
@@ -519,8 +508,6 @@ class _Trainer:
         self.tracker = _EpisodeTracker(self.env) if kw["log_training_metrics"] else None
         self.evaluator = None
         if kw["num_evals"] > 0 and self.dist.is_main:
-            from brax_bridge import TorchEnv
-
             if kw["eval_env"] is not None:
                 source, randomization = kw["eval_env"], None  # used as it is, never randomised
             else:
