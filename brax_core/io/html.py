@@ -20,6 +20,7 @@ import mujoco
 import numpy as np
 
 from brax_core import _quiet  # noqa: F401
+from brax_core.io import mjcf
 
 # MuJoCo's visualiser shows geom groups 0-2 by default; higher groups hold collision-only geoms.
 _VISIBLE_GROUPS = 3
@@ -35,14 +36,13 @@ _SUPPORTED_TYPES = {
 _DECIMALS = 5
 
 
-def _native(sys: Any) -> mujoco.MjModel:
+def to_mj_model(sys: Any) -> mujoco.MjModel:
+    """The native ``mujoco.MjModel`` behind an mjx model loaded through ``mjcf``, an env, or the model itself."""
     if isinstance(sys, mujoco.MjModel):
         return sys
     mj_model = getattr(sys, "mj_model", None)  # a PipelineEnv carries its native model
     if isinstance(mj_model, mujoco.MjModel):
         return mj_model
-    from brax_core.io import mjcf
-
     try:
         return mjcf.native_model(sys)
     except ValueError as err:
@@ -107,7 +107,7 @@ def _mesh(m: mujoco.MjModel, mesh_id: int) -> dict[str, list]:
 
 def scene(sys: Any) -> dict[str, Any]:
     """The static part of the viewer's data: one entry per drawable geom."""
-    m = _native(sys)
+    m = to_mj_model(sys)
     geoms = []
     for i in range(m.ngeom):
         kind = _SUPPORTED_TYPES.get(int(m.geom_type[i]))
