@@ -1,4 +1,5 @@
-"""inverted_double_pendulum, reacher, hopper and walker2d: sizes, typing, auto-reset, and physics against native MuJoCo.
+"""The planar models (inverted_double_pendulum, reacher, hopper, walker2d): sizes, typing, auto-reset, and physics
+against native MuJoCo.
 
 MJX compiles dominate CPU test time, so each environment's ``reset`` and ``step`` are jitted once and driven through
 one rollout that every default test of that environment reads:
