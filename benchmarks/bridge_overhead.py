@@ -163,7 +163,7 @@ def _available(name: str) -> str | None:
 
 def render(rows: list[dict], missing: dict[str, str], costs: dict[str, float], command: str, hidden: list[int],
            torch_threads: int) -> str:
-    machine = f"{os.cpu_count()}-core CPU dev box ({platform.processor() or platform.machine()}), no GPU lent"
+    machine = f"{os.cpu_count()}-core CPU ({platform.processor() or platform.machine()}), no GPU"
     lines = [
         SECTION,
         "",
@@ -186,7 +186,7 @@ def render(rows: list[dict], missing: dict[str, str], costs: dict[str, float], c
     lines += ["", "Per-call conversion cost (c), µs, at the first env's batch:", "", "| conversion | µs/call |",
               "| --- | ---: |"]
     lines += [f"| {k} | {v:.1f} |" for k, v in costs.items()]
-    lines += ["", "GPU: no GPU lent, not measured.", ""]
+    lines += ["", "GPU: none on the measuring machine, not measured.", ""]
     return "\n".join(lines)
 
 

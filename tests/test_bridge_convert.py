@@ -192,7 +192,7 @@ def test_export_waits_for_the_producing_computation():
     np.testing.assert_allclose(t.numpy(), expected, rtol=1e-6)
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="stream ordering needs a GPU (none lent)")
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="stream ordering needs a CUDA GPU")
 def test_gpu_stream_ordering_round_trip():
     big = torch.randn(4096, 4096, device="cuda")
     produced = big @ big  # queued on torch's current stream

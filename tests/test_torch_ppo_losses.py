@@ -1,4 +1,4 @@
-"""torch_ppo's GAE and PPO loss against brax_core's on identical inputs (the parity the issue asks for)."""
+"""torch_ppo's GAE and PPO loss against brax_core's on identical inputs: both trainers compute the same update."""
 
 import jax
 import jax.numpy as jnp
