@@ -366,13 +366,20 @@ def bench_command(
     size: Annotated[str, typer.Option(help="small (seconds), medium (minutes) or large")] = "small",
     out: Annotated[Path | None, typer.Option(help="also write the results as JSON here", dir_okay=False)] = None,
 ) -> None:
-    """Run the benchmark suite (benchmarks/*.py) at a chosen size and print the tables."""
+    """Run the benchmark suite (benchmarks/*.py of a source checkout) at a chosen size and print the tables.
+
+    The benchmark scripts are not installed with the package: run this from the root of a source checkout.
+    """
     from brax_bridge.application import bench, runtime
 
     if size not in bench.SIZES:
         raise _fail(f"--size must be one of: {', '.join(bench.SIZES)}; got {size!r}")
     runtime.enable_compile_cache()
-    results = bench.run_all(size, console)
+    try:
+        results = bench.run_all(size, console)
+    except bench.BenchmarksNotFound as err:
+        console.print(f"[red]{err}[/]")
+        raise typer.Exit(1) from None
     if out is not None:
         rundir.write_json(str(out), {"size": size, "machine": runtime.machine(), "results": results})
         console.print(f"results: {out}")

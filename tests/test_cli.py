@@ -2,6 +2,7 @@
 
 import json
 import logging
+import os
 import re
 import signal
 
@@ -260,3 +261,19 @@ def test_bench_runs_each_script_with_its_arguments_and_skips_the_rest(tmp_path, 
                                       for e in small["envs"] for b in small["batch_sizes"]]
     assert "needs_this" in data["ppo_jax"]["skipped"] and data["ppo_parity"] == {"skipped": "not present"}
     assert "env_throughput (small" in result.output
+
+
+def test_bench_outside_a_source_checkout_says_where_to_run_it(tmp_path, monkeypatch):
+    monkeypatch.setattr(bench, "search_roots", lambda: [str(tmp_path)])
+    out = tmp_path / "bench.json"
+    result = invoke("bench", "--size", "small", "--out", str(out))
+    assert result.exit_code == 1
+    text = " ".join(result.output.split())
+    assert "not installed with the package" in text and "root of a brax-bridge source checkout" in text
+    assert str(tmp_path / "benchmarks") in text.replace(" ", "")  # the folder it looked for (wrapping removed)
+    assert not out.exists()  # nothing pretends to be a result
+
+
+def test_bench_finds_the_checkout_it_was_imported_from(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the working directory has no benchmarks/
+    assert bench.benchmarks_dir() == os.path.join(os.path.dirname(os.path.dirname(__file__)), "benchmarks")
