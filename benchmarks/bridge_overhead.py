@@ -114,7 +114,7 @@ def bench_env(name: str, num_envs: int, steps: int, reps: int, hidden: list[int]
     obs = torch_env.reset()["observation"]
     wrapped = training.wrap(envs.get_environment(name), episode_length=torch_env.episode_length)
     # (a) compiles with the same XLA options as the bridge's step, so only the bridge itself differs.
-    jit = functools.partial(jax.jit, compiler_options=bridge_env._compiler_options(torch_env.jax_device))
+    jit = functools.partial(jax.jit, compiler_options=bridge_env.compiler_options(torch_env.jax_device))
     step = jit(wrapped.step)
     policy = jit(_jax_policy)
     sizes = [torch_env.observation_size, *hidden, torch_env.action_size]

@@ -105,8 +105,12 @@ class _Compiled:
 _COMPILED: dict[tuple, _Compiled] = {}
 
 
-def _compiler_options(device: jax.Device) -> dict[str, Any] | None:
-    """On CPU, LLVM level 1 by default (same knob as brax_core's PPO; see ``brax_core.compile``)."""
+def compiler_options(device: jax.Device) -> dict[str, Any] | None:
+    """XLA options of the bridge's jitted step on ``device``: on CPU, LLVM level 1 by default.
+
+    Same knob as brax_core's PPO (see ``brax_core.compile``); a baseline compiled with these differs from the
+    bridge only in what the bridge adds.
+    """
     return compile_options.compiler_options(device.platform, auto_level=1)
 
 
@@ -114,7 +118,7 @@ def _compile(
     env: Env, base: Env, num_envs: int, reward_fn: RewardFn | None, donate: bool, device: jax.Device
 ) -> _Compiled:
     step = functools.partial(_step, env, reward_fn)
-    jit = functools.partial(jax.jit, compiler_options=_compiler_options(device))
+    jit = functools.partial(jax.jit, compiler_options=compiler_options(device))
     return _Compiled(
         env=env,
         base=base,
