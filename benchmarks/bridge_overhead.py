@@ -114,7 +114,7 @@ def bench_env(name: str, num_envs: int, steps: int, reps: int, hidden: list[int]
     obs = torch_env.reset()["observation"]
     wrapped = training.wrap(envs.get_environment(name), episode_length=torch_env.episode_length)
     # (a) compiles with the same XLA options as the bridge's step, so only the bridge itself differs.
-    jit = functools.partial(jax.jit, compiler_options=bridge_env._compiler_options(torch_env.jax_device))
+    jit = functools.partial(jax.jit, compiler_options=bridge_env.compiler_options(torch_env.jax_device))
     step = jit(wrapped.step)
     policy = jit(_jax_policy)
     sizes = [torch_env.observation_size, *hidden, torch_env.action_size]
@@ -163,7 +163,7 @@ def _available(name: str) -> str | None:
 
 def render(rows: list[dict], missing: dict[str, str], costs: dict[str, float], command: str, hidden: list[int],
            torch_threads: int) -> str:
-    machine = f"{os.cpu_count()}-core CPU dev box ({platform.processor() or platform.machine()}), no GPU lent"
+    machine = f"{os.cpu_count()}-core CPU ({platform.processor() or platform.machine()}), no GPU"
     lines = [
         SECTION,
         "",
@@ -186,7 +186,7 @@ def render(rows: list[dict], missing: dict[str, str], costs: dict[str, float], c
     lines += ["", "Per-call conversion cost (c), µs, at the first env's batch:", "", "| conversion | µs/call |",
               "| --- | ---: |"]
     lines += [f"| {k} | {v:.1f} |" for k, v in costs.items()]
-    lines += ["", "GPU: no GPU lent, not measured.", ""]
+    lines += ["", "GPU: none on the measuring machine, not measured.", ""]
     return "\n".join(lines)
 
 

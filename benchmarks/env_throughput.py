@@ -142,7 +142,7 @@ def run(
     for name in names:
         try:
             env = brax_envs.get_environment(name)
-        except (ImportError, AttributeError) as err:  # a teammate's env module not written yet
+        except (ImportError, AttributeError) as err:  # one env that fails to build must not stop the others
             rows.append({"env": name, "status": f"not available: {err}"})
             _progress(rows[-1])
             continue

@@ -84,8 +84,8 @@ def _markdown(args: argparse.Namespace, preset: dict[str, Any], net: dict[str, A
     lines = [
         SECTION,
         "",
-        f"`{cmd}` — one run, {args.when}; machine: 2-core CPU dev box shared with other jobs (load ~13), no "
-        f"GPU lent (python {platform.python_version()}, torch_ppo num_threads {args.torch_threads or 'default (1)'}).",
+        f"`{cmd}` — one run, {args.when}; machine: {os.cpu_count()}-core CPU without a GPU, shared with other "
+        f"jobs (python {platform.python_version()}, torch_ppo num_threads {args.torch_threads or 'default (1)'}).",
         f"Env `{args.env}`; both trainers use the JAX preset `PRESETS[{args.env!r}]` (networks {json.dumps(net)}),",
         "same seeds; JAX then torch per seed, back to back in one process. Time to target includes start-up "
         "(compilation) and evaluations.",

@@ -4,7 +4,8 @@ Importing this package first configures JAX and torch to share one GPU (see ``br
 75% preallocation is turned off unless ``XLA_PYTHON_CLIENT_PREALLOCATE``, ``XLA_PYTHON_CLIENT_MEM_FRACTION`` or
 ``XLA_PYTHON_CLIENT_ALLOCATOR`` is already set.
 
-Optional parts load on demand: ``brax_bridge.torchrl`` (needs torchrl) and ``brax_bridge.policy``.
+``brax_bridge.torchrl`` (needs the torchrl extra) is imported explicitly. Policy transfer between the two trainers
+is ``torch_ppo.policy_transfer``; the command line is ``brax_bridge.cli``.
 """
 
 from brax_bridge import _device
@@ -24,7 +25,7 @@ _EXPORTS = {
     "TensorSpec": "env",
     "TorchEnv": "env",
 }
-_LAZY_MODULES = ("policy", "convert", "env", "differentiable")
+_LAZY_MODULES = ("convert", "env", "differentiable")
 
 
 def __getattr__(name: str):

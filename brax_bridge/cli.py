@@ -26,9 +26,10 @@ import typer  # noqa: E402
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from brax_bridge.app import hparams, rundir  # noqa: E402
+from brax_bridge.application import hparams, rundir  # noqa: E402
 
-# JAX, MuJoCo and torch are imported by the commands that need them, so --help answers at once.
+# Each command imports the application modules it runs (and with them JAX, MuJoCo and torch) only when it runs,
+# so `brax-bridge --help` answers without loading them; hparams and rundir are plain Python.
 logging.getLogger("absl").setLevel(logging.ERROR)
 logging.getLogger("jax").setLevel(logging.ERROR)
 
@@ -43,19 +44,6 @@ app = typer.Typer(
 )
 
 HP_PANEL = "Hyperparameters (override the preset)"
-
-
-def _enable_compile_cache() -> None:
-    """A persistent XLA cache makes a second run of the same command start in seconds instead of minutes."""
-    from brax_core import _quiet  # noqa: F401  (hides MJX's import-time stdout line before anything else)
-
-    path = os.environ.get("BRAX_BRIDGE_JAX_CACHE", "~/.cache/brax_bridge/jax")
-    if not path:
-        return
-    import jax
-
-    jax.config.update("jax_compilation_cache_dir", os.path.expanduser(path))
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
 
 
 def _fail(message: str) -> typer.BadParameter:
@@ -102,12 +90,12 @@ def with_hparams(fn):
 
 
 def _check_env(env: str | None) -> str:
-    from brax_core import envs
+    from brax_bridge.application import envinfo
 
     if not env:
         raise _fail("--env is required; run `brax-bridge envs` to list them")
-    if env not in envs.registered_names():
-        raise _fail(f"--env must be one of: {', '.join(envs.registered_names())}; got {env!r}")
+    if env not in envinfo.registered_names():
+        raise _fail(f"--env must be one of: {', '.join(envinfo.registered_names())}; got {env!r}")
     return env
 
 
@@ -120,36 +108,21 @@ def _check_trainer(trainer: str) -> str:
 
 def _check_device(device: str) -> str | None:
     """``auto`` -> None (the trainer's CUDA-if-available choice); otherwise a torch device string."""
-    if device == "auto":
-        return None
-    import torch
+    from brax_bridge.application import runtime
 
     try:
-        parsed = torch.device(device)
-    except (RuntimeError, TypeError):
-        raise _fail(f"--device must be auto, cpu, cuda or cuda:N; got {device!r}") from None
-    if parsed.type == "cuda" and not torch.cuda.is_available():
-        raise _fail(f"--device {device}: torch sees no CUDA device here; use --device cpu or auto")
-    if parsed.type not in ("cpu", "cuda"):
-        raise _fail(f"--device must be auto, cpu, cuda or cuda:N; got {device!r}")
-    return str(parsed)
-
-
-def _resolve(env: str, preset: str | None, hp: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
-    try:
-        return hparams.resolve(env, preset, hp)
-    except hparams.HParamError as err:
+        return runtime.parse_device(device)
+    except ValueError as err:
         raise _fail(str(err)) from None
 
 
-def _machine() -> str:
-    import jax
+def _resolve(env: str, preset: str | None, hp: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
+    from brax_bridge.application import configuration
 
-    platform = jax.default_backend()
-    cores = os.cpu_count()
-    if platform == "cpu":
-        return f"{cores}-core CPU, JAX on cpu, no GPU"
-    return f"{cores}-core host, JAX on {platform} ({jax.devices()[0].device_kind})"
+    try:
+        return configuration.resolve(env, preset, hp)
+    except hparams.HParamError as err:
+        raise _fail(str(err)) from None
 
 
 def _print_summary(summary: dict[str, Any], run_dir: str) -> None:
@@ -182,12 +155,11 @@ def envs_command(
 
     Sizes come from the model and from abstract evaluation of reset (no physics is compiled or stepped).
     """
-    from brax_bridge.app import envinfo
-    from brax_core import envs
+    from brax_bridge.application import envinfo
 
-    unknown = sorted(set(names or ()) - set(envs.registered_names()))
+    unknown = sorted(set(names or ()) - set(envinfo.registered_names()))
     if unknown:
-        raise _fail(f"NAMES must be among: {', '.join(envs.registered_names())}; got {', '.join(unknown)}")
+        raise _fail(f"NAMES must be among: {', '.join(envinfo.registered_names())}; got {', '.join(unknown)}")
 
     table = Table(title="brax_core environments")
     for header in ("name", "obs size", "action size", "episode length", "dt (s)"):
@@ -227,7 +199,7 @@ def train_command(
     checkpoint, learning_curve.png and summary.json. Ctrl-C stops at the next report and keeps a resumable
     checkpoint; --resume DIR continues it (only --num-timesteps may change on resume).
     """
-    from brax_bridge.app import training
+    from brax_bridge.application import runs, runtime
 
     if resume is not None:
         if out is not None or seed != 0 or device != "auto":
@@ -241,12 +213,12 @@ def train_command(
         resolved, used = _resolve(env, preset, hp)
         stamp = time.strftime("%Y%m%d-%H%M%S")
         run_dir = str(out) if out is not None else os.path.join("runs", f"{env}-{trainer}-{stamp}")
-        config = training.make_config(env, trainer, seed, resolved, used, torch_device)
-    _enable_compile_cache()
+        config = runs.make_config(env, trainer, seed, resolved, used, torch_device)
+    runtime.enable_compile_cache()
     console.print(f"training [bold]{config['trainer']}[/] PPO on [bold]{config['env']}[/] "
                   f"({config['hyperparameters']['num_timesteps']:,} env steps, preset {config['preset']}) -> {run_dir}")
-    with training.sigint_stops(training.StopFlag(), console) as stop:
-        summary = training.train_run(run_dir, config, console, resume=resume is not None, stop=stop)
+    with runs.sigint_stops(runs.StopFlag(), console) as stop:
+        summary = runs.train_run(run_dir, config, console, resume=resume is not None, stop=stop)
     _print_summary(summary, run_dir)
     if summary["status"] == "aborted":
         raise typer.Exit(130)
@@ -255,8 +227,6 @@ def train_command(
 
 
 def _resume_config(resume: Path, env, trainer, preset, hp) -> tuple[dict, str]:
-    from brax_bridge.app import training
-
     run_dir = str(resume)
     try:
         config = rundir.read_config(run_dir)
@@ -278,7 +248,6 @@ def _resume_config(resume: Path, env, trainer, preset, hp) -> tuple[dict, str]:
             raise _fail(str(err)) from None
     config["versions"] = rundir.versions()
     config.setdefault("resumed", []).append(time.strftime("%Y-%m-%dT%H:%M:%S%z"))
-    del training
     return config, run_dir
 
 
@@ -298,7 +267,7 @@ def compare_command(
     Each run keeps its own folder (<out>/<trainer>-seed<k>/). The report table (final reward, steps/s, wall
     time, start-up time) is printed and saved as Markdown next to the figure.
     """
-    from brax_bridge.app import plots, report, training
+    from brax_bridge.application import plots, report, runs, runtime
 
     env = _check_env(env)
     seed_list = _parse_seeds(seeds)
@@ -310,17 +279,17 @@ def compare_command(
     resolved, used = _resolve(env, preset, hp)
     out_dir = str(out) if out is not None else os.path.join("runs", f"compare_{env}")
     os.makedirs(out_dir, exist_ok=True)
-    _enable_compile_cache()
+    runtime.enable_compile_cache()
     console.print(f"comparing {' vs '.join(trainer_list)} PPO on [bold]{env}[/], seeds {seed_list}, "
                   f"{resolved['num_timesteps']:,} env steps each (preset {used}) -> {out_dir}")
     summaries, curves = [], []
     start = time.perf_counter()
-    with training.sigint_stops(training.StopFlag(), console) as stop:
+    with runs.sigint_stops(runs.StopFlag(), console) as stop:
         for seed in seed_list:
             for trainer in trainer_list:
                 run_dir = os.path.join(out_dir, f"{trainer}-seed{seed}")
-                config = training.make_config(env, trainer, seed, resolved, used, torch_device)
-                summary = training.train_run(run_dir, config, console, stop=stop)
+                config = runs.make_config(env, trainer, seed, resolved, used, torch_device)
+                summary = runs.train_run(run_dir, config, console, stop=stop)
                 _print_summary(summary, run_dir)
                 summaries.append(summary)
                 curves.append((f"{trainer} seed {seed}", rundir.read_metrics(run_dir)))
@@ -331,12 +300,12 @@ def compare_command(
                 break
     total = time.perf_counter() - start
     plots.compare(curves, os.path.join(out_dir, "compare.png"), title=f"{env}: {' vs '.join(trainer_list)} PPO")
-    text = report.markdown(env, summaries, hparams.to_json(resolved), _machine(), rundir.command_line(), total)
+    text = report.markdown(env, summaries, hparams.to_json(resolved), runtime.machine(), rundir.command_line(), total)
     with open(os.path.join(out_dir, "report.md"), "w", encoding="utf-8") as f:
         f.write(text)
     rundir.write_json(os.path.join(out_dir, "compare.json"),
                       {"env": env, "preset": used, "seeds": seed_list, "hyperparameters": hparams.to_json(resolved),
-                       "runs": summaries, "total_wall_s": round(total, 3), "machine": _machine()})
+                       "runs": summaries, "total_wall_s": round(total, 3), "machine": runtime.machine()})
     console.print(report.rich_table(summaries, title=f"{env}: {' vs '.join(trainer_list)}"))
     console.print(f"total {total:.1f} s; report: {os.path.join(out_dir, 'report.md')}, "
                   f"figure: {os.path.join(out_dir, 'compare.png')}")
@@ -366,7 +335,7 @@ def eval_command(
     video: Annotated[str, typer.Option(help="video format with --render: mp4, gif or none")] = "gif",
 ) -> None:
     """Load a run's checkpoint, run N episodes and report mean/std return; --render writes viewers."""
-    from brax_bridge.app import evaluate
+    from brax_bridge.application import evaluate
 
     if video not in ("mp4", "gif", "none"):
         raise _fail(f"--video must be mp4, gif or none; got {video!r}")
@@ -388,33 +357,8 @@ def eval_command(
                   f"(min {summary['min_return']:.1f}, max {summary['max_return']:.1f}; "
                   f"mean length {summary['mean_length']:.0f} steps)")
     if render:
-        summary["render"] = _render(run_dir, config, result, video)
+        summary["render"] = evaluate.render(str(run_dir), config, result, video, console)
     rundir.write_json(os.path.join(str(run_dir), "eval.json"), summary)
-
-
-def _render(run_dir: Path, config: dict, result, video: str) -> dict[str, str | None]:
-    from brax_bridge.app import evaluate
-    from brax_core import envs
-    from brax_core.io import html, image
-
-    written: dict[str, str | None] = {"html": None, "video": None}
-    if result.xpos is None:
-        console.print(f"[yellow]--render: {config['env']} has no MuJoCo model, so there is nothing to draw[/]")
-        return written
-    model = envs.get_environment(config["env"]).mj_model
-    trajectory = evaluate.Trajectory(result.qpos, result.xpos, result.xquat)
-    dt = evaluate.env_dt(config)
-    written["html"] = html.save(os.path.join(str(run_dir), "episode.html"), model, trajectory, dt=dt)
-    console.print(f"HTML viewer: {written['html']} (open in a browser; works offline)")
-    if video != "none":
-        path = os.path.join(str(run_dir), f"episode.{video}")
-        try:
-            frames = image.render_array(model, trajectory, height=240, width=320)
-            written["video"] = image.save_video(path, frames, fps=1.0 / dt)
-            console.print(f"video: {written['video']} ({len(frames)} frames)")
-        except image.RenderingUnavailable as err:
-            console.print(f"[yellow]no video: {err}[/]")
-    return written
 
 
 @app.command("bench")
@@ -422,15 +366,22 @@ def bench_command(
     size: Annotated[str, typer.Option(help="small (seconds), medium (minutes) or large")] = "small",
     out: Annotated[Path | None, typer.Option(help="also write the results as JSON here", dir_okay=False)] = None,
 ) -> None:
-    """Run the benchmark suite (benchmarks/*.py) at a chosen size and print the tables."""
-    from brax_bridge.app import bench
+    """Run the benchmark suite (benchmarks/*.py of a source checkout) at a chosen size and print the tables.
+
+    The benchmark scripts are not installed with the package: run this from the root of a source checkout.
+    """
+    from brax_bridge.application import bench, runtime
 
     if size not in bench.SIZES:
         raise _fail(f"--size must be one of: {', '.join(bench.SIZES)}; got {size!r}")
-    _enable_compile_cache()
-    results = bench.run_all(size, console)
+    runtime.enable_compile_cache()
+    try:
+        results = bench.run_all(size, console)
+    except bench.BenchmarksNotFound as err:
+        console.print(f"[red]{err}[/]")
+        raise typer.Exit(1) from None
     if out is not None:
-        rundir.write_json(str(out), {"size": size, "machine": _machine(), "results": results})
+        rundir.write_json(str(out), {"size": size, "machine": runtime.machine(), "results": results})
         console.print(f"results: {out}")
 
 

@@ -11,6 +11,7 @@ from one to the other through a ``Link`` as a JAX pytree; the physics state neve
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -67,23 +68,40 @@ class Link:
         self.cotangent = None
 
 
+@dataclasses.dataclass
+class ForwardRecord:
+    """One step the env has already run through ``forward``, handed to ``DifferentiableStep`` to join torch's graph.
+
+    ``backward_fn`` is the env's jitted ``backward``; ``zero_state_cotangent()`` gives the state cotangent of a
+    step whose successor contributed no gradient (the last step of a rollout).
+    """
+
+    out: Any
+    vjp_fn: Any
+    link_in: Link
+    link_out: Link
+    backward_fn: Callable[[Any, Any, Any], tuple[Any, jax.Array]]
+    zero_state_cotangent: Callable[[], Any]
+    device: torch.device
+
+
 class DifferentiableStep(torch.autograd.Function):
     """One env step whose backward is ``jax.vjp`` of the same jitted step.
 
-    The JAX state is threaded through autograd by a zero-size token tensor: step t+1 consumes step t's token,
-    so torch runs their backwards in reverse order, and the state cotangent passes between them via a
-    ``Link`` as a JAX pytree.
+    ``apply(record, token, action)``: the env ran the step in JAX (``record``); this puts its outputs into
+    torch's graph as functions of ``token`` and ``action``. The JAX state is threaded through autograd by the
+    zero-size token: step t+1 consumes step t's token, so torch runs their backwards in reverse order, and the
+    state cotangent passes between them via a ``Link`` as a JAX pytree.
     """
 
     @staticmethod
-    def forward(ctx, env: Any, token: torch.Tensor, action: torch.Tensor):
-        del token
-        action_jax = env._action_to_jax(action.detach())  # validates before anything changes
-        link_in, link_out = env._link, Link()
-        env._link = link_out
-        state, out, vjp_fn = env._compiled.diff_forward(env._state, action_jax)
-        env._state = state
-        ctx.env, ctx.vjp_fn, ctx.link_in, ctx.link_out = env, vjp_fn, link_in, link_out
+    def forward(ctx, record: ForwardRecord, token: torch.Tensor, action: torch.Tensor):
+        del token, action  # inputs only so that autograd routes their gradients through backward
+        out = record.out
+        ctx.vjp_fn, ctx.link_in, ctx.link_out = record.vjp_fn, record.link_in, record.link_out
+        ctx.backward_fn, ctx.zero_state_cotangent, ctx.device = (
+            record.backward_fn, record.zero_state_cotangent, record.device
+        )
         ctx.out_type = type(out)
         obs_leaves, ctx.obs_tree = jax.tree.flatten(out.obs)
         final_leaves = jax.tree.leaves(out.final_obs)
@@ -91,23 +109,22 @@ class DifferentiableStep(torch.autograd.Function):
         tensors = [_convert.array_to_tensor(x) for x in (*obs_leaves, *final_leaves, out.reward)]
         flags = [_convert.array_to_tensor(x) for x in (out.done, out.terminated, out.truncated)]
         ctx.mark_non_differentiable(*flags)
-        new_token = torch.zeros((), device=env.device)
+        new_token = torch.zeros((), device=record.device)
         return (new_token, *tensors, *flags)
 
     @staticmethod
     def backward(ctx, _token_grad, *grads):
-        env = ctx.env
         n = ctx.n_obs
         ct_state = ctx.link_out.cotangent
         ctx.link_out.cotangent = None
         if ct_state is None:
-            ct_state = env._zero_state_cotangent()
+            ct_state = ctx.zero_state_cotangent()
         to_jax = _convert.tensor_to_array  # broadcast gradients (e.g. of a sum) are non-compact: counted copies
         obs_ct = jax.tree.unflatten(ctx.obs_tree, [to_jax(g) for g in grads[:n]])
         final_ct = jax.tree.unflatten(ctx.obs_tree, [to_jax(g) for g in grads[n : 2 * n]])
         ct_out = ctx.out_type(obs=obs_ct, final_obs=final_ct, reward=to_jax(grads[2 * n]),
                               done=None, terminated=None, truncated=None)
-        ct_state_in, ct_action = env._compiled.diff_backward(ctx.vjp_fn, ct_state, ct_out)
+        ct_state_in, ct_action = ctx.backward_fn(ctx.vjp_fn, ct_state, ct_out)
         ctx.link_in.cotangent = ct_state_in
         ctx.vjp_fn = None  # drop the residuals as soon as they are used
-        return None, torch.zeros((), device=env.device), _convert.array_to_tensor(ct_action)
+        return None, torch.zeros((), device=ctx.device), _convert.array_to_tensor(ct_action)

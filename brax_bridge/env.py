@@ -17,6 +17,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import torch
 from flax import struct
 from tensordict import TensorDict, TensorDictBase
@@ -104,8 +105,12 @@ class _Compiled:
 _COMPILED: dict[tuple, _Compiled] = {}
 
 
-def _compiler_options(device: jax.Device) -> dict[str, Any] | None:
-    """On CPU, LLVM level 1 by default (same knob as brax_core's PPO; see ``brax_core.compile``)."""
+def compiler_options(device: jax.Device) -> dict[str, Any] | None:
+    """XLA options of the bridge's jitted step on ``device``: on CPU, LLVM level 1 by default.
+
+    Same knob as brax_core's PPO (see ``brax_core.compile``); a baseline compiled with these differs from the
+    bridge only in what the bridge adds.
+    """
     return compile_options.compiler_options(device.platform, auto_level=1)
 
 
@@ -113,7 +118,7 @@ def _compile(
     env: Env, base: Env, num_envs: int, reward_fn: RewardFn | None, donate: bool, device: jax.Device
 ) -> _Compiled:
     step = functools.partial(_step, env, reward_fn)
-    jit = functools.partial(jax.jit, compiler_options=_compiler_options(device))
+    jit = functools.partial(jax.jit, compiler_options=compiler_options(device))
     return _Compiled(
         env=env,
         base=base,
@@ -384,6 +389,45 @@ class TorchEnv:
             self._device,
         )
 
+    def state_dict(self) -> dict[str, Any]:
+        """A host copy of everything a later run needs to continue stepping from here.
+
+        ``{"leaves": [...], "key": key}``: the carried JAX state as its flattened leaves (torch CPU tensors,
+        so the dict saves with ``torch.save(..., weights_only=True)``-loadable content) and the PRNG key the
+        next ``reset`` draws from. The current observation is part of the state (``state.obs``).
+        """
+        self._require_reset()
+        return {
+            "leaves": [_host_tensor(x) for x in jax.tree.leaves(jax.device_get(self._state))],
+            "key": _host_tensor(jax.device_get(self._key)),
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> torch.Tensor | TensorDictBase:
+        """Continues from a ``state_dict`` of an env with the same configuration; returns the current observation.
+
+        Call ``reset`` first: the reset state gives the structure the saved leaves are put back into. A saved
+        state of a different structure (other env, other ``num_envs``) raises ``ValueError`` and changes nothing.
+        Gradients never flow across a restore (as across ``reset``).
+        """
+        self._require_reset()
+        leaves, treedef = jax.tree.flatten(self._state)
+        stored = list(state["leaves"])
+        if len(stored) != len(leaves) or any(
+            tuple(a.shape) != tuple(b.shape) for a, b in zip(stored, leaves, strict=True)
+        ):
+            raise ValueError(
+                f"the saved env state ({len(stored)} arrays) does not fit this env's state ({len(leaves)} arrays "
+                "of other shapes): it was saved from another environment or num_envs"
+            )
+        put = lambda t: jax.device_put(jnp.array(t.cpu().numpy(), copy=True), self._jax_device)
+        self._state = jax.tree.unflatten(treedef, [put(t) for t in stored])
+        self._key = put(state["key"])
+        # A copy, not a view: the carried state is donated to the next step and must not be shared with torch.
+        self._obs = self._obs_copy(self._state.obs)
+        self._link = _diff.Link()
+        self._token = torch.zeros((), device=self._device)
+        return self._obs
+
     def detach(self) -> None:
         """Cuts the autograd chain at the current state (truncated backpropagation through time).
 
@@ -439,7 +483,20 @@ class TorchEnv:
         )
 
     def _step_differentiable(self, action: torch.Tensor) -> TensorDictBase:
-        outs = _diff.DifferentiableStep.apply(self, self._token, action)
+        action_jax = self._action_to_jax(action.detach())  # validates before anything changes
+        state, out, vjp_fn = self._compiled.diff_forward(self._state, action_jax)
+        link_in, self._link = self._link, _diff.Link()
+        self._state = state
+        record = _diff.ForwardRecord(
+            out=out,
+            vjp_fn=vjp_fn,
+            link_in=link_in,
+            link_out=self._link,
+            backward_fn=self._compiled.diff_backward,
+            zero_state_cotangent=self._zero_state_cotangent,
+            device=self._device,
+        )
+        outs = _diff.DifferentiableStep.apply(record, self._token, action)
         self._token = outs[0]
         n = len(jax.tree.leaves(self.observation_size)) if isinstance(self.observation_size, Mapping) else 1
         obs, final, (reward, done, terminated, truncated) = outs[1 : 1 + n], outs[1 + n : 1 + 2 * n], outs[1 + 2 * n :]
@@ -481,6 +538,11 @@ class TorchEnv:
             return _tensordict({k: self._obs_to_torch(v) for k, v in obs.items()}, self.batch_size, self._device)
         return _convert.array_to_tensor(obs)
 
+    def _obs_copy(self, obs: Any) -> torch.Tensor | TensorDictBase:
+        if isinstance(obs, Mapping):
+            return _tensordict({k: self._obs_copy(v) for k, v in obs.items()}, self.batch_size, self._device)
+        return _host_tensor(jax.device_get(obs)).to(self._device)
+
     def _obs_tree_to_torch(self, leaves: list[torch.Tensor]) -> torch.Tensor | TensorDictBase:
         obs_size = self.observation_size
         if not isinstance(obs_size, Mapping):
@@ -495,6 +557,10 @@ class TorchEnv:
     def __repr__(self) -> str:
         return (f"TorchEnv({type(self.unwrapped_env).__name__}, num_envs={self._num_envs}, device={self._device}, "
                 f"episode_length={self._episode_length}, differentiable={self._differentiable})")
+
+
+def _host_tensor(array: Any) -> torch.Tensor:
+    return torch.from_numpy(np.array(array, copy=True))
 
 
 def _tensordict(source: dict, batch_size: torch.Size, device: torch.device) -> TensorDict:

@@ -8,6 +8,7 @@ import functools
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import pytest
 import torch
 from tensordict import TensorDict
@@ -259,3 +260,42 @@ def test_randomization_fn_gets_one_key_per_env():
     assert seen and seen[0][0] == 3
     velocities = nxt["observation"][:, 2]
     assert velocities.unique().numel() == 3  # different gears push the cart differently
+
+
+def test_state_dict_round_trip_continues_the_same_trajectory():
+    """A restored env steps exactly as the original would have, and its next reset draws the same key."""
+    source = TorchEnv("inverted_pendulum", num_envs=3, episode_length=30, seed=5)
+    source.reset()
+    action = torch.full((3, 1), 0.3)
+    for _ in range(4):
+        source.step(action)
+    saved = source.state_dict()
+    assert all(isinstance(t, torch.Tensor) and t.device.type == "cpu" for t in saved["leaves"])
+    expected = [source.step(action)["next", "observation"].clone() for _ in range(3)]
+    expected_reset = source.reset()["observation"]
+
+    target = TorchEnv("inverted_pendulum", num_envs=3, episode_length=30, seed=99)
+    target.reset()
+    obs = target.load_state_dict(saved)
+    assert torch.equal(obs, torch.from_numpy(np.array(target.state.obs)))
+    first = target.step(action)
+    assert torch.equal(first["observation"], obs)  # the step's root observation is the restored one
+    got = [first["next", "observation"].clone()]
+    got += [target.step(action)["next", "observation"].clone() for _ in range(2)]
+    for g, e in zip(got, expected, strict=True):
+        assert torch.equal(g, e)
+    assert torch.equal(target.reset()["observation"], expected_reset)
+
+
+def test_load_state_dict_refuses_another_layout_and_keeps_its_state():
+    env = _fast()
+    env.reset()
+    before = env.state_dict()
+    other = TorchEnv("fast", num_envs=N + 1, episode_length=5)
+    other.reset()
+    with pytest.raises(ValueError, match="does not fit"):
+        env.load_state_dict(other.state_dict())
+    for a, b in zip(env.state_dict()["leaves"], before["leaves"], strict=True):
+        assert torch.equal(a, b)
+    with pytest.raises(RuntimeError, match="reset"):
+        _fast().load_state_dict(before)

@@ -2,7 +2,9 @@
 
 import json
 import logging
+import os
 import re
+import signal
 
 import jax
 import pytest
@@ -10,7 +12,11 @@ from PIL import Image
 from typer.testing import CliRunner
 
 from brax_bridge import cli
-from brax_bridge.app import hparams, plots, report, rundir
+from brax_bridge.application import bench, configuration, envinfo, hparams, plots, report, rundir, runs
+from brax_core import envs
+from brax_core.io import image
+from brax_core.training.agents.ppo import checkpoint as jax_checkpoint
+from torch_ppo import checkpoint as torch_checkpoint
 
 runner = CliRunner()
 
@@ -37,9 +43,6 @@ def test_envs_table_without_compiling_physics(caplog):
 
 
 def test_envs_lists_every_registered_env(monkeypatch):
-    from brax_bridge.app import envinfo
-    from brax_core import envs
-
     described = []
     monkeypatch.setattr(envinfo, "describe", lambda name: described.append(name) or envinfo.EnvInfo(name, 3, 2, 7, 0.5))
     result = invoke("envs")
@@ -85,14 +88,12 @@ def test_help_everywhere():
 
 
 def test_hyperparameters_resolve_default_preset_flag():
-    resolved, used = hparams.resolve("fast", None, {"num_envs": 8, "batch_size": 8, "num_minibatches": 2})
+    resolved, used = configuration.resolve("fast", None, {"num_envs": 8, "batch_size": 8, "num_minibatches": 2})
     assert resolved["num_envs"] == 8 and resolved["episode_length"] == 100  # the env's own episode length
     assert set(resolved) == set(hparams.BY_NAME)
     assert resolved["max_grad_norm"] is None
-    table = hparams.presets()
-    if "fast" in table:
-        assert used == "fast"
-    resolved, _ = hparams.resolve("fast", None, {"max_grad_norm": 0.0, "num_envs": 1})
+    assert "fast" in configuration.presets() and used == "fast"  # the env's own preset applies by default
+    resolved, _ = configuration.resolve("fast", None, {"max_grad_norm": 0.0, "num_envs": 1})
     assert resolved["max_grad_norm"] is None  # 0 documents "no clipping"
     assert hparams.parse_sizes("64, 64") == (64, 64)
 
@@ -110,7 +111,7 @@ def test_plots_and_report_files(tmp_path):
     with Image.open(figure) as image:
         assert image.size == (1100, 420)
     config = {"env": "fast", "trainer": "jax", "seed": 0}
-    jax_summary = __import__("brax_bridge.app.training", fromlist=["summarize"]).summarize(
+    jax_summary = runs.summarize(
         config, _rows(5), "completed", 9.0)
     assert jax_summary["final_reward"] == 40.0 and jax_summary["env_steps"] == 4000
     assert jax_summary["first_report_s"] == 3.0 and jax_summary["steps_per_s"] == pytest.approx(1000.0)
@@ -179,9 +180,6 @@ def test_compare_writes_matched_runs_figure_and_report(compared):
 
 def test_checkpoints_load_and_eval_reports_returns(compared):
     out, _ = compared
-    from brax_core.training.agents.ppo import checkpoint as jax_checkpoint
-    from torch_ppo import checkpoint as torch_checkpoint
-
     policy = jax_checkpoint.load_policy(str(out / "jax-seed3" / rundir.CHECKPOINT))
     action, _ = policy(jax.numpy.zeros((2, 2)), jax.random.PRNGKey(0))
     assert action.shape == (2, 1)
@@ -196,8 +194,6 @@ def test_checkpoints_load_and_eval_reports_returns(compared):
 
 
 def test_ctrl_c_leaves_a_resumable_checkpoint(tmp_path, monkeypatch):
-    import signal
-
     run_dir = tmp_path / "run"
     original = rundir.MetricsLog.append
 
@@ -242,8 +238,6 @@ def test_eval_render_writes_viewer_and_video(tmp_path, monkeypatch):
     page = (run_dir / "episode.html").read_text()
     payload = json.loads(re.search(r'type="application/json">(.*?)</script>', page, re.S).group(1))
     assert payload["frames"] == length + 1 and payload["dt"] == pytest.approx(0.04)  # first state + each step
-    from brax_core.io import image
-
     if image.backend_available() is None:
         assert data["render"]["video"] is None and "no video" in result.output
     else:
@@ -252,8 +246,6 @@ def test_eval_render_writes_viewer_and_video(tmp_path, monkeypatch):
 
 
 def test_bench_runs_each_script_with_its_arguments_and_skips_the_rest(tmp_path, monkeypatch):
-    from brax_bridge.app import bench
-
     (tmp_path / "env_throughput.py").write_text(
         "def run(envs, batch_sizes, steps):\n"
         "    return [{'env': e, 'batch': b, 'steps': steps} for e in envs for b in batch_sizes]\n"
@@ -269,3 +261,19 @@ def test_bench_runs_each_script_with_its_arguments_and_skips_the_rest(tmp_path, 
                                       for e in small["envs"] for b in small["batch_sizes"]]
     assert "needs_this" in data["ppo_jax"]["skipped"] and data["ppo_parity"] == {"skipped": "not present"}
     assert "env_throughput (small" in result.output
+
+
+def test_bench_outside_a_source_checkout_says_where_to_run_it(tmp_path, monkeypatch):
+    monkeypatch.setattr(bench, "search_roots", lambda: [str(tmp_path)])
+    out = tmp_path / "bench.json"
+    result = invoke("bench", "--size", "small", "--out", str(out))
+    assert result.exit_code == 1
+    text = " ".join(result.output.split())
+    assert "not installed with the package" in text and "root of a brax-bridge source checkout" in text
+    assert str(tmp_path / "benchmarks") in text.replace(" ", "")  # the folder it looked for (wrapping removed)
+    assert not out.exists()  # nothing pretends to be a result
+
+
+def test_bench_finds_the_checkout_it_was_imported_from(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the working directory has no benchmarks/
+    assert bench.benchmarks_dir() == os.path.join(os.path.dirname(os.path.dirname(__file__)), "benchmarks")

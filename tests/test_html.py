@@ -1,7 +1,9 @@
 """brax_core.io.html: a self-contained trajectory viewer whose embedded data matches the states given."""
 
 import json
+import os
 import re
+import tomllib
 
 import jax
 import mujoco
@@ -128,3 +130,14 @@ def test_video_frames_or_a_clear_message(pendulum, tmp_path):
         assert gif.n_frames == 3
     with pytest.raises(ValueError, match=".gif or .mp4"):
         image.save_video(tmp_path / "a.avi", pixels, fps=25)
+
+
+def test_viewer_script_is_package_data_inlined_into_every_page(pendulum):
+    sys, _, frames = pendulum
+    script = html.viewer_script()
+    assert script.startswith("(function") and "getContext('webgl'" in script
+    page = html.render(sys, frames)
+    assert page.count(script) == 1  # inlined whole, so the page still opens offline
+    with open(os.path.join(os.path.dirname(__file__), "..", "pyproject.toml"), "rb") as f:
+        package_data = tomllib.load(f)["tool"]["setuptools"]["package-data"]["brax_core"]
+    assert "io/viewer.js" in package_data  # shipped in wheels, not only in a source checkout

@@ -1,4 +1,4 @@
-"""brax_bridge.policy: JAX PPO policies as torch modules (exportable) and torch_ppo actors as JAX policies."""
+"""torch_ppo.policy_transfer: JAX PPO policies as torch modules (exportable) and torch_ppo actors as JAX policies."""
 
 import functools
 
@@ -9,10 +9,11 @@ import pytest
 import torch
 from flax import linen
 
-from brax_bridge import policy as transfer
 from brax_core.training.acme import running_statistics
 from brax_core.training.agents.ppo import networks as ppo_networks
-from torch_ppo.networks import PPOModules
+from brax_core.training.agents.ppo import train as jax_ppo
+from torch_ppo import policy_transfer as transfer
+from torch_ppo.networks import PPOModules, tanh_normal_log_prob
 from torch_ppo.params import make_inference_fn, params_of
 
 OBS, ACT = 5, 3
@@ -82,8 +83,6 @@ def test_torch_ppo_actor_as_jax_policy_matches_torch():
     sample, extras = transfer.torch_policy_to_jax(modules, deterministic=False)(jnp.asarray(obs), jax.random.PRNGKey(1))
     assert set(extras) == {"log_prob", "raw_action"}
     loc, scale = modules.policy(torch.from_numpy(obs))
-    from torch_ppo.networks import tanh_normal_log_prob
-
     log_prob = tanh_normal_log_prob(loc, scale, torch.from_numpy(np.array(extras["raw_action"])))
     np.testing.assert_allclose(np.asarray(extras["log_prob"]), log_prob.detach().numpy(), rtol=1e-4, atol=1e-4)
     assert np.allclose(np.tanh(np.asarray(extras["raw_action"])), np.asarray(sample), atol=1e-6)
@@ -131,8 +130,6 @@ def test_transferred_module_exports_to_onnx(tmp_path):
 
 
 def test_jax_checkpoint_path_is_accepted(tmp_path):
-    from brax_core.training.agents.ppo import train as jax_ppo
-
     factory = functools.partial(
         ppo_networks.make_ppo_networks,
         policy_hidden_layer_sizes=(8,),

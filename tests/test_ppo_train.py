@@ -330,3 +330,12 @@ def test_mjx_env_state_with_empty_arrays_saves_and_restores(tmp_path):
     assert restored is not None
     for got, want in zip(jax.tree.leaves(restored), jax.tree.leaves(env_state), strict=True):
         np.testing.assert_array_equal(got, want)
+
+
+def test_latest_step_reads_the_newest_completed_step_directory(tmp_path):
+    assert checkpoint.latest_step(tmp_path / "absent") is None
+    for name in ("2560", "12800", "1280"):
+        (tmp_path / name).mkdir()
+    (tmp_path / "99999.orbax-checkpoint-tmp-1").mkdir()  # an unfinished write
+    (tmp_path / "50000").write_text("")  # a file, not a step directory
+    assert checkpoint.latest_step(tmp_path) == 12800

@@ -1,4 +1,4 @@
-"""torch_ppo's GAE and PPO loss against brax_core's on identical inputs (the parity the issue asks for)."""
+"""torch_ppo's GAE and PPO loss against brax_core's on identical inputs: both trainers compute the same update."""
 
 import jax
 import jax.numpy as jnp
@@ -7,7 +7,6 @@ import pytest
 import torch
 from tensordict import TensorDict
 
-from brax_bridge.policy import jax_params_to_torch
 from brax_core.training import types
 from brax_core.training.acme import running_statistics
 from brax_core.training.agents.ppo import losses as jax_losses
@@ -15,6 +14,7 @@ from brax_core.training.agents.ppo import networks as jax_networks
 from torch_ppo import losses as torch_losses
 from torch_ppo.networks import PPOModules, tanh_normal_entropy, tanh_normal_log_prob
 from torch_ppo.params import load_params
+from torch_ppo.policy_transfer import jax_params_to_torch
 
 T, B, OBS, ACT = 6, 8, 3, 2
 

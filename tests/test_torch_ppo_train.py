@@ -263,3 +263,12 @@ def test_torch_compile_flag_trains_like_eager():
     # Same data and updates; only kernel fusion differs, so the results agree to float32 rounding.
     _assert_params_equal(eager, compiled, atol=1e-3)
     assert abs(eager_metrics["training/total_loss"] - compiled_metrics["training/total_loss"]) < 1e-3
+
+
+def test_latest_step_reads_the_newest_checkpoint_name(tmp_path):
+    assert checkpoint.latest_step(tmp_path / "absent") is None
+    assert checkpoint.latest_step(tmp_path) is None
+    for steps in (2560, 12800, 1280):
+        (tmp_path / f"checkpoint_{steps:015d}.pt").write_bytes(b"")
+    (tmp_path / ".tmp_checkpoint_000000000099999.pt.part").write_bytes(b"")  # an unfinished write
+    assert checkpoint.latest_step(tmp_path) == 12800

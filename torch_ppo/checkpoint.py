@@ -17,6 +17,9 @@ from typing import Any
 
 import torch
 
+from torch_ppo.networks import PPOModules
+from torch_ppo.params import make_inference_fn, params_of
+
 FORMAT = "torch_ppo/1"
 _NAME = re.compile(r"^checkpoint_(\d+)\.pt$")
 _REQUIRED = ("format", "config", "modules", "optimizer", "env_steps", "rng_state")
@@ -33,6 +36,12 @@ def checkpoint_files(directory: str | os.PathLike) -> list[str]:
         return []
     found = [(int(m.group(1)), n) for n in os.listdir(directory) if (m := _NAME.match(n))]
     return [os.path.join(directory, n) for _, n in sorted(found)]
+
+
+def latest_step(directory: str | os.PathLike) -> int | None:
+    """Env steps of the newest checkpoint in ``directory`` (read from its name; nothing is loaded)."""
+    files = checkpoint_files(directory)
+    return int(_NAME.match(os.path.basename(files[-1])).group(1)) if files else None
 
 
 def save(directory: str | os.PathLike, state: dict[str, Any], max_to_keep: int | None = 5) -> str:
@@ -95,9 +104,6 @@ def load(path: str | os.PathLike, map_location: Any = "cpu") -> dict[str, Any]:
 
 def load_policy(path: str | os.PathLike, deterministic: bool = True, device: Any = "cpu"):
     """Rebuilds the inference function from a checkpoint alone: ``policy(observation) -> (action, extras)``."""
-    from torch_ppo.networks import PPOModules
-    from torch_ppo.params import make_inference_fn, params_of
-
     state = load(path, map_location=device)
     config = state["config"]
     network = config["network"]

@@ -20,6 +20,8 @@ import torch
 from tensordict import TensorDict, TensorDictBase
 from torch import nn
 
+from brax_bridge import TorchEnv
+from brax_core import envs
 from brax_core.training.validation import boolean as _bool
 from brax_core.training.validation import callable_arg as _callable
 from brax_core.training.validation import non_negative_int as _non_negative_int
@@ -29,7 +31,8 @@ from torch_ppo import checkpoint as ckpt
 from torch_ppo import distributed
 from torch_ppo.losses import LOSS_KEYS, LossConfig, LossTerms, ppo_loss_from_tensors, unpack_batch
 from torch_ppo.networks import Activation, PPOModules, make_actor, resolve_activation
-from torch_ppo.params import TorchPPOParams, make_inference_fn, params_of
+from torch_ppo.params import TorchPPOParams, load_params, make_inference_fn, params_of
+from torch_ppo.policy_transfer import jax_params_to_torch
 
 Metrics = dict[str, float]
 _LOSS_NAMES = ("total_loss", "policy_loss", "v_loss", "entropy_loss", "approx_kl")
@@ -52,9 +55,6 @@ def _layer_sizes(name: str, sizes: Any) -> tuple[int, ...]:
 
 def _validate(kw: dict[str, Any], world_size: int) -> dict[str, Any]:
     """Checks every argument before anything is built; returns them normalised."""
-    from brax_bridge import TorchEnv
-    from brax_core import envs
-
     env = kw["environment"]
     if isinstance(env, str):
         envs.get_environment_class(env)  # unknown names raise here, listing the registered ones
@@ -128,8 +128,6 @@ def _validate(kw: dict[str, Any], world_size: int) -> dict[str, Any]:
 
 
 def _resolve_device(device: Any, environment: Any) -> torch.device:
-    from brax_bridge import TorchEnv
-
     if isinstance(environment, TorchEnv):
         if device is not None and torch.device(device) != environment.device:
             raise ValueError(f"device={device!r} differs from the TorchEnv's device {environment.device}")
@@ -149,9 +147,6 @@ def _make_env(
     seed: int,
     randomization_fn: Any,
 ) -> Any:
-    from brax_bridge import TorchEnv
-    from brax_core import envs
-
     if isinstance(environment, TorchEnv):
         if environment.num_envs != num_envs:
             raise ValueError(
@@ -177,43 +172,7 @@ def _make_env(
 
 
 def _eval_source(environment: Any) -> Any:
-    from brax_bridge import TorchEnv
-
     return environment.unwrapped_env if isinstance(environment, TorchEnv) else environment
-
-
-# --------------------------------------------------------------------------------------------- env state (checkpoints)
-
-
-def _env_state_to_tensors(env: Any) -> dict[str, Any]:
-    """A host copy of the bridge env's JAX state (flattened leaves) and reset key."""
-    import jax
-
-    leaves = jax.tree.leaves(jax.device_get(env.state))
-    return {
-        "leaves": [torch.from_numpy(np.array(x, copy=True)) for x in leaves],
-        "key": torch.from_numpy(np.array(jax.device_get(env._key), copy=True)),
-    }
-
-
-def _restore_env_state(env: Any, saved: dict[str, Any]) -> torch.Tensor | None:
-    """Puts a saved JAX state back into the bridge env; returns the root observation (None if it does not fit)."""
-    import jax
-    import jax.numpy as jnp
-
-    current = env.state
-    leaves, treedef = jax.tree.flatten(current)
-    stored = saved["leaves"]
-    if len(stored) != len(leaves) or any(tuple(a.shape) != tuple(b.shape) for a, b in zip(stored, leaves, strict=True)):
-        return None
-    put = lambda t: jax.device_put(jnp.array(t.cpu().numpy(), copy=True), env.jax_device)
-    state = jax.tree.unflatten(treedef, [put(t) for t in stored])
-    # The bridge keeps its state privately; these are the two fields a reset sets.
-    env._state = state
-    env._key = put(saved["key"])
-    obs = torch.from_numpy(np.array(jax.device_get(state.obs), copy=True)).to(env.device)
-    env._obs = obs
-    return obs
 
 
 # --------------------------------------------------------------------------------------------- optimisation
@@ -517,12 +476,8 @@ class _Trainer:
         return int(obs_size), int(self.env.action_size)
 
     def _restore_params(self, params: Any, with_value: bool) -> None:
-        from torch_ppo.params import load_params
-
         first = params[0] if isinstance(params, tuple | list) else getattr(params, "normalizer_params", None)
         if not isinstance(first, dict) or not all(isinstance(v, torch.Tensor) for v in first.values()):
-            from brax_bridge.policy import jax_params_to_torch
-
             params = jax_params_to_torch(params)  # the JAX trainer's params
         if not with_value:
             params = TorchPPOParams(params[0], params[1], {})
@@ -545,15 +500,14 @@ class _Trainer:
         kw = self.kw
         self.obs = self.env.reset(seed=self.env_seed).get("observation")
         if self.saved_env_state is not None:
-            restored = _restore_env_state(self.env, self.saved_env_state)
-            if restored is not None:
-                self.obs = restored
+            try:
+                self.obs = self.env.load_state_dict(self.saved_env_state)
+            except ValueError:
+                pass  # saved from another env layout: training continues from the fresh reset
         self.actor = make_actor(self.modules, deterministic=False, generator=self.generator)
         self.tracker = _EpisodeTracker(self.env) if kw["log_training_metrics"] else None
         self.evaluator = None
         if kw["num_evals"] > 0 and self.dist.is_main:
-            from brax_bridge import TorchEnv
-
             if kw["eval_env"] is not None:
                 source, randomization = kw["eval_env"], None  # used as it is, never randomised
             else:
@@ -672,7 +626,7 @@ class _Trainer:
                 "optimizer": self.optimizer.state_dict(),
                 "env_steps": self.env_steps,
                 "rng_state": rng_states,
-                "env_state": _env_state_to_tensors(self.env) if self.obs is not None else None,
+                "env_state": self.env.state_dict() if self.obs is not None else None,
             },
             max_to_keep=kw["max_to_keep"],
         )

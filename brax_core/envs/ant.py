@@ -29,7 +29,7 @@
 * Metrics: ``reward_forward``, ``reward_survive``, ``reward_ctrl``, ``reward_contact``, ``x_position``,
   ``y_position``, ``distance_from_origin``, ``x_velocity``, ``y_velocity``, ``forward_reward``.
 * Defaults: ``episode_length`` 1000, ``n_frames`` 5, physics timestep 0.01 s, so ``dt`` 0.05 s.
-* Physics check (``tests/test_envs_b.py``): MJX and native ``mujoco.mj_step`` on the same model, same
+* Physics check (``tests/test_envs_cheetah_ant_humanoid.py``): MJX and native ``mujoco.mj_step`` on the same model, same
   controls, same start agree within 1e-4 on ``qpos`` and 2e-3 on ``qvel`` (absolute) over 25 physics steps
   (float32 MJX against float64 MuJoCo).
 """

@@ -20,6 +20,7 @@ from flax import struct
 from mujoco import mjx
 
 from brax_core import _quiet, base  # noqa: F401
+from brax_core.io import mjcf
 
 ObservationSize = int | Mapping[str, tuple[int, ...] | int]
 
@@ -140,8 +141,6 @@ class PipelineEnv(Env):
         self._n_frames = n_frames
         self._debug = debug
         if mj_model is None:
-            from brax_core.io import mjcf
-
             mj_model = mjcf.native_model(sys)
         self.mj_model = mj_model
 

@@ -25,7 +25,7 @@
   ``reset_noise_scale`` (0.1).
 * Metrics: ``x_position``, ``x_velocity``, ``reward_run``, ``reward_ctrl``.
 * Defaults: ``episode_length`` 1000, ``n_frames`` 5, physics timestep 0.01 s, so ``dt`` 0.05 s.
-* Physics check (``tests/test_envs_b.py``): MJX and native ``mujoco.mj_step`` on the same model, same
+* Physics check (``tests/test_envs_cheetah_ant_humanoid.py``): MJX and native ``mujoco.mj_step`` on the same model, same
   controls, same start agree within 1e-4 on ``qpos`` and 2e-3 on ``qvel`` (absolute) over 25 physics steps
   (float32 MJX against float64 MuJoCo).
 """

@@ -28,7 +28,7 @@
 * Model (``assets/hopper.xml``): only foot-vs-floor contacts (2 contact points), Euler integration,
   4 Newton iterations / 8 line-search steps (the fewest with which native MuJoCo matches its fully converged solver
   over 4 x 100 random-control steps; 2 drifted by 2e-3 m).
-* Physics check (``tests/test_envs_a.py``): MJX agrees with native ``mujoco.mj_step`` on the same model, same
+* Physics check (``tests/test_envs_planar.py``): MJX agrees with native ``mujoco.mj_step`` on the same model, same
   controls, over 25 env steps (100 physics steps, foot contacts included) to ``qpos`` atol 1e-5, ``qvel`` atol 1e-4
   (float32 vs float64).
 """

@@ -31,7 +31,7 @@
 * Metrics: ``forward_reward``, ``reward_linvel``, ``reward_quadctrl``, ``reward_alive``, ``x_position``,
   ``y_position``, ``distance_from_origin``, ``x_velocity``, ``y_velocity`` (positions of the centre of mass).
 * Defaults: ``episode_length`` 1000, ``n_frames`` 5, physics timestep 0.003 s, so ``dt`` 0.015 s.
-* Physics check (``tests/test_envs_b.py``): MJX and native ``mujoco.mj_step`` on the same model, same
+* Physics check (``tests/test_envs_cheetah_ant_humanoid.py``): MJX and native ``mujoco.mj_step`` on the same model, same
   controls, same start agree within 1e-4 on ``qpos`` and 2e-3 on ``qvel`` (absolute) over 25 physics steps
   (float32 MJX against float64 MuJoCo) from the standing start, before the feet land. With the shipped single
   solver iteration, a foot landing can make the two take different partial steps (measured 6e-3 in ``qpos``

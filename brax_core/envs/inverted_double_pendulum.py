@@ -29,7 +29,7 @@
 * Model (``assets/inverted_double_pendulum.xml``): contacts disabled (nothing touches), Euler integration,
   2 Newton iterations / 4 line-search steps for the one constraint (the cart's rail limit): the fewest with which
   native MuJoCo matches its fully converged solver (1 iteration left 1e-4 errors once the limit was hit).
-* Physics check (``tests/test_envs_a.py``): MJX agrees with native ``mujoco.mj_step`` on the same model, same
+* Physics check (``tests/test_envs_planar.py``): MJX agrees with native ``mujoco.mj_step`` on the same model, same
   controls, over 25 env steps (50 physics steps) to ``qpos`` atol 2e-5, ``qvel`` atol 1e-4 (float32 vs float64).
 
 The tip is found by running forward kinematics on the state the step reached (``mjx.step`` leaves ``site_xpos``

@@ -25,7 +25,7 @@
   2 Newton iterations / 4 line-search steps for the one constraint (the elbow limit; the fewest with which native
   MuJoCo matches its fully converged solver, 1 drifted by 0.5 rad once the limit was hit); the target's slide joints
   carry no limits because nothing ever pushes the target.
-* Physics check (``tests/test_envs_a.py``): MJX agrees with native ``mujoco.mj_step`` on the same model, same
+* Physics check (``tests/test_envs_planar.py``): MJX agrees with native ``mujoco.mj_step`` on the same model, same
   controls, over 25 env steps (50 physics steps) to ``qpos`` atol 3e-5, ``qvel`` atol 5e-4 (float32 vs float64).
 
 The fingertip position and velocity come from forward kinematics of the state the step reached (``mjx.step``

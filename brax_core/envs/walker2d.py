@@ -28,7 +28,7 @@
 * Model (``assets/walker2d.xml``): only feet-vs-floor contacts (2 contact points per foot), Euler integration,
   6 Newton iterations / 12 line-search steps (the fewest with which native MuJoCo matches its fully converged
   solver over 4 x 100 random-control steps; 4 drifted by 0.04).
-* Physics check (``tests/test_envs_a.py``): MJX agrees with native ``mujoco.mj_step`` on the same model, same
+* Physics check (``tests/test_envs_planar.py``): MJX agrees with native ``mujoco.mj_step`` on the same model, same
   controls, over 25 env steps (100 physics steps, foot contacts included) to ``qpos`` atol 2e-4, ``qvel`` atol 2e-3
   (float32 vs float64).
 """

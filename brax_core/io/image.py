@@ -23,6 +23,7 @@ import mujoco
 import numpy as np
 
 from brax_core import _quiet  # noqa: F401
+from brax_core.io import html
 
 _BACKENDS = ("egl", "osmesa")
 
@@ -68,12 +69,6 @@ def backend_available() -> str | None:
         return None
 
 
-def _native(sys: Any) -> mujoco.MjModel:
-    from brax_core.io import html
-
-    return html._native(sys)
-
-
 def _qpos_frames(states: Any, nq: int) -> np.ndarray:
     if isinstance(states, (list, tuple)):
         qpos = np.stack([np.asarray(getattr(s, "pipeline_state", s).qpos, np.float64) for s in states])
@@ -106,7 +101,7 @@ def render_array(
     for name, value in (("height", height), ("width", width)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 16:
             raise ValueError(f"{name} must be an integer number of pixels >= 16, got {value!r}")
-    m = _native(sys)
+    m = html.to_mj_model(sys)
     if isinstance(camera, str):
         camera_id = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_CAMERA, camera)
         if camera_id < 0:

@@ -139,17 +139,18 @@ def _callable_from_config(cfg: Mapping[str, Any]) -> Any:
     else:
         fn = _import(cfg["import"])
     if "kwargs" in cfg:
-        fn = functools.partial(fn, **{k: _value_from_config(v) for k, v in cfg["kwargs"].items()})
+        fn = functools.partial(fn, **{k: value_from_config(v) for k, v in cfg["kwargs"].items()})
     return fn
 
 
-def _value_from_config(value: Any) -> Any:
+def value_from_config(value: Any) -> Any:
+    """A saved configuration value as Python again: callables re-imported, lists as tuples, dicts recursively."""
     if isinstance(value, Mapping) and set(value) == {"callable"}:
         return _callable_from_config(value["callable"])
     if isinstance(value, list):
-        return tuple(_value_from_config(v) for v in value)
+        return tuple(value_from_config(v) for v in value)
     if isinstance(value, Mapping):
-        return {k: _value_from_config(v) for k, v in value.items()}
+        return {k: value_from_config(v) for k, v in value.items()}
     return value
 
 
@@ -208,7 +209,7 @@ def network_config(
 def networks_from_config(config: Mapping[str, Any]) -> ppo_networks.PPONetworks:
     """Rebuilds the PPO networks a configuration describes."""
     factory = _callable_from_config(config["network_factory"])
-    kwargs = {k: _value_from_config(v) for k, v in config["network_factory_kwargs"].items()}
+    kwargs = {k: value_from_config(v) for k, v in config["network_factory_kwargs"].items()}
     obs_size = config["observation_size"]
     if isinstance(obs_size, Mapping):
         obs_size = {k: tuple(v) if isinstance(v, list) else v for k, v in obs_size.items()}
@@ -247,6 +248,12 @@ def step_directories(path: str | os.PathLike) -> list[str]:
         return []
     steps = [d for d in os.listdir(path) if _STEP_DIR.match(d) and os.path.isdir(os.path.join(path, d))]
     return [os.path.join(path, d) for d in sorted(steps, key=int)]
+
+
+def latest_step(path: str | os.PathLike) -> int | None:
+    """Env steps of the newest completed checkpoint under ``path`` (read from its name; nothing is loaded)."""
+    steps = step_directories(path)
+    return int(os.path.basename(steps[-1])) if steps else None
 
 
 def resolve(path: str | os.PathLike) -> str:

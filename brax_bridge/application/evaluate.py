@@ -11,9 +11,16 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+import torch
+from rich.console import Console
 
-from brax_bridge.app import rundir
+from brax_bridge.application import rundir, runtime
 from brax_core import compile as compile_options
+from brax_core import envs
+from brax_core.envs import training
+from brax_core.io import html, image
+from brax_core.training.agents.ppo import checkpoint as jax_checkpoint
+from torch_ppo import checkpoint as torch_checkpoint
 
 
 @dataclasses.dataclass
@@ -49,19 +56,12 @@ def load_policy(run_dir: str, config: Mapping[str, Any], deterministic: bool) ->
     if not os.path.exists(ckpt):
         raise rundir.RunDirError(f"{ckpt} does not exist; train (or resume) the run until its first checkpoint")
     if config["trainer"] == "jax":
-        from brax_core.training.agents.ppo import checkpoint
-
-        policy = checkpoint.load_policy(ckpt, deterministic=deterministic)
+        policy = jax_checkpoint.load_policy(ckpt, deterministic=deterministic)
         return Policy(lambda obs, key: policy(obs, key)[0], traceable=True)
     if config["trainer"] == "torch":
-        import torch
-
-        from brax_bridge.app.training import default_device
-        from torch_ppo import checkpoint
-
         # The policy runs where JAX keeps the observations, so DLPack hands them over without a copy.
-        device = "cuda" if jax.default_backend() == "gpu" and default_device() == "cuda" else "cpu"
-        policy = checkpoint.load_policy(ckpt, deterministic=deterministic, device=device)
+        device = "cuda" if jax.default_backend() == "gpu" and runtime.default_device() == "cuda" else "cpu"
+        policy = torch_checkpoint.load_policy(ckpt, deterministic=deterministic, device=device)
 
         def act(obs: jax.Array, key: jax.Array) -> jax.Array:
             del key  # torch samples from its own generator
@@ -80,9 +80,6 @@ def run_episodes(config: Mapping[str, Any], policy: Policy, episodes: int, seed:
     A JAX policy runs with the env inside one compiled scan (one compile, no per-step dispatch); a torch
     policy alternates with the jitted env step from Python.
     """
-    from brax_core import envs
-    from brax_core.envs import training
-
     hp = config["hyperparameters"]
     repeat = int(hp["action_repeat"])
     base = envs.get_environment(config["env"])
@@ -145,6 +142,29 @@ def _pose(pipeline_state: Any) -> tuple[jax.Array, jax.Array, jax.Array]:
 
 
 def env_dt(config: Mapping[str, Any]) -> float:
-    from brax_core import envs
-
     return float(envs.get_environment(config["env"]).dt) * int(config["hyperparameters"]["action_repeat"])
+
+
+def render(run_dir: str, config: Mapping[str, Any], result: Episodes, video: str, console: Console) -> dict:
+    """Writes the first episode as ``episode.html`` and, unless ``video`` is ``none``, ``episode.<video>``.
+
+    Returns the written paths (None where nothing was written); a missing OpenGL backend only skips the video.
+    """
+    written: dict[str, str | None] = {"html": None, "video": None}
+    if result.xpos is None:
+        console.print(f"[yellow]--render: {config['env']} has no MuJoCo model, so there is nothing to draw[/]")
+        return written
+    model = envs.get_environment(config["env"]).mj_model
+    trajectory = Trajectory(result.qpos, result.xpos, result.xquat)
+    dt = env_dt(config)
+    written["html"] = html.save(os.path.join(run_dir, "episode.html"), model, trajectory, dt=dt)
+    console.print(f"HTML viewer: {written['html']} (open in a browser; works offline)")
+    if video != "none":
+        path = os.path.join(run_dir, f"episode.{video}")
+        try:
+            frames = image.render_array(model, trajectory, height=240, width=320)
+            written["video"] = image.save_video(path, frames, fps=1.0 / dt)
+            console.print(f"video: {written['video']} ({len(frames)} frames)")
+        except image.RenderingUnavailable as err:
+            console.print(f"[yellow]no video: {err}[/]")
+    return written

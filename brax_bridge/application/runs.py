@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
-import re
 import shutil
 import signal
 import time
@@ -20,7 +19,12 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from brax_bridge.app import hparams, plots, rundir
+import torch_ppo
+from brax_bridge.application import configuration, hparams, plots, rundir, runtime
+from brax_core import envs
+from brax_core.training.agents.ppo import checkpoint as jax_checkpoint
+from brax_core.training.agents.ppo import train as ppo_train
+from torch_ppo import checkpoint as torch_checkpoint
 
 KEEP_CHECKPOINTS = 3  # the newest few: enough to resume, bounded on disk
 
@@ -63,12 +67,6 @@ def sigint_stops(flag: StopFlag, console: Console) -> Iterator[StopFlag]:
         signal.signal(signal.SIGINT, previous)
 
 
-def default_device() -> str:
-    import torch
-
-    return "cuda" if torch.cuda.is_available() else "cpu"
-
-
 def _progress_bar(console: Console) -> Progress:
     return Progress(
         TextColumn("[bold]{task.description}"),
@@ -106,18 +104,10 @@ def make_config(
 
 def checkpoint_step(trainer: str, path: str) -> int | None:
     """Env steps of the newest complete checkpoint under ``path`` (from its name; nothing is loaded)."""
-    if not os.path.isdir(path):
-        return None
-    if trainer == "jax":
-        names = [n for n in os.listdir(path) if n.isdigit() and os.path.isdir(os.path.join(path, n))]
-    else:
-        names = [m.group(1) for n in os.listdir(path) if (m := re.fullmatch(r"checkpoint_(\d+)\.pt", n))]
-    return max((int(n) for n in names), default=None)
+    return (jax_checkpoint if trainer == "jax" else torch_checkpoint).latest_step(path)
 
 
 def _call_trainer(config: Mapping[str, Any], progress_fn: Callable, ckpt: str, restore: str | None) -> Any:
-    from brax_core import envs
-
     hp = dict(config["hyperparameters"])
     for key in ("policy_hidden_layer_sizes", "value_hidden_layer_sizes"):
         hp[key] = tuple(hp[key])
@@ -125,15 +115,11 @@ def _call_trainer(config: Mapping[str, Any], progress_fn: Callable, ckpt: str, r
     common = dict(progress_fn=progress_fn, save_checkpoint_path=ckpt, restore_checkpoint_path=restore,
                   seed=int(config["seed"]))
     if config["trainer"] == "jax":
-        from brax_core.training.agents.ppo import train as ppo_train
-
         return ppo_train.train(environment=environment, max_to_keep=KEEP_CHECKPOINTS, **common,
-                               **hparams.jax_kwargs(hp))
+                               **configuration.jax_kwargs(hp))
     if config["trainer"] == "torch":
-        import torch_ppo
-
-        return torch_ppo.train(environment=environment, device=config.get("device") or default_device(),
-                               max_checkpoints_to_keep=KEEP_CHECKPOINTS, **common, **hparams.torch_kwargs(hp))
+        return torch_ppo.train(environment=environment, device=config.get("device") or runtime.default_device(),
+                               max_checkpoints_to_keep=KEEP_CHECKPOINTS, **common, **configuration.torch_kwargs(hp))
     raise hparams.HParamError(f"--trainer must be one of {', '.join(hparams.TRAINERS)}; got {config['trainer']!r}")
 
 

@@ -1,15 +1,14 @@
-"""PPO hyperparameters as the command line sees them: one spec per name, presets, validation, per-trainer kwargs.
+"""PPO hyperparameters as the command line sees them: one spec per name, with validation.
 
-Both trainers take Brax's argument names, so one resolved dict drives either; only the network settings
-differ in how they are passed (JAX: a ``network_factory``; torch: plain keyword arguments).
+Plain Python on purpose: the command line builds its flags from ``SPECS`` before any command runs, so
+``brax-bridge --help`` answers without importing JAX or torch. Presets and the trainers' keyword arguments are
+in ``configuration``.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
-import inspect
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 ACTIVATIONS = ("relu", "tanh", "sigmoid", "swish", "silu", "elu", "gelu", "leaky_relu", "softplus")
@@ -138,65 +137,6 @@ def check(name: str, value: Any) -> Any:
     return value
 
 
-def presets() -> dict[str, dict[str, Any]]:
-    """The JAX PPO teammate's presets (env name -> train kwargs), or ``{}`` when not installed."""
-    try:
-        from brax_core.training.agents.ppo.presets import PRESETS
-    except ImportError:
-        return {}
-    return dict(PRESETS)
-
-
-def _preset_values(preset: Mapping[str, Any]) -> dict[str, Any]:
-    """A preset's entries under the CLI's names (a ``network_factory`` partial is unpacked into its kwargs)."""
-    values = {}
-    for key, value in preset.items():
-        if key == "network_factory":
-            keywords = dict(getattr(value, "keywords", None) or {})
-            unknown = sorted(set(keywords) - set(NETWORK_KEYS))
-            if unknown:  # a network setting the flags cannot express would be silently lost
-                raise HParamError(f"preset network_factory sets {unknown}; the command line handles {NETWORK_KEYS}")
-            values.update(keywords)
-            continue
-        values[key] = value
-    if callable(values.get("activation")):
-        values["activation"] = getattr(values["activation"], "__name__", str(values["activation"]))
-    return values
-
-
-def resolve(env_name: str, preset_name: str | None, overrides: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:
-    """Every hyperparameter's value: spec default < preset < flag. Returns ``(values, preset used)``.
-
-    ``preset_name=None`` picks the env's own preset when one exists. Unknown preset names and preset keys
-    the CLI does not know are errors (a preset value that could not be overridden would be a silent setting).
-    """
-    table = presets()
-    if preset_name is not None and preset_name not in table:
-        known = ", ".join(sorted(table)) or "none installed"
-        raise HParamError(f"--preset must be one of: {known}; got {preset_name!r}")
-    used = preset_name if preset_name is not None else (env_name if env_name in table else None)
-    values = {s.name: s.default for s in SPECS}
-    if used is not None:
-        from_preset = _preset_values(table[used])
-        unknown = sorted(set(from_preset) - set(BY_NAME) - {"seed"})
-        if unknown:
-            raise HParamError(f"preset {used!r} sets {unknown}, which the command line cannot override")
-        from_preset.pop("seed", None)
-        values.update(from_preset)
-    values.update({k: v for k, v in overrides.items() if v is not None})
-    resolved = {name: check(name, value) for name, value in values.items()}
-    if resolved["episode_length"] is None:
-        resolved["episode_length"] = env_default_episode_length(env_name)
-    check_consistency(resolved)
-    return resolved, used
-
-
-def env_default_episode_length(env_name: str) -> int:
-    from brax_core import envs
-
-    return int(getattr(envs.get_environment_class(env_name), "default_episode_length", 1000))
-
-
 def check_consistency(hp: Mapping[str, Any]) -> None:
     """The cross-field rules both trainers enforce, checked here so the CLI fails before building anything."""
     if (hp["batch_size"] * hp["num_minibatches"]) % hp["num_envs"] != 0:
@@ -204,56 +144,6 @@ def check_consistency(hp: Mapping[str, Any]) -> None:
             f"--batch-size x --num-minibatches ({hp['batch_size']} x {hp['num_minibatches']} = "
             f"{hp['batch_size'] * hp['num_minibatches']}) must be divisible by --num-envs ({hp['num_envs']})"
         )
-
-
-def activation_fn(name: str) -> Callable:
-    """The flax activation for a name in ``ACTIVATIONS``."""
-    from flax import linen
-
-    return getattr(linen, name)
-
-
-def jax_kwargs(hp: Mapping[str, Any]) -> dict[str, Any]:
-    """Keyword arguments for ``brax_core.training.agents.ppo.train.train``."""
-    from brax_core.training.agents.ppo import networks as ppo_networks
-
-    kwargs = {k: v for k, v in hp.items() if k not in NETWORK_KEYS and "jax" in BY_NAME[k].trainers}
-    kwargs["network_factory"] = functools.partial(
-        ppo_networks.make_ppo_networks,
-        policy_hidden_layer_sizes=tuple(hp["policy_hidden_layer_sizes"]),
-        value_hidden_layer_sizes=tuple(hp["value_hidden_layer_sizes"]),
-        activation=activation_fn(hp["activation"]),
-    )
-    return _accepted(_jax_train(), kwargs)
-
-
-def torch_kwargs(hp: Mapping[str, Any]) -> dict[str, Any]:
-    """Keyword arguments for ``torch_ppo.train`` (network settings passed by name)."""
-    kwargs = {k: v for k, v in hp.items() if "torch" in BY_NAME[k].trainers}
-    return _accepted(_torch_train(), kwargs)
-
-
-def _jax_train() -> Callable:
-    from brax_core.training.agents.ppo import train as ppo_train
-
-    return ppo_train.train
-
-
-def _torch_train() -> Callable:
-    import torch_ppo
-
-    return torch_ppo.train
-
-
-def _accepted(fn: Callable, kwargs: dict[str, Any]) -> dict[str, Any]:
-    """Refuses kwargs the trainer does not take, naming them (never drops a setting silently)."""
-    params = inspect.signature(fn).parameters
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
-        return kwargs
-    unknown = sorted(set(kwargs) - set(params))
-    if unknown:
-        raise HParamError(f"{fn.__module__}.{fn.__name__} does not accept {unknown}")
-    return kwargs
 
 
 def to_json(hp: Mapping[str, Any]) -> dict[str, Any]:

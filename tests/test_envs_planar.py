@@ -1,4 +1,5 @@
-"""inverted_double_pendulum, reacher, hopper and walker2d: sizes, typing, auto-reset, and physics against native MuJoCo.
+"""The planar models (inverted_double_pendulum, reacher, hopper, walker2d): sizes, typing, auto-reset, and physics
+against native MuJoCo.
 
 MJX compiles dominate CPU test time, so each environment's ``reset`` and ``step`` are jitted once and driven through
 one rollout that every default test of that environment reads:
@@ -12,7 +13,7 @@ The batched training step (``training.wrap``: vmap, time limit, auto-reset) comp
 (the reset runs inside the step), so its compile-once test runs by default for inverted_double_pendulum (the
 cheapest model) and under ``-m slow`` for the other three.
 
-Tolerances compare float32 MJX with float64 MuJoCo; they are 20-30x the largest error seen on the 2-core dev box
+Tolerances compare float32 MJX with float64 MuJoCo; they are 20-30x the largest error seen on a 2-core x86_64 CPU
 (``PHYSICS_ATOL`` below, with the errors seen).
 """
 
@@ -44,7 +45,7 @@ SIZES = {
 NAMES = sorted(SIZES)
 
 # (qpos atol, qvel atol) between MJX (float32) and native MuJoCo (float64) over HORIZON env steps. Largest errors
-# seen (2-core dev box, jax 0.10.2, mujoco 4.0.0): idp 8e-7 / 5e-6, reacher 1.2e-6 / 1.7e-5, hopper 3.4e-7 / 5e-6,
+# seen (2-core x86_64 CPU, jax 0.10.2, mujoco 4.0.0): idp 8e-7 / 5e-6, reacher 1.2e-6 / 1.7e-5, hopper 3.4e-7 / 5e-6,
 # walker2d 6e-6 / 7e-5 (with |qvel| up to 6, 16, 2 and 15); each tolerance is 20-30x that.
 PHYSICS_ATOL = {
     "inverted_double_pendulum": (2e-5, 1e-4),

@@ -17,6 +17,11 @@ class EnvInfo:
     error: str | None = None
 
 
+def registered_names() -> list[str]:
+    """Every registered environment name, in registry order."""
+    return envs.registered_names()
+
+
 def describe(name: str) -> EnvInfo:
     """Sizes come from the model and from abstract evaluation of ``reset`` (``jax.eval_shape``): no compile."""
     try:

@@ -25,9 +25,12 @@ import numpy as np
 import torch
 from torch import nn
 
+from brax_core.training.acme import running_statistics
+from brax_core.training.agents.ppo import checkpoint as jax_checkpoint
+from brax_core.training.agents.ppo import networks as ppo_networks
 from torch_ppo.networks import ACTIVATIONS, Activation, PolicyNetwork, PPOModules
 from torch_ppo.normalizer import RunningNormalizer
-from torch_ppo.params import TorchPPOParams, policy_params_of
+from torch_ppo.params import TorchPPOParams, params_of, policy_params_of
 
 _NORMALIZER_FIELDS = ("count", "mean", "summed_variance", "std")
 
@@ -121,7 +124,7 @@ def jax_params_to_torch(params: Any) -> TorchPPOParams:
 
     With only the pair, ``value_params`` is an empty dict.
     """
-    normalizer_params, policy_params = _jax_policy_params_of(params)
+    normalizer_params, policy_params = ppo_networks.policy_params_of(params)
     value_params = getattr(params, "value_params", None)
     if value_params is None and isinstance(params, (tuple, list)) and len(params) == 3:
         value_params = params[2]
@@ -134,12 +137,7 @@ def jax_params_to_torch(params: Any) -> TorchPPOParams:
 
 def torch_params_to_jax(params: Any) -> Any:
     """``TorchPPOParams`` (or ``PPOModules``) as ``brax_core``'s ``PPOTrainingParams``."""
-    from brax_core.training.acme import running_statistics
-    from brax_core.training.agents.ppo.networks import PPOTrainingParams
-
     if isinstance(params, PPOModules):
-        from torch_ppo.params import params_of
-
         params = params_of(params)
     normalizer_params, policy_params = policy_params_of(params)
     value_params = getattr(params, "value_params", None)
@@ -151,17 +149,11 @@ def torch_params_to_jax(params: Any) -> Any:
         count=_to_jax(normalizer_params["count"]).astype(jnp.float32),
         summed_variance=_to_jax(normalizer_params["summed_variance"]).astype(jnp.float32),
     )
-    return PPOTrainingParams(
+    return ppo_networks.PPOTrainingParams(
         normalizer_params=stats,
         policy_params=_state_dict_to_flax_mlp(policy_params),
         value_params=_state_dict_to_flax_mlp(value_params) if value_params else None,
     )
-
-
-def _jax_policy_params_of(params: Any) -> tuple[Any, Any]:
-    from brax_core.training.agents.ppo.networks import policy_params_of as jax_policy_params_of
-
-    return jax_policy_params_of(params)
 
 
 # --- JAX policy -> torch module ---------------------------------------------------------------------------------
@@ -249,11 +241,9 @@ def _check(name: str, given: Any, actual: Any) -> None:
 
 def _load_jax_checkpoint(path: str | os.PathLike) -> tuple[Any, dict]:
     """``(params, network kwargs)`` of a brax_core PPO checkpoint (missing/corrupt: the loader's clear errors)."""
-    from brax_core.training.agents.ppo import checkpoint as jax_checkpoint
-
     config = jax_checkpoint.load_config(path)
     params = jax_checkpoint.load_params(path)
-    kwargs = {k: jax_checkpoint._value_from_config(v) for k, v in config["network_factory_kwargs"].items()}
+    kwargs = {k: jax_checkpoint.value_from_config(v) for k, v in config["network_factory_kwargs"].items()}
     return params, kwargs
 
 
@@ -272,9 +262,6 @@ def torch_policy_to_jax(
       deterministic: ``tanh(loc)`` when True, else a sample (``extras`` then hold ``log_prob`` and ``raw_action``),
         exactly as ``brax_core``'s ``make_policy``.
     """
-    from brax_core.training.acme import running_statistics
-    from brax_core.training.agents.ppo import networks as ppo_networks
-
     if not isinstance(params, nn.Module) and isinstance(getattr(params, "modules", None), PPOModules):
         # a torch_ppo make_policy result
         params = params.modules

@@ -1,8 +1,10 @@
 """``brax-bridge bench``: runs the repository's benchmark scripts at one size and prints their rows as tables.
 
-Each script in ``benchmarks/`` that exposes ``run(...) -> list[dict]`` is called with the arguments of the
-chosen size that its signature names (``envs``, ``batch_sizes``, ``steps``, ...). Scripts that are missing,
-or need arguments this size does not provide, are reported and skipped; the others still run.
+The scripts live in the repository's ``benchmarks/`` folder, which is not installed with the package: the
+command runs from a source checkout (found next to the package, or under the working directory). Each script
+that exposes ``run(...) -> list[dict]`` is called with the arguments of the chosen size that its signature names
+(``envs``, ``batch_sizes``, ``steps``, ...). Scripts that are missing, or need arguments this size does not
+provide, are reported and skipped; the others still run.
 """
 
 from __future__ import annotations
@@ -30,14 +32,27 @@ SIZES: dict[str, dict[str, Any]] = {
 SCRIPTS = ("env_throughput", "bridge_overhead", "ppo_jax", "ppo_parity")
 
 
-def benchmarks_dir() -> str | None:
-    """``benchmarks/`` of the source checkout (next to the package, else under the working directory)."""
-    here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    for root in (here, os.getcwd()):
-        path = os.path.join(root, "benchmarks")
+class BenchmarksNotFound(RuntimeError):
+    """No ``benchmarks/`` folder where the command looks; the message says where to run it from."""
+
+
+def search_roots() -> list[str]:
+    """Where ``benchmarks/`` may be: the checkout the package was imported from, then the working directory."""
+    checkout = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    return list(dict.fromkeys([checkout, os.getcwd()]))
+
+
+def benchmarks_dir() -> str:
+    """``benchmarks/`` of the source checkout; raises ``BenchmarksNotFound`` naming the folders searched."""
+    candidates = [os.path.join(root, "benchmarks") for root in search_roots()]
+    for path in candidates:
         if os.path.isdir(path):
             return path
-    return None
+    raise BenchmarksNotFound(
+        "`brax-bridge bench` runs the scripts in the repository's benchmarks/ folder, which is not installed with "
+        f"the package, and none was found (looked for {' and '.join(candidates)}). Run it from the root of a "
+        "brax-bridge source checkout (git clone, then `pip install -e .` or the Makefile)."
+    )
 
 
 def load_script(directory: str, name: str) -> Any | None:
@@ -84,13 +99,13 @@ def _fmt(value: Any) -> str:
 
 
 def run_all(size: str, console: Console, scripts: Sequence[str] = SCRIPTS) -> dict[str, Any]:
-    """Runs every available script; returns ``{script: rows | {"skipped": reason}}``."""
+    """Runs every available script; returns ``{script: rows | {"skipped": reason}}``.
+
+    Raises ``BenchmarksNotFound`` outside a source checkout.
+    """
     if size not in SIZES:
         raise ValueError(f"size must be one of {', '.join(SIZES)}; got {size!r}")
     directory = benchmarks_dir()
-    if directory is None:
-        console.print("[yellow]no benchmarks/ folder found: run `brax-bridge bench` from a source checkout[/]")
-        return {}
     results: dict[str, Any] = {}
     for name in scripts:
         module = load_script(directory, name)

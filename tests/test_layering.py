@@ -1,0 +1,183 @@
+"""The packages depend in one direction: brax_core -> brax_bridge core -> torch_ppo -> the application layer.
+
+brax_core is JAX only; the bridge core (everything in brax_bridge but ``cli`` and ``application``) adds torch;
+torch_ppo trains through the bridge; the command line and its run folders may import everything. Two checks:
+importing each layer's modules in a fresh interpreter loads nothing from a layer above (or torch, for
+brax_core), and no module of ours hides an import of our packages inside a function.
+"""
+
+import ast
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("brax_core", "brax_bridge", "torch_ppo")
+APPLICATION = ("brax_bridge.cli", "brax_bridge.application")
+TORCH = ("torch", "tensordict", "torchrl")
+
+# (file, imported module prefix) -> why a function-local import of our own packages is right there.
+LOCAL_IMPORTS_ALLOWED = {
+    ("brax_bridge/cli.py", "brax_bridge.application"): (
+        "each command loads the application module it runs, so `brax-bridge --help` answers without importing "
+        "JAX, MuJoCo or torch (test_the_command_line_module_loads_no_framework checks that)"
+    ),
+}
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _sources() -> list[Path]:
+    return sorted(p for package in PACKAGES for p in (ROOT / package).rglob("*.py"))
+
+
+def _within(name: str, prefixes: tuple[str, ...]) -> bool:
+    return any(name == p or name.startswith(p + ".") for p in prefixes)
+
+
+MODULES = [_module_name(p) for p in _sources()]
+LAYERS = {
+    "brax_core": [m for m in MODULES if _within(m, ("brax_core",))],
+    "bridge core": [m for m in MODULES if _within(m, ("brax_bridge",)) and not _within(m, APPLICATION)],
+    "torch_ppo": [m for m in MODULES if _within(m, ("torch_ppo",))],
+}
+FORBIDDEN = {
+    "brax_core": ("brax_bridge", "torch_ppo", *TORCH),
+    "bridge core": ("torch_ppo", *APPLICATION),
+    "torch_ppo": APPLICATION,
+}
+
+# Stages of (modules, forbidden prefixes), imported bottom-up in one fresh interpreter, one module at a time;
+# reports per module the forbidden modules its import newly loaded. Lower stages are proven free of everything
+# above them before a higher stage starts, so "newly loaded" is all that matters (and JAX/torch load once).
+_PROBE = textwrap.dedent(
+    """
+    import importlib, json, sys
+    report = []
+    for modules, forbidden in json.loads(sys.argv[1]):
+        blame, skipped = {}, []
+        def bad():
+            return {m for m in sys.modules if any(m == p or m.startswith(p + ".") for p in forbidden)}
+        for name in modules:
+            before = bad()
+            try:
+                importlib.import_module(name)
+            except ImportError as err:
+                if err.name not in ("torchrl", "onnx"):  # optional extras only
+                    raise
+                skipped.append(name)
+                continue
+            new = sorted(bad() - before)
+            if new:
+                blame[name] = new
+        report.append({"blame": blame, "skipped": skipped})
+    print(json.dumps(report))
+    """
+)
+
+
+def _probe(*stages: tuple[list[str], tuple[str, ...]]) -> list[dict]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    env.setdefault("JAX_PLATFORMS", "cpu")
+    out = subprocess.run(
+        [sys.executable, "-c", _PROBE, json.dumps(stages)],
+        capture_output=True, text=True, timeout=300, cwd=ROOT, env=env,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def layer_imports() -> dict[str, dict]:
+    reports = _probe(*[(LAYERS[name], FORBIDDEN[name]) for name in LAYERS])
+    return dict(zip(LAYERS, reports, strict=True))
+
+
+def test_layers_are_found():
+    assert "brax_core.envs.base" in LAYERS["brax_core"]
+    assert {"brax_bridge.env", "brax_bridge.differentiable", "brax_bridge.convert"} <= set(LAYERS["bridge core"])
+    assert "torch_ppo.policy_transfer" in LAYERS["torch_ppo"]
+    assert not any(_within(m, APPLICATION) for m in LAYERS["bridge core"])
+
+
+@pytest.mark.parametrize("layer", list(LAYERS))
+def test_importing_a_layer_loads_nothing_from_above(layer, layer_imports):
+    result = layer_imports[layer]
+    assert result["blame"] == {}, f"{layer} modules load modules of a higher layer: {result['blame']}"
+    assert set(result["skipped"]) <= {"brax_bridge.torchrl"}
+
+
+def test_the_command_line_module_loads_no_framework():
+    (result,) = _probe((["brax_bridge.cli"], ("jax", "mujoco", *TORCH, "brax_core", "torch_ppo")))
+    assert result["blame"] == {}
+
+
+def _package(path: Path) -> str:
+    """The package a file's relative imports start from (a package's ``__init__`` is that package)."""
+    name = _module_name(path)
+    return name if path.name == "__init__.py" else name.rpartition(".")[0]
+
+
+def _imported(node: ast.Import | ast.ImportFrom, package: str) -> list[str]:
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names]
+    if node.level:
+        parts = package.split(".")
+        base = parts[: len(parts) - (node.level - 1)]
+        return [".".join([*base, node.module] if node.module else base)]
+    return [node.module]
+
+
+def _local_imports(tree: ast.AST, package: str) -> list[tuple[int, str]]:
+    found = []
+    for function in ast.walk(tree):
+        if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for node in ast.walk(function):
+                if isinstance(node, (ast.Import, ast.ImportFrom)):
+                    found += [(node.lineno, name) for name in _imported(node, package) if _within(name, PACKAGES)]
+    return sorted(set(found))
+
+
+def test_no_function_hides_an_import_of_our_packages():
+    offenders = []
+    for path in _sources():
+        relative = path.relative_to(ROOT).as_posix()
+        for line, name in _local_imports(ast.parse(path.read_text(), relative), _package(path)):
+            if not any(relative == f and _within(name, (p,)) for f, p in LOCAL_IMPORTS_ALLOWED):
+                offenders.append(f"{relative}:{line} imports {name} inside a function")
+    assert offenders == []
+
+
+def test_no_module_imports_from_a_layer_above():
+    offenders = []
+    for path in _sources():
+        module = _module_name(path)
+        layer = next((name for name, members in LAYERS.items() if module in members), None)
+        if layer is None:  # the application layer may import everything
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                imported = _imported(node, _package(path))
+                offenders += [f"{module} imports {n}" for n in imported if _within(n, FORBIDDEN[layer])]
+    assert offenders == []
+
+
+def test_the_checks_catch_what_they_look_for():
+    """A hidden import and an upward import in made-up sources are found (the checks can fail)."""
+    source = "import os\n\ndef f():\n    from torch_ppo import train\n    import json\n    return train, json\n"
+    assert _local_imports(ast.parse(source), "brax_bridge") == [(4, "torch_ppo")]
+    relative = ast.parse("from .application import runs\n").body[0]
+    assert _imported(relative, "brax_bridge") == ["brax_bridge.application"]
+    assert _imported(ast.parse("from .. import envs\n").body[0], "brax_core.io") == ["brax_core"]
+    (result,) = _probe((["brax_bridge.application.hparams"], ("brax_bridge",)))
+    assert result["blame"]["brax_bridge.application.hparams"][0] == "brax_bridge"
