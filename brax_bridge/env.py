@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -27,7 +26,7 @@ from brax_bridge import convert as _convert
 from brax_bridge import differentiable as _diff
 from brax_core import compile as compile_options
 from brax_core import envs as _envs
-from brax_core.envs.base import Env, PipelineEnv, State
+from brax_core.envs.base import Env, State
 from brax_core.envs.wrappers import training as _training
 
 RewardFn = Callable[[State, jax.Array], jax.Array]
@@ -356,7 +355,7 @@ class TorchEnv:
             obs_spec = {k: TensorSpec((n, *tuple(v)), torch.float32) for k, v in obs_size.items()}
         else:
             obs_spec = TensorSpec((n, int(obs_size)), torch.float32)
-        low, high = _action_bounds(self._compiled.base, self._action_size)
+        low, high = _action_bounds(self._action_size)
         action = TensorSpec((n, self._action_size), torch.float32, low.to(self._device), high.to(self._device))
         flag = TensorSpec((n, 1), torch.bool)
         return EnvSpecs(
@@ -571,16 +570,9 @@ def _tensordict(source: dict, batch_size: torch.Size, device: torch.device) -> T
     return make(source, batch_size=batch_size, device=device)
 
 
-def _action_bounds(base: Env, action_size: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Actuator control ranges of an MJX model (unlimited actuators get infinite bounds); [-1, 1] otherwise."""
-    model = getattr(base, "mj_model", None) if isinstance(base, PipelineEnv) else None
-    if model is None or model.nu != action_size:
-        return -torch.ones(action_size), torch.ones(action_size)
-    ranges = torch.tensor(model.actuator_ctrlrange, dtype=torch.float32).reshape(action_size, 2)
-    limited = torch.tensor(model.actuator_ctrllimited).reshape(action_size).bool()
-    low = torch.where(limited, ranges[:, 0], torch.full((action_size,), -math.inf))
-    high = torch.where(limited, ranges[:, 1], torch.full((action_size,), math.inf))
-    return low, high
+def _action_bounds(action_size: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Every env takes actions in ``[-1, 1]`` (Brax's convention: envs map them onto their motors' ranges)."""
+    return -torch.ones(action_size), torch.ones(action_size)
 
 
 def _fields_to_tensordict(data: Any, num_envs: int, device: torch.device) -> TensorDict:
