@@ -206,6 +206,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--minutes", type=float, default=10.0, help="wall-time budget per run")
     parser.add_argument("--out", default="benchmarks/learning")
     parser.add_argument("--write", default=None, help="results file whose ## Learning section to replace")
+    parser.add_argument(
+        "--report-only", action="store_true", help="train nothing: table and figures from --out's results.json"
+    )
     parser.add_argument("--worker", nargs=4, metavar=("ENV", "TRAINER", "SEED", "JSON"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     unknown = sorted(set(args.envs) - set(THRESHOLDS))
@@ -221,7 +224,7 @@ def main(argv: list[str] | None = None) -> None:
     os.makedirs(args.out, exist_ok=True)
     results_path = os.path.join(args.out, "results.json")
     results: dict[str, Any] = json.load(open(results_path)) if os.path.exists(results_path) else {}
-    for env in args.envs:
+    for env in [] if args.report_only else args.envs:
         entry = {"random_reward": random_policy_reward(env), "runs": []}
         for seed in args.seeds:
             for trainer in args.trainers:
@@ -250,6 +253,8 @@ def main(argv: list[str] | None = None) -> None:
         with open(results_path, "w") as f:
             json.dump(results, f, indent=1)
 
+    for env, entry in results.items():
+        plot(env, entry["runs"], entry["random_reward"], args.out)
     loads = [r[k] for e in results.values() for r in e["runs"] for k in ("load_before", "load_after")]
     body = (
         f"Command: `python benchmarks/learning.py {' '.join(argv if argv is not None else sys.argv[1:])}`\n\n"
