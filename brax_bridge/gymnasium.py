@@ -34,9 +34,34 @@ _MODES = {"same_step": AutoresetMode.SAME_STEP, "next_step": AutoresetMode.NEXT_
 _ARRAYS = ("numpy", "torch")
 
 
-def _observation_space(size: int | dict[str, tuple[int, ...]]) -> spaces.Space:
+def action_tensor(actions: Any, num_envs: int, action_size: int, device: torch.device) -> torch.Tensor:
+    """``actions`` (NumPy array or torch tensor, floating point, ``(num_envs, action_size)``) as float32 on ``device``.
+
+    NumPy float32 arrays are shared with torch, not copied (the bridge then copies them into JAX only if their
+    memory is not 64-byte aligned, as XLA requires on CPU); other float dtypes are cast. Anything else is refused
+    with the expected shape in the message.
+    """
+    expected = (num_envs, action_size)
+    if isinstance(actions, np.ndarray):
+        if not np.issubdtype(actions.dtype, np.floating):
+            raise TypeError(f"actions must be a floating-point array of shape {expected}; got dtype {actions.dtype}")
+        if actions.shape != expected:
+            raise ValueError(f"actions must have shape {expected} (num_envs, action_size); got {actions.shape}")
+        return torch.from_numpy(np.ascontiguousarray(actions, dtype=np.float32)).to(device)
+    if isinstance(actions, torch.Tensor):
+        if not actions.dtype.is_floating_point:
+            raise TypeError(f"actions must be a floating-point tensor of shape {expected}; got {actions.dtype}")
+        if tuple(actions.shape) != expected:
+            raise ValueError(f"actions must have shape {expected} (num_envs, action_size); got {tuple(actions.shape)}")
+        return actions.detach().to(device=device, dtype=torch.float32)
+    got = type(actions).__name__
+    raise TypeError(f"actions must be a numpy.ndarray or torch.Tensor of shape {expected}; got {got}")
+
+
+def observation_space(size: int | dict[str, tuple[int, ...]]) -> spaces.Space:
+    """Gymnasium's space for an env's ``observation_size`` (unbounded float32 Boxes; a Dict for dict observations)."""
     if isinstance(size, dict):
-        return spaces.Dict({k: _observation_space(tuple(v)) for k, v in size.items()})
+        return spaces.Dict({k: observation_space(tuple(v)) for k, v in size.items()})
     shape = size if isinstance(size, tuple) else (int(size),)
     return spaces.Box(-np.inf, np.inf, shape, np.float32)
 
@@ -98,7 +123,7 @@ class VectorEnv(gymnasium.vector.VectorEnv):
         self.num_envs = bridge.num_envs
         self.metadata = {"autoreset_mode": mode, "render_modes": []}
         self.render_mode = None
-        self.single_observation_space = _observation_space(bridge.observation_size)
+        self.single_observation_space = observation_space(bridge.observation_size)
         self.single_action_space = spaces.Box(-1.0, 1.0, (bridge.action_size,), np.float32)
         self.observation_space = batch_space(self.single_observation_space, self.num_envs)
         self.action_space = batch_space(self.single_action_space, self.num_envs)
@@ -155,27 +180,7 @@ class VectorEnv(gymnasium.vector.VectorEnv):
         return {"final_obs": final_obs, "_final_obs": ended, "final_info": {}, "_final_info": ended.copy()}
 
     def _action(self, actions: Any) -> torch.Tensor:
-        expected = (self.num_envs, self._bridge.action_size)
-        if isinstance(actions, np.ndarray):
-            if not np.issubdtype(actions.dtype, np.floating):
-                raise TypeError(
-                    f"actions must be a floating-point array of shape {expected}; got dtype {actions.dtype}"
-                )
-            if actions.shape != expected:
-                raise ValueError(f"actions must have shape {expected} (num_envs, action_size); got {actions.shape}")
-            # from_numpy shares memory; a copy only happens for a cast or a non-contiguous array
-            tensor = torch.from_numpy(np.ascontiguousarray(actions, dtype=np.float32))
-            return tensor.to(self._bridge.device)
-        if isinstance(actions, torch.Tensor):
-            if not actions.dtype.is_floating_point:
-                raise TypeError(f"actions must be a floating-point tensor of shape {expected}; got {actions.dtype}")
-            if tuple(actions.shape) != expected:
-                raise ValueError(
-                    f"actions must have shape {expected} (num_envs, action_size); got {tuple(actions.shape)}"
-                )
-            return actions.detach().to(device=self._bridge.device, dtype=torch.float32)
-        raise TypeError(f"actions must be a numpy.ndarray or torch.Tensor of shape {expected}; "
-                        f"got {type(actions).__name__}")
+        return action_tensor(actions, self.num_envs, self._bridge.action_size, self._bridge.device)
 
     def _out(self, value: Any) -> Any:
         if isinstance(value, TensorDictBase):
