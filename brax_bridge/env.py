@@ -454,6 +454,27 @@ class TorchEnv:
         self._token = torch.zeros((), device=self._device)
         return self._obs
 
+    def set_episode_steps(self, steps: torch.Tensor) -> None:
+        """Sets how many env steps each env's current episode has run (what the time limit counts).
+
+        ``steps``: integer or float tensor ``[num_envs]`` in ``[0, episode_length)``. Trainers that start episodes at
+        random points of the time limit (RSL-RL's ``init_at_random_ep_len``) use it so that truncations do not
+        arrive for every env at once. The physics state is untouched. For an env whose episode ended on the last
+        step, the count applies to the new episode already running there.
+        """
+        self._require_reset()
+        if not isinstance(steps, torch.Tensor) or tuple(steps.shape) != (self._num_envs,) or steps.dtype == torch.bool:
+            got = f"{steps.dtype} {tuple(steps.shape)}" if isinstance(steps, torch.Tensor) else type(steps).__name__
+            raise ValueError(f"steps must be a numeric tensor of shape ({self._num_envs},); got {got}")
+        host = steps.detach().cpu().numpy().astype(np.float32)  # a rare call: a host round trip is fine here
+        if (host < 0).any() or (host >= self._episode_length).any():
+            raise ValueError(f"steps must lie in [0, {self._episode_length}) (the episode length); got {host.tolist()}")
+        info = dict(self._state.info)
+        info["steps"] = jax.device_put(jnp.asarray(host, dtype=info["steps"].dtype), self._jax_device)
+        # The auto-reset zeroes the count of envs still flagged done when the next step starts; the flag has no
+        # other use by then (the outputs were delivered and the episode totals restart on episode_done).
+        self._state = self._state.replace(info=info, done=jnp.zeros_like(self._state.done))
+
     def detach(self) -> None:
         """Cuts the autograd chain at the current state (truncated backpropagation through time).
 
