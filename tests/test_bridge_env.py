@@ -324,3 +324,15 @@ def test_held_envs_keep_their_state_and_report_nothing():
         diff = TorchEnv("fast", N, differentiable=True)
         diff.reset()
         diff.step(push, hold=hold)
+
+
+def test_set_episode_steps_moves_the_time_limit_and_checks_its_input():
+    env = TorchEnv("fast", 3, episode_length=4, seed=0)
+    env.reset()
+    env.set_episode_steps(torch.tensor([0, 2, 3]))
+    truncated = [env.step(torch.zeros(3, 1))["next", "truncated"][:, 0].tolist() for _ in range(4)]
+    assert truncated == [[False, False, True], [False, True, False], [False, False, False], [True, False, False]]
+    with pytest.raises(ValueError, match=r"steps must lie in \[0, 4\)"):
+        env.set_episode_steps(torch.tensor([0, 4, 1]))
+    with pytest.raises(ValueError, match=r"steps must be a numeric tensor of shape \(3,\)"):
+        env.set_episode_steps(torch.zeros(2))
