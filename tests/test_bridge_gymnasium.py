@@ -29,6 +29,25 @@ class _Falls(Fast):
         return state.replace(done=(jnp.abs(state.obs[0]) > 0.6).astype(jnp.float32))
 
 
+class _TwoViews(Fast):
+    """``fast`` with a dict observation: the position alone, and position with velocity."""
+
+    def reset(self, rng):
+        return self._split(super().reset(rng))
+
+    def step(self, state, action):
+        return self._split(super().step(state.replace(obs=jnp.zeros(2)), action))
+
+    @staticmethod
+    def _split(state):
+        full = Fast._obs(state.pipeline_state)
+        return state.replace(obs={"position": full[:1], "full": full})
+
+    @property
+    def observation_size(self):
+        return {"position": (1,), "full": (2,)}
+
+
 def _push(n=N, value=1.0):
     return np.full((n, 1), value, np.float32)
 
@@ -46,6 +65,19 @@ def test_spaces_and_metadata():
     obs, rew, term, trunc, infos = env.step(env.action_space.sample())
     assert obs in env.observation_space
     assert rew.shape == term.shape == trunc.shape == (N,) and term.dtype == trunc.dtype == np.bool_
+
+
+def test_dict_observations_become_a_dict_space():
+    env = VectorEnv(_TwoViews(), N, episode_length=2, autoreset_mode="same_step")
+    assert isinstance(env.single_observation_space, gymnasium.spaces.Dict)
+    assert env.observation_space["full"].shape == (N, 2) and env.observation_space["position"].shape == (N, 1)
+    obs, _ = env.reset(seed=0)
+    assert obs in env.observation_space
+    env.step(_push())
+    obs, _, _, trunc, infos = env.step(_push())
+    assert trunc.all() and obs in env.observation_space
+    final = infos["final_obs"][0]
+    assert set(final) == {"position", "full"} and final["position"][0] == final["full"][0]
 
 
 def test_reset_and_step_are_deterministic_under_a_seed():
