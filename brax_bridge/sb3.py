@@ -4,7 +4,7 @@ SB3's vector envs reset a finished episode in the same step: the returned observ
 first, the one the episode reached is ``infos[i]["terminal_observation"]``, and ``infos[i]["TimeLimit.truncated"]``
 says whether the time limit (not the task) ended it, so that SB3's algorithms bootstrap truncated episodes.
 Finished envs also get ``infos[i]["episode"] = {"r": return, "l": length, "t": seconds}`` as SB3's ``Monitor``
-writes it, so ``rollout/ep_rew_mean`` is logged without another wrapper.
+writes it (``t``: seconds since the env was built), so ``rollout/ep_rew_mean`` is logged without another wrapper.
 
 All envs are one batched JAX program, not ``num_envs`` Python objects: ``get_attr`` reads the ``TorchEnv``'s
 attribute (the same for every index) unless ``set_attr`` stored a value for that index, ``set_attr`` only stores
@@ -65,7 +65,7 @@ class VecEnv(vec_env.VecEnv):
         self._stored: list[dict[str, Any]] = [{} for _ in range(bridge.num_envs)]
         self._actions: torch.Tensor | None = None
         self._pending_seed: int | None = None
-        self._episode_start = np.zeros(bridge.num_envs)
+        self._t_start = time.time()
         self.closed = False
         action_space = spaces.Box(-1.0, 1.0, (bridge.action_size,), np.float32)
         super().__init__(bridge.num_envs, observation_space(bridge.observation_size), action_space)
@@ -80,7 +80,6 @@ class VecEnv(vec_env.VecEnv):
         seed, self._pending_seed = self._pending_seed, None
         td = self._bridge.reset(seed=seed)
         self._actions = None
-        self._episode_start[:] = time.perf_counter()
         self._reset_seeds()
         self._reset_options()
         return _numpy(td.get("observation"))
@@ -104,16 +103,15 @@ class VecEnv(vec_env.VecEnv):
             truncated = _numpy(td.get("truncated").squeeze(-1))
             totals = self._bridge.episode_info()["episode_metrics"]
             returns, lengths = _numpy(totals.get("sum_reward")), _numpy(totals.get("length"))
-            now = time.perf_counter()
+            seconds = round(time.time() - self._t_start, 6)
+            repeat = self._bridge.action_repeat  # Monitor counts step calls; the bridge's totals count env steps
             for i in ended:
                 reached = {k: v[i] for k, v in final.items()} if isinstance(final, dict) else final[i]
-                seconds = round(now - self._episode_start[i], 6)
                 infos[i] = {
                     "terminal_observation": reached,
                     "TimeLimit.truncated": bool(truncated[i]),
-                    "episode": {"r": float(returns[i]), "l": int(lengths[i]), "t": seconds},
+                    "episode": {"r": float(returns[i]), "l": -(-int(lengths[i]) // repeat), "t": seconds},
                 }
-            self._episode_start[ended] = now
         return obs, rewards, dones, infos
 
     def close(self) -> None:

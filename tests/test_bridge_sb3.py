@@ -74,7 +74,10 @@ def test_termination_is_not_a_time_limit():
 
 
 def test_attributes_methods_seeds_and_bad_input():
-    env = VecEnv("fast", N, episode_length=7)
+    env = VecEnv("fast", N, episode_length=7, action_repeat=2)
+    env.reset()
+    infos = [env.step(_push())[3] for _ in range(4)][-1]
+    assert infos[0]["episode"]["l"] == 4  # step calls, as Monitor counts them (8 env steps >= 7)
     assert env.get_attr("episode_length") == [7] * N and env.get_attr("render_mode", 1) == [None]
     env.set_attr("tag", "x", indices=[0, 2])
     assert env.get_attr("tag", [0, 2]) == ["x", "x"]
