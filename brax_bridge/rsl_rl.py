@@ -33,9 +33,9 @@ class RslRlVecEnv(VecEnv):
       cfg: what RSL-RL's logger stores as the env configuration (default: a dict describing this env).
       **kwargs: ``TorchEnv`` arguments (``episode_length``, ``action_repeat``, ``seed``, ``device``, ...).
 
-    ``max_episode_length`` and ``episode_length_buf`` count ``step`` calls. Assigning ``episode_length_buf``
-    (as ``OnPolicyRunner.learn(init_at_random_ep_len=True)`` does) moves each env's time limit accordingly;
-    writing into the returned tensor in place changes nothing.
+    ``max_episode_length``, ``episode_length_buf`` and the logged ``Episode/length`` count ``step`` calls.
+    Assigning ``episode_length_buf`` (as ``OnPolicyRunner.learn(init_at_random_ep_len=True)`` does) moves each
+    env's time limit accordingly; writing into the returned tensor in place does not.
     """
 
     def __init__(self, env: str | Any, num_envs: int | None = None, *, cfg: dict | object | None = None,
@@ -110,6 +110,8 @@ class RslRlVecEnv(VecEnv):
         if bool(done.any()):
             totals = self._bridge.episode_info().get("episode_metrics")
             extras["log"] = {f"Episode/{k}": totals.get(k)[done] for k in totals.keys()}
+            # like max_episode_length and episode_length_buf, in step calls (the bridge counts env steps)
+            extras["log"]["Episode/length"] = torch.ceil(extras["log"]["Episode/length"] / self._bridge.action_repeat)
         return self._obs, td.get("reward").squeeze(-1), done.long(), extras
 
     def _groups(self, obs: torch.Tensor | TensorDictBase) -> TensorDict:

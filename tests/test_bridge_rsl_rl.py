@@ -70,7 +70,8 @@ def test_vec_env_contract_and_time_outs():
         assert bool(dones.all()) is ended and bool(extras["time_outs"].all()) is ended
         assert ("log" in extras) is ended
         assert env.episode_length_buf.tolist() == [0 if ended else t % 3 + 1] * N
-    assert extras["log"]["Episode/length"].tolist() == [6.0] * N  # env steps, as the time limit counts them
+    assert extras["log"]["Episode/length"].tolist() == [3.0] * N  # step calls (6 env steps at action_repeat 2)
+    assert extras["log"]["Episode/sum_reward"].shape == (N,)
     assert torch.equal(env.get_observations()["policy"], obs["policy"]) and (obs["policy"][:, 1] == 0).all()
     assert brax_bridge.stats().copies == 0
     with pytest.raises(ValueError, match=r"actions must be a torch.Tensor of shape \(8, 1\)"):
