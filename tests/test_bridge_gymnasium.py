@@ -99,6 +99,8 @@ def test_bad_input_is_refused_with_the_argument_named():
     with pytest.raises(ValueError, match="num_envs is required"):
         VectorEnv("fast")
     env = VectorEnv("fast", N)
+    with pytest.raises(RuntimeError, match="reset"):
+        env.step(np.zeros((N, 1), np.float32))
     env.reset(seed=0)
     with pytest.raises(ValueError, match=r"actions must have shape \(4, 1\)"):
         env.step(np.zeros((N, 2), np.float32))
