@@ -114,28 +114,8 @@ class PPOConfig:
 
     @classmethod
     def from_train_kwargs(cls, kwargs: Mapping[str, Any]) -> PPOConfig:
-        """A config from ``ppo.train`` keyword arguments (e.g. a preset): a ``network_factory`` partial is read
-        for the network fields; keywords the schema does not hold are refused, naming them."""
-        values = dict(kwargs)
-        factory = values.pop("network_factory", None)
-        if factory is not None:
-            keywords = dict(getattr(factory, "keywords", None) or {})
-            extra = sorted(set(keywords) - set(NETWORK_FIELDS))
-            if extra:  # a network setting the schema cannot hold would be lost silently
-                raise ConfigError(
-                    f"network_factory sets {extra}; the config holds only {', '.join(NETWORK_FIELDS)}",
-                    f"the preset's network_factory sets {extra}; the command line handles {', '.join(NETWORK_FIELDS)}",
-                    ("network_factory",),
-                )
-            values.update(keywords)
-        unknown = sorted(set(values) - set(BY_NAME))
-        if unknown:
-            raise ConfigError(
-                f"unknown hyperparameters {unknown}; PPOConfig holds {', '.join(BY_NAME)}",
-                f"{unknown} have no flag; the command line handles {', '.join(BY_NAME)}",
-                tuple(unknown),
-            )
-        return cls(**values)
+        """A config from ``ppo.train`` keyword arguments, e.g. a preset (see ``fields_of_train_kwargs``)."""
+        return cls(**fields_of_train_kwargs(kwargs))
 
     def replace(self, **changes: Any) -> PPOConfig:
         """A copy with some fields changed (validated again)."""
@@ -159,6 +139,32 @@ SPECS: tuple[FieldSpec, ...] = tuple(
     dataclasses.replace(f.metadata["spec"], name=f.name) for f in dataclasses.fields(PPOConfig)
 )
 BY_NAME: dict[str, FieldSpec] = {spec.name: spec for spec in SPECS}
+
+
+def fields_of_train_kwargs(kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """``ppo.train`` keyword arguments (e.g. a preset) as schema fields, not yet validated: a ``network_factory``
+    partial is unpacked into the network fields. Keywords the schema does not hold are refused, naming them,
+    since a setting that a config cannot carry would be lost silently."""
+    values = dict(kwargs)
+    factory = values.pop("network_factory", None)
+    if factory is not None:
+        keywords = dict(getattr(factory, "keywords", None) or {})
+        extra = sorted(set(keywords) - set(NETWORK_FIELDS))
+        if extra:
+            raise ConfigError(
+                f"network_factory sets {extra}; PPOConfig holds only {', '.join(NETWORK_FIELDS)}",
+                f"the preset's network_factory sets {extra}; the command line handles {', '.join(NETWORK_FIELDS)}",
+                ("network_factory",),
+            )
+        values.update(keywords)
+    unknown = sorted(set(values) - set(BY_NAME))
+    if unknown:
+        raise ConfigError(
+            f"PPOConfig has no fields {unknown}; its fields: {', '.join(BY_NAME)}",
+            f"{unknown} cannot be set from the command line; its hyperparameters: {', '.join(BY_NAME)}",
+            tuple(unknown),
+        )
+    return values
 
 
 def defaults() -> dict[str, Any]:
