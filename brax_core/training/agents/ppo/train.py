@@ -4,7 +4,9 @@ See: https://arxiv.org/pdf/1707.06347.pdf
 
 Same argument names, meanings and defaults as Brax's ``train``, plus what Brax lacks: exact resume from complete
 checkpoints, an env-step count that never wraps, training metrics without evaluation, randomisation without a
-separate eval env, and any activation in saved networks.
+separate eval env, and any activation in saved networks. The hyperparameters are checked by building a
+``PPOConfig`` (``config.py``), the schema the torch trainer and the command line share, so all three accept the
+same values and word their refusals alike.
 
 Layout of one run: the environments are data-parallel over a one-axis device mesh (``shard_map``); every
 device steps its share of the envs, gradients and the observation normaliser are averaged across devices, and
