@@ -189,3 +189,15 @@ def test_the_checks_catch_what_they_look_for():
     assert _imported(ast.parse("from .. import envs\n").body[0], "brax_core.io") == ["brax_core"]
     (result,) = _probe((["brax_bridge.application.hparams"], ("brax_bridge",)))
     assert result["blame"]["brax_bridge.application.hparams"][0] == "brax_bridge"
+
+
+@pytest.mark.parametrize("module", ["brax_core.base", "brax_core.envs.hopper", "brax_core.io.mjcf"])
+def test_brax_core_modules_that_load_mujoco_keep_its_import_line_quiet(module):
+    """``import brax_core`` loads nothing (the schema above needs that), so each module that imports mujoco
+    imports ``brax_core._quiet`` first: MJX's import-time line about a missing Warp never reaches stdout."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    env.setdefault("JAX_PLATFORMS", "cpu")
+    out = subprocess.run([sys.executable, "-c", f"import {module}"], capture_output=True, text=True, timeout=300,
+                         cwd=ROOT, env=env)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout == ""
