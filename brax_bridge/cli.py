@@ -62,6 +62,8 @@ def _hp_parameters() -> list[inspect.Parameter]:
         # The preset's value applies unless the flag is given; the command-line default only without a preset.
         default = hparams.default(spec.name)
         text = spec.help + _ONLY.get(spec.trainers, "")
+        if spec.kind in ("int", "float") and spec.accepted(flags=True):
+            text += f"; {spec.accepted(flags=True)}" + (", or 0: none" if spec.name in hparams.ZERO_MEANS_NONE else "")
         if default is not None:
             text += f" (no preset: {_show(default)})"
         if spec.kind == "bool":

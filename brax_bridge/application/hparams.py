@@ -42,6 +42,10 @@ COMMAND_LINE_DEFAULTS: dict[str, Any] = {
 }
 
 
+# Optional numbers whose flag takes 0 for None (a flag cannot be given "None").
+ZERO_MEANS_NONE = ("max_grad_norm",)
+
+
 class HParamError(ValueError):
     """A bad hyperparameter; the message names the flag and what it accepts."""
 
@@ -72,13 +76,14 @@ def parse_sizes(text: str | Any, name: str = "sizes") -> tuple[int, ...]:
 
 
 def from_flags(values: Mapping[str, Any]) -> dict[str, Any]:
-    """Flag values in the schema's terms: sizes text parsed, ``--max-grad-norm 0`` meaning no clipping."""
+    """Flag values in the schema's terms: sizes text parsed, 0 as None where ``ZERO_MEANS_NONE``."""
     out = dict(values)
     for name in schema.NETWORK_FIELDS[:2]:
         if name in out:
             out[name] = parse_sizes(out[name], name)
-    if out.get("max_grad_norm") == 0:
-        out["max_grad_norm"] = None
+    for name in ZERO_MEANS_NONE:
+        if out.get(name) == 0:
+            out[name] = None
     return out
 
 

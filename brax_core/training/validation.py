@@ -37,12 +37,21 @@ class FieldSpec:
     command_line: bool = True
     name: str = ""
 
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"kind must be one of {', '.join(KINDS)}, got {self.kind!r}")
+
     @property
     def flag(self) -> str:
         return "--" + self.name.replace("_", "-")
 
-    def accepted(self) -> str:
-        """What the field accepts, in words, e.g. 'a number > 0.0 and <= 1.0, or None'."""
+    def accepted(self, flags: bool = False) -> str:
+        """What the field accepts: 'a number > 0.0 and <= 1.0, or None'; for a flag, its range ('> 0 and <= 1')
+        or choices, or '' when the flag's metavar says it all."""
+        if flags:
+            if self.kind in ("int", "float"):
+                return _bounds(self, flags=True)
+            return ", ".join(self.choices)
         if self.kind == "float":
             text = " ".join(["a number", _bounds(self, flags=False)]).strip()
         else:

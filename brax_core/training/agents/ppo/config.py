@@ -87,7 +87,7 @@ class PPOConfig:
     clipping_epsilon: float = _real(0.3, "PPO ratio clipping", min_open=True)
     gae_lambda: float = _real(0.95, "GAE lambda", maximum=1.0)
     max_grad_norm: float | None = _real(
-        None, "clip gradients to this global norm (None, or 0 on the command line: no clipping)", min_open=True,
+        None, "clip gradients to this global norm (None: no clipping)", min_open=True,
         optional=True,
     )
     normalize_advantage: bool = _bool(True, "standardise advantages per minibatch")
