@@ -335,17 +335,17 @@ def train(
 ) -> tuple[Callable[..., Any], TorchPPOParams, Metrics]:
     """Trains a PPO agent with PyTorch on a brax_core environment stepped through ``brax_bridge.TorchEnv``.
 
-    Arguments have the names, meanings and defaults of ``brax_core.training.agents.ppo.train.train`` (see its
-    docstring); in particular ``num_timesteps`` is the *total* step count, and a run restored from a checkpoint
-    counts from the checkpoint's steps. Only what the JAX trainer takes as a ``network_factory`` is given here
-    directly: ``policy_hidden_layer_sizes``, ``value_hidden_layer_sizes`` and ``activation`` (a name such as
+    Arguments have the names, meanings and defaults of ``brax_core.training.agents.ppo.train.train`` (see its docstring)
+    and are checked by the same schema (``brax_core.training.agents.ppo.config.PPOConfig``), so bad values are refused
+    with the JAX trainer's messages. In particular ``num_timesteps`` is the *total* step count, and a run restored from
+    a checkpoint counts from the checkpoint's steps. Only what the JAX trainer takes as a ``network_factory`` is given
+    here directly: ``policy_hidden_layer_sizes``, ``value_hidden_layer_sizes`` and ``activation`` (a name such as
     ``'swish'`` or a callable), the defaults of ``make_ppo_networks``. Torch additions: ``device`` (default: the
-    TorchEnv's device, else CPU), ``torch_compile`` (compile the loss with ``torch.compile``), ``num_threads``
-    (torch's intra-op threads on CPU while training, restored on return; ``None`` keeps torch's setting). The
-    default is 1: JAX's physics runs on its own thread pool on the same cores, and torch's OpenMP workers waiting at
-    barriers behind it made small ops over 10x slower on a 2-core machine.
-    ``environment``/``eval_env`` may also be ready ``TorchEnv``s (with ``num_envs`` per process).
-    ``restore_params`` takes ``TorchPPOParams`` or the JAX trainer's ``PPOTrainingParams``.
+    TorchEnv's device, else CPU), ``torch_compile`` (compile the loss with ``torch.compile``), ``num_threads`` (torch's
+    intra-op threads on CPU while training, restored on return; ``None`` keeps torch's setting). The default is 1: JAX's
+    physics runs on its own thread pool on the same cores, and torch's OpenMP workers waiting at barriers behind it made
+    small ops over 10x slower on a 2-core machine. ``environment``/``eval_env`` may also be ready ``TorchEnv``s (with
+    ``num_envs`` per process). ``restore_params`` takes ``TorchPPOParams`` or the JAX trainer's ``PPOTrainingParams``.
     ``max_checkpoints_to_keep`` is a deprecated alias of ``max_to_keep``.
 
     Launched by ``torchrun`` with several processes, each owns ``num_envs / world_size`` envs (see
