@@ -4,8 +4,9 @@ Importing this package first configures JAX and torch to share one GPU (see ``br
 75% preallocation is turned off unless ``XLA_PYTHON_CLIENT_PREALLOCATE``, ``XLA_PYTHON_CLIENT_MEM_FRACTION`` or
 ``XLA_PYTHON_CLIENT_ALLOCATOR`` is already set.
 
-``brax_bridge.torchrl`` (needs the torchrl extra) is imported explicitly. Policy transfer between the two trainers
-is ``torch_ppo.policy_transfer``; the command line is ``brax_bridge.cli``.
+The adapters are imported explicitly, each needing its extra: ``brax_bridge.torchrl`` (TorchRL),
+``brax_bridge.gymnasium`` (Gymnasium), ``brax_bridge.sb3`` (Stable-Baselines3), ``brax_bridge.rsl_rl`` (RSL-RL).
+Policy transfer between the two trainers is ``torch_ppo.policy_transfer``; the command line is ``brax_bridge.cli``.
 """
 
 from brax_bridge import _device

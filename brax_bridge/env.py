@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -27,7 +26,7 @@ from brax_bridge import convert as _convert
 from brax_bridge import differentiable as _diff
 from brax_core import compile as compile_options
 from brax_core import envs as _envs
-from brax_core.envs.base import Env, PipelineEnv, State
+from brax_core.envs.base import Env, State
 from brax_core.envs.wrappers import training as _training
 
 RewardFn = Callable[[State, jax.Array], jax.Array]
@@ -84,6 +83,31 @@ def _step(env: Env, reward_fn: RewardFn | None, state: State, action: jax.Array)
     return state, _outputs(state, reward)
 
 
+def _held_step(
+    env: Env, reward_fn: RewardFn | None, state: State, action: jax.Array, hold: jax.Array
+) -> tuple[State, StepOutputs]:
+    """``_step`` for the envs where ``hold`` is False; the others keep their state and report nothing happened."""
+    new_state, out = _step(env, reward_fn, state, action)
+    num_envs = hold.shape[0]
+
+    def pick(old: jax.Array, new: jax.Array) -> jax.Array:
+        if old.ndim == 0 or old.shape[0] != num_envs:
+            return new
+        return jnp.where(hold.reshape((num_envs,) + (1,) * (old.ndim - 1)), old, new)
+
+    new_state = jax.tree.map(pick, state, new_state)
+    column = hold[:, None]
+    out = StepOutputs(
+        obs=new_state.obs,
+        final_obs=jax.tree.map(pick, state.obs, out.final_obs),
+        reward=jnp.where(column, 0.0, out.reward),
+        done=out.done & ~column,
+        terminated=out.terminated & ~column,
+        truncated=out.truncated & ~column,
+    )
+    return new_state, out
+
+
 def _reset(env: Env, num_envs: int, key: jax.Array) -> tuple[jax.Array, State, Any]:
     key, sub = jax.random.split(key)
     state = env.reset(jax.random.split(sub, num_envs))
@@ -98,6 +122,7 @@ class _Compiled:
     base: Env
     reset: Any
     step: Any
+    held_step: Any
     diff_forward: Any
     diff_backward: Any
 
@@ -124,6 +149,7 @@ def _compile(
         base=base,
         reset=jit(functools.partial(_reset, env, num_envs)),
         step=jit(step, donate_argnums=(0,) if donate else ()),
+        held_step=jit(functools.partial(_held_step, env, reward_fn), donate_argnums=(0,) if donate else ()),
         diff_forward=jit(functools.partial(_diff.forward, step)),
         diff_backward=jit(_diff.backward),
     )
@@ -356,7 +382,7 @@ class TorchEnv:
             obs_spec = {k: TensorSpec((n, *tuple(v)), torch.float32) for k, v in obs_size.items()}
         else:
             obs_spec = TensorSpec((n, int(obs_size)), torch.float32)
-        low, high = _action_bounds(self._compiled.base, self._action_size)
+        low, high = _action_bounds(self._action_size)
         action = TensorSpec((n, self._action_size), torch.float32, low.to(self._device), high.to(self._device))
         flag = TensorSpec((n, 1), torch.bool)
         return EnvSpecs(
@@ -428,6 +454,27 @@ class TorchEnv:
         self._token = torch.zeros((), device=self._device)
         return self._obs
 
+    def set_episode_steps(self, steps: torch.Tensor) -> None:
+        """Sets how many env steps each env's current episode has run (what the time limit counts).
+
+        ``steps``: integer or float tensor ``[num_envs]`` in ``[0, episode_length)``. Trainers that start episodes at
+        random points of the time limit (RSL-RL's ``init_at_random_ep_len``) use it so that truncations do not
+        arrive for every env at once. The physics state is untouched. For an env whose episode ended on the last
+        step, the count applies to the new episode already running there.
+        """
+        self._require_reset()
+        if not isinstance(steps, torch.Tensor) or tuple(steps.shape) != (self._num_envs,) or steps.dtype == torch.bool:
+            got = f"{steps.dtype} {tuple(steps.shape)}" if isinstance(steps, torch.Tensor) else type(steps).__name__
+            raise ValueError(f"steps must be a numeric tensor of shape ({self._num_envs},); got {got}")
+        host = steps.detach().cpu().numpy().astype(np.float32)  # a rare call: a host round trip is fine here
+        if (host < 0).any() or (host >= self._episode_length).any():
+            raise ValueError(f"steps must lie in [0, {self._episode_length}) (the episode length); got {host.tolist()}")
+        info = dict(self._state.info)
+        info["steps"] = jax.device_put(jnp.asarray(host, dtype=info["steps"].dtype), self._jax_device)
+        # The auto-reset zeroes the count of envs still flagged done when the next step starts; the flag has no
+        # other use by then (the outputs were delivered and the episode totals restart on episode_done).
+        self._state = self._state.replace(info=info, done=jnp.zeros_like(self._state.done))
+
     def detach(self) -> None:
         """Cuts the autograd chain at the current state (truncated backpropagation through time).
 
@@ -438,12 +485,19 @@ class TorchEnv:
         if self._obs is not None and self._obs.requires_grad:
             self._obs = self._obs.detach()  # the last observation would otherwise hold the whole graph
 
-    def step(self, action: torch.Tensor | TensorDictBase) -> TensorDictBase:
+    def step(self, action: torch.Tensor | TensorDictBase, hold: torch.Tensor | None = None) -> TensorDictBase:
         """Steps every env once (TorchRL layout; see the module doc for the keys).
 
         Given a TensorDict, reads ``"action"`` and returns the same TensorDict with ``"next"`` filled.
+
+        ``hold``: optional bool tensor ``[num_envs]`` on the env's device; envs where it is True are not stepped
+        (their action is ignored): they keep their state, and their outputs are their current observation (also
+        as ``final_observation``), reward 0 and all flags False. Gymnasium's next-step auto-reset needs this to
+        deliver a reset observation one call after the episode ended. Not available in differentiable mode.
         """
         self._require_reset()
+        if hold is not None:
+            hold = self._check_hold(hold)
         td = None
         if isinstance(action, TensorDictBase):
             td = action
@@ -457,7 +511,7 @@ class TorchEnv:
         else:
             if self._differentiable:
                 self.detach()
-            next_td = self._step_plain(action)
+            next_td = self._step_plain(action, hold)
         prev_obs, self._obs = self._obs, next_td.get("observation")
         if td is None:
             root = {"observation": prev_obs, "action": action, "next": next_td}
@@ -465,8 +519,22 @@ class TorchEnv:
         td.set("next", next_td)
         return td
 
-    def _step_plain(self, action: torch.Tensor) -> TensorDictBase:
-        state, out = self._compiled.step(self._state, self._action_to_jax(action.detach()))
+    def _check_hold(self, hold: Any) -> torch.Tensor:
+        if self._differentiable:
+            raise ValueError("hold is not available with differentiable=True (a held env would cut its gradient)")
+        if not isinstance(hold, torch.Tensor) or hold.dtype != torch.bool or tuple(hold.shape) != (self._num_envs,):
+            got = f"{hold.dtype} {tuple(hold.shape)}" if isinstance(hold, torch.Tensor) else type(hold).__name__
+            raise ValueError(f"hold must be a torch.bool tensor of shape ({self._num_envs},) or None; got {got}")
+        if hold.device != self._device:
+            raise ValueError(f"hold is on {hold.device}; expected {self._device} (the env's device)")
+        return hold
+
+    def _step_plain(self, action: torch.Tensor, hold: torch.Tensor | None = None) -> TensorDictBase:
+        if hold is None:
+            state, out = self._compiled.step(self._state, self._action_to_jax(action.detach()))
+        else:
+            action_jax = self._action_to_jax(action.detach())
+            state, out = self._compiled.held_step(self._state, action_jax, _convert.tensor_to_array(hold.contiguous()))
         self._state = state
         t = _convert.array_to_tensor
         return _tensordict(
@@ -571,16 +639,9 @@ def _tensordict(source: dict, batch_size: torch.Size, device: torch.device) -> T
     return make(source, batch_size=batch_size, device=device)
 
 
-def _action_bounds(base: Env, action_size: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Actuator control ranges of an MJX model (unlimited actuators get infinite bounds); [-1, 1] otherwise."""
-    model = getattr(base, "mj_model", None) if isinstance(base, PipelineEnv) else None
-    if model is None or model.nu != action_size:
-        return -torch.ones(action_size), torch.ones(action_size)
-    ranges = torch.tensor(model.actuator_ctrlrange, dtype=torch.float32).reshape(action_size, 2)
-    limited = torch.tensor(model.actuator_ctrllimited).reshape(action_size).bool()
-    low = torch.where(limited, ranges[:, 0], torch.full((action_size,), -math.inf))
-    high = torch.where(limited, ranges[:, 1], torch.full((action_size,), math.inf))
-    return low, high
+def _action_bounds(action_size: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Every env takes actions in ``[-1, 1]`` (Brax's convention: envs map them onto their motors' ranges)."""
+    return -torch.ones(action_size), torch.ones(action_size)
 
 
 def _fields_to_tensordict(data: Any, num_envs: int, device: torch.device) -> TensorDict:

@@ -45,9 +45,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     from torchrl.objectives.value import GAE
 
     name = args.env or ("fast" if args.tiny else "inverted_pendulum")
-    num_envs = args.num_envs or (8 if args.tiny else 256)
-    iterations = args.iterations or (3 if args.tiny else 40)
-    unroll, epochs, minibatches = (8, 2, 2) if args.tiny else (32, 4, 8)
+    num_envs = args.num_envs or (16 if args.tiny else 256)
+    iterations = args.iterations or (25 if args.tiny else 40)
+    unroll, epochs, minibatches = (16, 4, 2) if args.tiny else (32, 4, 8)
     hidden = 16 if args.tiny else 64
     torch.manual_seed(args.seed)
 
@@ -72,6 +72,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     frames = num_envs * unroll
     collector = Collector(env, actor, frames_per_batch=frames, total_frames=frames * iterations,
                           auto_register_policy_transforms=False)
+    eval_env = BraxBridgeEnv(name, 64, seed=args.seed + 1, episode_length=20 if args.tiny else None)
+    eval_steps = 20 if args.tiny else 1000
+    reward_before = _deterministic_reward(eval_env, actor, eval_steps)
     copies_before = brax_bridge.stats().copies
     history: list[dict[str, float]] = []
     for i, batch in enumerate(collector):
@@ -97,7 +100,26 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         history.append({"iteration": i, "mean_reward": reward, "loss": total.item()})
         print(f"iteration {i}: mean reward per step {reward:.3f}  loss {total.item():.3f}", flush=True)
     collector.shutdown()
-    return {"history": history, "copies": brax_bridge.stats().copies - copies_before, "env": name}
+    copies = brax_bridge.stats().copies - copies_before
+    reward_after = _deterministic_reward(eval_env, actor, eval_steps)
+    print(f"mean reward per step of the deterministic policy: {reward_before:.3f} before, {reward_after:.3f} after")
+    return {
+        "history": history,
+        "copies": copies,
+        "env": name,
+        "eval_reward_before": reward_before,
+        "eval_reward_after": reward_after,
+    }
+
+
+def _deterministic_reward(env: Any, actor: Any, steps: int) -> float:
+    """Mean reward per step of the policy's mode over one rollout of every env from the same seeded reset."""
+    from torchrl.envs.utils import ExplorationType, set_exploration_type
+
+    env.set_seed(0)
+    with torch.no_grad(), set_exploration_type(ExplorationType.DETERMINISTIC):
+        rollout = env.rollout(steps, actor, break_when_any_done=False)
+    return rollout.get(("next", "reward")).mean().item()
 
 
 if __name__ == "__main__":

@@ -185,8 +185,8 @@ def test_specs_bounds_and_defaults(pendulum):
     assert fast.reward_spec.dtype == torch.float32 and set(fast.done_spec) == {"done", "terminated", "truncated"}
     assert fast.dt == pytest.approx(0.05)
     assert pendulum.observation_size == 4 and pendulum.action_size == 1
-    assert torch.equal(pendulum.action_low, torch.tensor([-3.0]))
-    assert torch.equal(pendulum.action_high, torch.tensor([3.0]))
+    # Actions lie in [-1, 1] for every env; the pendulum maps them onto its motor's [-3, 3] itself.
+    assert torch.equal(pendulum.action_low, -torch.ones(1)) and torch.equal(pendulum.action_high, torch.ones(1))
     assert pendulum.dt == pytest.approx(0.04)
     assert isinstance(pendulum.jax_env, envs.Wrapper) and type(pendulum.unwrapped_env).__name__ == "InvertedPendulum"
 
@@ -299,3 +299,40 @@ def test_load_state_dict_refuses_another_layout_and_keeps_its_state():
         assert torch.equal(a, b)
     with pytest.raises(RuntimeError, match="reset"):
         _fast().load_state_dict(before)
+
+
+def test_held_envs_keep_their_state_and_report_nothing():
+    env, twin = TorchEnv("fast", N, episode_length=3, seed=4), TorchEnv("fast", N, episode_length=3, seed=4)
+    env.reset()
+    twin.reset()
+    push = torch.full((N, 1), 0.5)
+    hold = torch.zeros(N, dtype=torch.bool)
+    hold[:2] = True
+    start = env.step(push)["next", "observation"]
+    twin.step(push)
+    out = env.step(push, hold=hold)["next"]
+    assert torch.equal(out["observation"][:2], start[:2]) and torch.equal(out["final_observation"][:2], start[:2])
+    assert (out["reward"][:2] == 0).all() and not out["done"][:2].any()
+    # the envs not held stepped as usual
+    assert torch.equal(out["observation"][2:], twin.step(push)["next", "observation"][2:])
+    # a held env goes on from where it stood: its episode still has two steps left
+    flags = [env.step(push)["next", "truncated"][:, 0] for _ in range(2)]
+    assert not flags[0][:2].any() and flags[1][:2].all() and flags[0][2:].all()
+    with pytest.raises(ValueError, match=r"hold must be a torch.bool tensor of shape \(6,\)"):
+        env.step(push, hold=torch.zeros(N))
+    with pytest.raises(ValueError, match="differentiable"):
+        diff = TorchEnv("fast", N, differentiable=True)
+        diff.reset()
+        diff.step(push, hold=hold)
+
+
+def test_set_episode_steps_moves_the_time_limit_and_checks_its_input():
+    env = TorchEnv("fast", 3, episode_length=4, seed=0)
+    env.reset()
+    env.set_episode_steps(torch.tensor([0, 2, 3]))
+    truncated = [env.step(torch.zeros(3, 1))["next", "truncated"][:, 0].tolist() for _ in range(4)]
+    assert truncated == [[False, False, True], [False, True, False], [False, False, False], [True, False, False]]
+    with pytest.raises(ValueError, match=r"steps must lie in \[0, 4\)"):
+        env.set_episode_steps(torch.tensor([0, 4, 1]))
+    with pytest.raises(ValueError, match=r"steps must be a numeric tensor of shape \(3,\)"):
+        env.set_episode_steps(torch.zeros(2))

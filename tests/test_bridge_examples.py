@@ -26,6 +26,9 @@ def test_differentiable_simulation_improves_the_policy_by_gradient():
 def test_torchrl_training_loop_runs_collector_and_ppo():
     pytest.importorskip("torchrl")  # optional extra; `make test` installs it
     result = _load("torchrl_training_loop").main(["--tiny"])
-    assert [h["iteration"] for h in result["history"]] == [0, 1, 2]
-    assert all(0.0 <= h["mean_reward"] <= 1.0 for h in result["history"])  # `fast` rewards lie in [0, 1]
+    assert [h["iteration"] for h in result["history"]] == list(range(25))
+    # The deterministic policy on the same 64 seeded starts: about 0.5 per step untrained (the starts lie
+    # uniformly in [-1, 1]), above 0.7 once it steers to the origin.
+    before, after = result["eval_reward_before"], result["eval_reward_after"]
+    assert after > 0.7 and after > before + 0.15, (before, after)
     assert result["copies"] == 0

@@ -8,11 +8,12 @@ import signal
 
 import jax
 import pytest
+import torch
 from PIL import Image
 from typer.testing import CliRunner
 
 from brax_bridge import cli
-from brax_bridge.application import bench, configuration, envinfo, hparams, plots, report, rundir, runs
+from brax_bridge.application import bench, configuration, envinfo, hparams, plots, report, rundir, runs, runtime
 from brax_core import envs
 from brax_core.io import image
 from brax_core.training.agents.ppo import checkpoint as jax_checkpoint
@@ -277,3 +278,13 @@ def test_bench_outside_a_source_checkout_says_where_to_run_it(tmp_path, monkeypa
 def test_bench_finds_the_checkout_it_was_imported_from(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # the working directory has no benchmarks/
     assert bench.benchmarks_dir() == os.path.join(os.path.dirname(os.path.dirname(__file__)), "benchmarks")
+
+
+def test_auto_device_follows_jax_even_when_torch_sees_a_gpu(monkeypatch, capsys):
+    # The usual PyTorch install: CUDA torch, CPU-only JAX. The physics decides, so the run stays on the CPU.
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert runtime.default_device() == "cpu"
+    note = capsys.readouterr().err
+    assert "JAX runs on the CPU, so torch does too" in note and "brax-bridge[cuda]" in note
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert runtime.default_device() == "cpu" and capsys.readouterr().err == ""

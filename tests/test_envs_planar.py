@@ -1,5 +1,5 @@
-"""The planar models (inverted_double_pendulum, reacher, hopper, walker2d): sizes, typing, auto-reset, and physics
-against native MuJoCo.
+"""The planar models (inverted_pendulum, inverted_double_pendulum, reacher, hopper, walker2d): sizes, typing,
+auto-reset, and physics against native MuJoCo.
 
 MJX compiles dominate CPU test time, so each environment's ``reset`` and ``step`` are jitted once and driven through
 one rollout that every default test of that environment reads:
@@ -34,9 +34,13 @@ from brax_core import envs
 from brax_core.envs import training
 
 HORIZON = 25
+# The cart-pole falls over within about a second whatever open-loop controls it gets, so its compared horizon
+# stops before the pole passes the termination angle.
+HORIZONS = {"inverted_pendulum": 10}
 
 # name -> (observation size, action size, action scale of the random controls)
 SIZES = {
+    "inverted_pendulum": (4, 1, 0.05),
     "inverted_double_pendulum": (8, 1, 0.1),
     "reacher": (11, 2, 1.0),
     "hopper": (11, 3, 0.3),
@@ -45,9 +49,11 @@ SIZES = {
 NAMES = sorted(SIZES)
 
 # (qpos atol, qvel atol) between MJX (float32) and native MuJoCo (float64) over HORIZON env steps. Largest errors
-# seen (2-core x86_64 CPU, jax 0.10.2, mujoco 4.0.0): idp 8e-7 / 5e-6, reacher 1.2e-6 / 1.7e-5, hopper 3.4e-7 / 5e-6,
+# seen (2-core x86_64 CPU, jax 0.10.2, mujoco 4.0.0): inverted_pendulum 3.5e-9 / 3.2e-8 (its 10 steps),
+# idp 8e-7 / 5e-6, reacher 1.2e-6 / 1.7e-5, hopper 3.4e-7 / 5e-6,
 # walker2d 6e-6 / 7e-5 (with |qvel| up to 6, 16, 2 and 15); each tolerance is 20-30x that.
 PHYSICS_ATOL = {
+    "inverted_pendulum": (1e-7, 1e-6),
     "inverted_double_pendulum": (2e-5, 1e-4),
     "reacher": (3e-5, 5e-4),
     "hopper": (1e-5, 1e-4),
@@ -90,7 +96,8 @@ def _make_rollout(name: str) -> Rollout:
     first = _numpy_state(state)
     weak = _weak_leaves(state)
     scale = SIZES[name][2]
-    actions = (scale * np.random.default_rng(1).uniform(-1.0, 1.0, (HORIZON, env.action_size))).astype(np.float32)
+    horizon = HORIZONS.get(name, HORIZON)
+    actions = (scale * np.random.default_rng(1).uniform(-1.0, 1.0, (horizon, env.action_size))).astype(np.float32)
     steps = []
     for action in actions:
         state = step_fn(state, jnp.asarray(action))
@@ -113,12 +120,16 @@ def rollouts():
 
 
 def _native_trajectory(mj_model: mujoco.MjModel, qpos, qvel, actions, n_frames: int):
-    """(qpos, qvel, ncon) after each env step of native MuJoCo from one initial state."""
+    """(qpos, qvel, ncon) after each env step of native MuJoCo from one initial state.
+
+    Actions in [-1, 1] map onto each motor's control range, as the envs map them.
+    """
     data = mujoco.MjData(mj_model)
     data.qpos[:], data.qvel[:] = qpos, qvel
+    low, high = mj_model.actuator_ctrlrange[:, 0], mj_model.actuator_ctrlrange[:, 1]
     out = []
     for action in actions:
-        data.ctrl[:] = action
+        data.ctrl[:] = low + (action + 1.0) * 0.5 * (high - low)
         ncon = 0
         for _ in range(n_frames):
             mujoco.mj_step(mj_model, data)

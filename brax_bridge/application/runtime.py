@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 
 import jax
 import torch
@@ -23,8 +24,28 @@ def enable_compile_cache() -> None:
 
 
 def default_device() -> str:
-    """The torch trainer's device when none is named: CUDA when torch sees one."""
-    return "cuda" if torch.cuda.is_available() else "cpu"
+    """The torch trainer's device when none is named: where JAX runs (the physics decides, torch follows).
+
+    CUDA torch beside a CPU-only JAX is the most common PyTorch install; there the run stays on the CPU and one
+    line on stderr says so and how to put JAX on the GPU.
+    """
+    jax_on_gpu = jax.default_backend() == "gpu"
+    torch_on_gpu = torch.cuda.is_available()
+    if jax_on_gpu and torch_on_gpu:
+        return "cuda"
+    if torch_on_gpu:
+        print(
+            "--device auto: JAX runs on the CPU, so torch does too (the physics decides where a run lives); "
+            "for the GPU install JAX's CUDA build: pip install 'brax-bridge[cuda]'",
+            file=sys.stderr,
+        )
+    elif jax_on_gpu:
+        print(
+            "--device auto: torch has no CUDA here, so the run stays on the CPU; install a CUDA build of torch "
+            "to train beside JAX on the GPU",
+            file=sys.stderr,
+        )
+    return "cpu"
 
 
 def parse_device(device: str) -> str | None:

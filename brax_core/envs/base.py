@@ -173,6 +173,16 @@ class PipelineEnv(Env):
         """Takes ``n_frames`` physics steps holding ``action`` as the control."""
         return _traced_step(self.sys, pipeline_state, action, self._n_frames)
 
+    def action_to_ctrl(self, action: jax.Array) -> jax.Array:
+        """Maps an action in ``[-1, 1]`` onto the actuators' control range.
+
+        Every environment takes actions in ``[-1, 1]`` (what a tanh policy produces, as in Brax); an env whose
+        motors have another control range maps its action with this, as Brax's envs do.
+        """
+        ctrl_range = self.sys.actuator_ctrlrange
+        low, high = ctrl_range[:, 0], ctrl_range[:, 1]
+        return low + (action + 1.0) * 0.5 * (high - low)
+
     def kinematics(self, pipeline_state: mjx.Data, with_com: bool = False) -> mjx.Data:
         """Body and site poses for the state's ``qpos`` (``mjx.kinematics``; with ``with_com``, also the centres of
         mass of ``mjx.com_pos`` that Jacobians need).

@@ -7,6 +7,10 @@
 * Termination: never (episodes end only by the time limit).
 * Reset: position uniform in ``[-1, 1]``, velocity 0.
 * Defaults: ``episode_length`` 100 for tests; ``dt`` 0.05 (no frames: the update is closed-form).
+
+Differences from Brax 0.14's ``fast`` (a different task): Brax's ``fast`` starts at rest at 0 and pays the position
+reached (accelerating right every step is optimal); this one is a damped point mass rewarded for staying at the
+origin, with a random start and a ``distance`` metric.
 """
 
 from __future__ import annotations

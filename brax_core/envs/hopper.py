@@ -31,6 +31,10 @@
 * Physics check (``tests/test_envs_planar.py``): MJX agrees with native ``mujoco.mj_step`` on the same model, same
   controls, over 25 env steps (100 physics steps, foot contacts included) to ``qpos`` atol 1e-5, ``qvel`` atol 1e-4
   (float32 vs float64).
+
+Differences from Brax 0.14's ``hopper`` (deliberate): the forward velocity and the health test read the state the step
+reached (Brax reads body poses one physics step late); ``metrics['x_position']`` is the torso's position at reset
+too (Brax reports 0 there).
 """
 
 from __future__ import annotations

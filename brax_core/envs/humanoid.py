@@ -36,6 +36,11 @@
   (float32 MJX against float64 MuJoCo) from the standing start, before the feet land. With the shipped single
   solver iteration, a foot landing can make the two take different partial steps (measured 6e-3 in ``qpos``
   within 25 steps); the slow test compares 100 steps with contacts at 4 solver iterations.
+
+Differences from Brax 0.14's ``humanoid`` (deliberate): observations 45-220 are MuJoCo's own ``cinert`` and
+``cvel`` per body (the layout of MuJoCo's MJX tutorial humanoid); Brax builds them from its own transforms (the
+inertia as a 3x3 matrix about the whole-body centre of mass plus mass, and mass-weighted linear before angular
+velocity). Sizes, action mapping, reward, termination and reset are Brax's.
 """
 
 from __future__ import annotations
@@ -81,8 +86,6 @@ class Humanoid(PipelineEnv):
         low, high = _z_range("healthy_z_range", healthy_z_range)
         sys, mj_model = _assets.load("humanoid")
         super().__init__(sys, backend=backend, n_frames=n_frames, mj_model=mj_model, **kwargs)
-        ctrl_range = jnp.asarray(mj_model.actuator_ctrlrange, jnp.float32)
-        self._ctrl_low, self._ctrl_high = ctrl_range[:, 0], ctrl_range[:, 1]
         self._forward_reward_weight = float(forward_reward_weight)
         self._ctrl_cost_weight = float(ctrl_cost_weight)
         self._healthy_reward = float(healthy_reward)
@@ -139,10 +142,6 @@ class Humanoid(PipelineEnv):
             done=jnp.where(done, 1.0, 0.0).astype(jnp.float32),
             metrics=metrics,
         )
-
-    def action_to_ctrl(self, action: jax.Array) -> jax.Array:
-        """Maps an action in ``[-1, 1]`` onto the motors' control range."""
-        return self._ctrl_low + (action + 1.0) * 0.5 * (self._ctrl_high - self._ctrl_low)
 
     def _get_obs(self, pipeline_state) -> jax.Array:
         qpos = pipeline_state.qpos[2:] if self._exclude_current_positions else pipeline_state.qpos

@@ -34,6 +34,10 @@
 
 The tip is found by running forward kinematics on the state the step reached (``mjx.step`` leaves ``site_xpos``
 at the state before its last integration), so it always matches native MuJoCo's ``site_xpos`` for ``qpos``.
+
+Differences from Brax 0.14's ``inverted_double_pendulum`` (deliberate): the tip height comes from the state the
+step reached (Brax reads its pose one physics step late); ``metrics`` report the three reward terms and the tip
+height (Brax reports none).
 """
 
 from __future__ import annotations

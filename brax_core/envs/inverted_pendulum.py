@@ -1,11 +1,15 @@
 """``inverted_pendulum``: balance a pole on a cart that slides along a rail.
 
 * Observation (4): ``[cart position, pole angle, cart velocity, pole angular velocity]`` (``qpos``, ``qvel``).
-* Action (1): force on the cart in ``[-3, 3]`` (motor gear 100).
+* Action (1): in ``[-1, 1]``, mapped onto the motor's control range ``[-3, 3]`` (gear 100: up to 300 N on the
+  cart), as Brax maps it.
 * Reward: 1 for every step the pole is up.
 * Termination: the pole leans more than 0.2 rad from vertical (or the state stops being finite).
 * Reset: ``qpos`` and ``qvel`` uniform in ``[-0.01, 0.01]``.
 * Defaults: ``episode_length`` 1000, ``n_frames`` 2 (``dt`` 0.04 s).
+
+Differences from Brax 0.14's ``inverted_pendulum``: none in observation, action mapping, reward, termination or
+reset; the step also ends an episode whose state stops being finite.
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ class InvertedPendulum(PipelineEnv):
         return State(pipeline_state, self._get_obs(pipeline_state), zero, zero)
 
     def step(self, state: State, action: jax.Array) -> State:
-        pipeline_state = self.pipeline_step(state.pipeline_state, action)
+        pipeline_state = self.pipeline_step(state.pipeline_state, self.action_to_ctrl(action))
         obs = self._get_obs(pipeline_state)
         fallen = jnp.abs(obs[1]) > 0.2
         broken = ~jnp.all(jnp.isfinite(obs))

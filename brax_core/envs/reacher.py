@@ -30,6 +30,11 @@
 
 The fingertip position and velocity come from forward kinematics of the state the step reached (``mjx.step``
 leaves positions at the state before its last integration).
+
+Differences from Brax 0.14's ``reacher`` (deliberate): observations 6, 7 are the fingertip's true velocity; Brax
+adds the elbow link's angular velocity crossed with a fixed world-x offset (not rotated with the arm), so the two
+agree only when the arm points along x, and it reads poses one physics step late. The step also ends an episode
+whose state stops being finite.
 """
 
 from __future__ import annotations

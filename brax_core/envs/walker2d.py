@@ -31,6 +31,10 @@
 * Physics check (``tests/test_envs_planar.py``): MJX agrees with native ``mujoco.mj_step`` on the same model, same
   controls, over 25 env steps (100 physics steps, foot contacts included) to ``qpos`` atol 2e-4, ``qvel`` atol 2e-3
   (float32 vs float64).
+
+Differences from Brax 0.14's ``walker2d`` (deliberate): as for ``hopper``, the forward velocity and the health test
+read the state the step reached (Brax reads body poses one physics step late); the step also ends an episode whose
+state stops being finite.
 """
 
 from __future__ import annotations

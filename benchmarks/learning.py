@@ -1,0 +1,272 @@
+"""Learning curves: every environment's preset trained by both trainers, next to a random policy.
+
+Each (env, trainer, seed) trains in a fresh process with its preset (``brax_core.training.agents.ppo.presets``), so
+start-up (imports, compiling) is part of its wall time. A run stops at its preset's ``num_timesteps`` or at the
+first evaluation after ``--minutes`` of wall time, whichever comes first. The figures per env:
+
+* the evaluation reward at every evaluation point, against env steps and against wall time (a PNG per env in
+  ``--out``: the median over seeds with the min-max band, JAX and torch);
+* the final reward, env steps and wall time to the env's threshold (``THRESHOLDS``), training steps/s;
+* the episode reward of a uniformly random policy over the same evaluation episodes, for reference.
+
+Usage:
+  python benchmarks/learning.py [--envs ant humanoid] [--trainers jax torch] [--seeds 0 1 2] [--minutes 10]
+                                [--out benchmarks/learning] [--write benchmarks/RESULTS.md]
+
+``--write`` replaces the ``## Learning`` section of the results file, leaving the other sections alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import statistics
+import subprocess
+import sys
+import time
+from typing import Any
+
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+SECTION = "## Learning"
+# Eval episode reward that counts as solved (pendulums: near their maxima of 1000 and ~9350) or as clearly
+# learnt (the others: well above a random policy; see the random-policy column).
+THRESHOLDS = {
+    "fast": 90.0,
+    "inverted_pendulum": 950.0,
+    "inverted_double_pendulum": 9000.0,
+    "reacher": -10.0,
+    "halfcheetah": 1000.0,
+    "hopper": 1000.0,
+    "walker2d": 1000.0,
+    "ant": 1000.0,
+    "humanoid": 1000.0,
+}
+
+
+class _TimeUp(Exception):
+    """Raised from the progress callback once the wall-time budget is spent."""
+
+
+def run_one(env: str, trainer: str, seed: int, minutes: float) -> dict[str, Any]:
+    """Trains one run in this process and returns its curve."""
+    from brax_core.training.agents.ppo import presets
+
+    preset = dict(presets.PRESETS[env])
+    curve: list[tuple[int, float, float]] = []
+    sps: list[float] = []
+    start = time.perf_counter()
+
+    def progress(step: int, metrics: dict[str, float]) -> None:
+        if "eval/episode_reward" in metrics:
+            curve.append((int(step), float(metrics["eval/episode_reward"]), time.perf_counter() - start))
+        if metrics.get("training/sps"):
+            sps.append(float(metrics["training/sps"]))
+        if time.perf_counter() - start > minutes * 60:
+            raise _TimeUp
+
+    try:
+        if trainer == "jax":
+            from brax_core.training.agents.ppo import train as ppo
+
+            ppo.train(env, seed=seed, progress_fn=progress, **preset)
+        else:
+            import torch_ppo
+
+            preset.pop("network_factory")
+            torch_ppo.train(env, seed=seed, progress_fn=progress, **preset, **presets.network_kwargs(env))
+        stopped = "num_timesteps"
+    except _TimeUp:
+        stopped = f"{minutes:g} min"
+    return {
+        "env": env,
+        "trainer": trainer,
+        "seed": seed,
+        "curve": curve,
+        "train_sps": statistics.median(sps) if sps else None,
+        "wall_s": time.perf_counter() - start,
+        "stopped_at": stopped,
+    }
+
+
+def random_policy_reward(env_name: str, episodes: int = 64, seed: int = 0) -> float:
+    """Mean episode reward of uniform random actions in [-1, 1], episodes as the trainers evaluate them."""
+    import jax
+
+    from brax_core import envs
+    from brax_core.envs.wrappers import training as wrappers
+    from brax_core.training import acting
+    from brax_core.training.agents.ppo import presets
+
+    preset = presets.PRESETS[env_name]
+    env = envs.get_environment(env_name)
+    repeat = preset.get("action_repeat", 1)
+    episode_length = preset["episode_length"]
+    wrapped = wrappers.EvalWrapper(
+        wrappers.VmapWrapper(wrappers.EpisodeWrapper(env, episode_length, action_repeat=repeat))
+    )
+
+    def policy(obs, key):
+        return jax.random.uniform(key, (episodes, env.action_size), minval=-1.0, maxval=1.0), {}
+
+    run = jax.jit(lambda key: acting.evaluation_rollout(wrapped, policy, key, episodes, -(-episode_length // repeat)))
+    state = run(jax.random.PRNGKey(seed))
+    return float(state.info["eval_metrics"].episode_metrics["reward"].mean())
+
+
+# ------------------------------------------------------------------------------------------------ reporting
+
+
+def _first_reaching(curve: list[list[float]], threshold: float) -> tuple[int, float] | None:
+    for step, reward, wall in curve:
+        if reward >= threshold:
+            return int(step), float(wall)
+    return None
+
+
+def plot(env: str, runs: list[dict[str, Any]], random_reward: float, out: str) -> str:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    fig, (ax_steps, ax_wall) = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
+    for trainer, color in (("jax", "tab:blue"), ("torch", "tab:orange")):
+        mine = [r for r in runs if r["trainer"] == trainer and r["curve"]]
+        if not mine:
+            continue
+        length = min(len(r["curve"]) for r in mine)
+        steps = np.array([p[0] for p in mine[0]["curve"][:length]])
+        rewards = np.array([[p[1] for p in r["curve"][:length]] for r in mine])
+        label = f"{trainer} ({len(mine)} seed{'s' if len(mine) > 1 else ''})"
+        ax_steps.plot(steps, np.median(rewards, axis=0), color=color, label=label)
+        ax_steps.fill_between(steps, rewards.min(axis=0), rewards.max(axis=0), color=color, alpha=0.2)
+        for r in mine:
+            ax_wall.plot([p[2] for p in r["curve"]], [p[1] for p in r["curve"]], color=color, alpha=0.8)
+    for ax in (ax_steps, ax_wall):
+        ax.axhline(random_reward, color="gray", linestyle=":", label="random policy")
+        ax.axhline(THRESHOLDS[env], color="green", linestyle="--", linewidth=0.8, label="threshold")
+        ax.grid(alpha=0.3)
+    ax_steps.set_xlabel("env steps")
+    ax_wall.set_xlabel("wall time (s, start-up included)")
+    ax_steps.set_ylabel("eval episode reward")
+    ax_steps.legend(loc="best", fontsize=8)
+    fig.suptitle(f"{env}: PPO preset, JAX (brax_core) and torch (torch_ppo)")
+    fig.tight_layout()
+    path = os.path.join(out, f"{env}.png")
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def table(results: dict[str, Any]) -> str:
+    lines = [
+        "| env | trainer | seeds | final reward (median) | threshold | steps to threshold | time to threshold (s) | "
+        "env steps run | train steps/s | random policy |",
+        "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for env, entry in results.items():
+        for trainer in ("jax", "torch"):
+            runs = [r for r in entry["runs"] if r["trainer"] == trainer and r["curve"]]
+            if not runs:
+                continue
+            finals = [r["curve"][-1][1] for r in runs]
+            reached = [_first_reaching(r["curve"], THRESHOLDS[env]) for r in runs]
+            hits = [x for x in reached if x is not None]
+            steps = f"{statistics.median(h[0] for h in hits):,.0f} ({len(hits)}/{len(runs)})" if hits else "not reached"
+            wall = f"{statistics.median(h[1] for h in hits):.0f}" if hits else "-"
+            sps = [r["train_sps"] for r in runs if r["train_sps"]]
+            sps_text = f"{statistics.median(sps):,.0f}" if sps else "-"
+            run_steps = statistics.median(r["curve"][-1][0] for r in runs)
+            lines.append(
+                f"| {env} | {trainer} | {len(runs)} | {statistics.median(finals):,.1f} | {THRESHOLDS[env]:,.0f} | "
+                f"{steps} | {wall} | {run_steps:,.0f} | {sps_text} | {entry['random_reward']:,.1f} |"
+            )
+    return "\n".join(lines)
+
+
+def write_section(path: str, body: str) -> None:
+    text = open(path).read() if os.path.exists(path) else "# Benchmark results\n"
+    section = f"{SECTION}\n\n{body.strip()}\n"
+    pattern = re.compile(rf"^{re.escape(SECTION)}\n.*?(?=^## |\Z)", re.S | re.M)
+    text = pattern.sub(lambda _: section + "\n", text) if pattern.search(text) else text.rstrip() + "\n\n" + section
+    with open(path, "w") as f:
+        f.write(text)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--envs", nargs="+", default=list(THRESHOLDS))
+    parser.add_argument("--trainers", nargs="+", default=["jax", "torch"], choices=["jax", "torch"])
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0])
+    parser.add_argument("--minutes", type=float, default=10.0, help="wall-time budget per run")
+    parser.add_argument("--out", default="benchmarks/learning")
+    parser.add_argument("--write", default=None, help="results file whose ## Learning section to replace")
+    parser.add_argument(
+        "--report-only", action="store_true", help="train nothing: table and figures from --out's results.json"
+    )
+    parser.add_argument("--worker", nargs=4, metavar=("ENV", "TRAINER", "SEED", "JSON"), help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    unknown = sorted(set(args.envs) - set(THRESHOLDS))
+    if unknown:
+        parser.error(f"--envs: unknown {unknown}; choose from {sorted(THRESHOLDS)}")
+
+    if args.worker:
+        env, trainer, seed, out = args.worker
+        with open(out, "w") as f:
+            json.dump(run_one(env, trainer, int(seed), args.minutes), f)
+        return
+
+    os.makedirs(args.out, exist_ok=True)
+    results_path = os.path.join(args.out, "results.json")
+    results: dict[str, Any] = json.load(open(results_path)) if os.path.exists(results_path) else {}
+    for env in [] if args.report_only else args.envs:
+        entry = {"random_reward": random_policy_reward(env), "runs": []}
+        for seed in args.seeds:
+            for trainer in args.trainers:
+                out = os.path.join(args.out, f"{env}_{trainer}_{seed}.json")
+                load = os.getloadavg()[0]
+                cmd = [
+                    sys.executable,
+                    __file__,
+                    "--worker",
+                    env,
+                    trainer,
+                    str(seed),
+                    out,
+                    "--minutes",
+                    str(args.minutes),
+                ]
+                subprocess.run(cmd, check=True)
+                run = json.load(open(out))
+                run["load_before"] = load
+                run["load_after"] = os.getloadavg()[0]
+                entry["runs"].append(run)
+                last = run["curve"][-1] if run["curve"] else None
+                print(f"{env} {trainer} seed {seed}: last eval {last}, wall {run['wall_s']:.0f} s", flush=True)
+        results[env] = entry
+        plot(env, entry["runs"], entry["random_reward"], args.out)
+        with open(results_path, "w") as f:
+            json.dump(results, f, indent=1)
+
+    for env, entry in results.items():
+        plot(env, entry["runs"], entry["random_reward"], args.out)
+    loads = [r[k] for e in results.values() for r in e["runs"] for k in ("load_before", "load_after")]
+    body = (
+        f"Command: `python benchmarks/learning.py {' '.join(argv if argv is not None else sys.argv[1:])}`\n\n"
+        f"Machine: {platform.machine()} CPU, {os.cpu_count()} cores, no GPU; 1-minute load average "
+        f"{min(loads):.1f}-{max(loads):.1f} during the runs. Each run starts a fresh process (start-up included) "
+        "and stops at its preset's step budget or at the first evaluation after the wall-time budget. Curves: "
+        f"`{args.out}/<env>.png`.\n\n" + table(results)
+    )
+    print(body)
+    if args.write:
+        write_section(args.write, body)
+
+
+if __name__ == "__main__":
+    main()
