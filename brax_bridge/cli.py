@@ -29,7 +29,8 @@ from rich.table import Table  # noqa: E402
 from brax_bridge.application import hparams, rundir  # noqa: E402
 
 # Each command imports the application modules it runs (and with them JAX, MuJoCo and torch) only when it runs,
-# so `brax-bridge --help` answers without loading them; hparams and rundir are plain Python.
+# so `brax-bridge --help` answers without loading them; hparams (with the schema it reads) and rundir are plain
+# Python.
 logging.getLogger("absl").setLevel(logging.ERROR)
 logging.getLogger("jax").setLevel(logging.ERROR)
 
@@ -50,18 +51,27 @@ def _fail(message: str) -> typer.BadParameter:
     return typer.BadParameter(message)
 
 
+_METAVARS = {"int": "INT", "float": "FLOAT", "sizes": "N,N,..."}
+_ONLY = {("jax",): " (JAX trainer only)", ("torch",): " (torch trainer only)"}
+
+
 def _hp_parameters() -> list[inspect.Parameter]:
-    """One keyword parameter (and so one flag) per hyperparameter; ``None`` means "keep the preset's value"."""
+    """One keyword parameter (and so one flag) per schema field; ``None`` means "keep the preset's value"."""
     params = []
-    for spec in hparams.SPECS:
-        # The preset's value applies unless the flag is given; the spec default only without a preset.
-        text = spec.help + (f" (no preset: {_show(spec.default)})" if spec.default is not None else "")
+    for spec in hparams.FIELDS:
+        # The preset's value applies unless the flag is given; the command-line default only without a preset.
+        default = hparams.default(spec.name)
+        text = spec.help + _ONLY.get(spec.trainers, "")
+        if spec.kind in ("int", "float") and spec.accepted(flags=True):
+            text += f"; {spec.accepted(flags=True)}" + (", or 0: none" if spec.name in hparams.ZERO_MEANS_NONE else "")
+        if default is not None:
+            text += f" (no preset: {_show(default)})"
         if spec.kind == "bool":
             option = typer.Option(f"{spec.flag}/--no-{spec.flag[2:]}", help=text, rich_help_panel=HP_PANEL,
                                   show_default=False)
             annotation = bool | None
         else:
-            metavar = {"int": "INT", "float": "FLOAT", "sizes": "N,N,...", "choice": "|".join(spec.choices)}[spec.kind]
+            metavar = _METAVARS.get(spec.kind) or "|".join(spec.choices)
             option = typer.Option(spec.flag, help=text, rich_help_panel=HP_PANEL, show_default=False, metavar=metavar)
             annotation = {"int": int | None, "float": float | None}.get(spec.kind, str | None)
         params.append(inspect.Parameter(spec.name, inspect.Parameter.KEYWORD_ONLY, default=None,
@@ -80,7 +90,7 @@ def with_hparams(fn):
 
     @functools.wraps(fn)
     def command(**kwargs):
-        overrides = {spec.name: kwargs.pop(spec.name) for spec in hparams.SPECS}
+        overrides = {spec.name: kwargs.pop(spec.name) for spec in hparams.FIELDS}
         return fn(hp=overrides, **kwargs)
 
     command.__signature__ = signature.replace(parameters=own + _hp_parameters())

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import dataclasses
 
+from brax_core import _quiet  # noqa: F401  (before mujoco.mjx: hides its import-time stdout line)
+
+# isort: split
 import jax
 from flax import struct
 from mujoco import mjx
-
-from brax_core import _quiet  # noqa: F401
 
 System = mjx.Model
 

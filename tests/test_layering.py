@@ -128,9 +128,17 @@ def test_importing_a_layer_loads_nothing_from_above(layer, layer_imports):
     assert set(result["skipped"]) <= {m for m in OPTIONAL_EXTRAS.values() if m}
 
 
+# The part of brax_core the command line's flags are built from: the hyperparameter schema, standard library only.
+SCHEMA_MODULES = {
+    "brax_core", "brax_core.training", "brax_core.training.agents", "brax_core.training.agents.ppo",
+    "brax_core.training.agents.ppo.config", "brax_core.training.validation",
+}
+
+
 def test_the_command_line_module_loads_no_framework():
-    (result,) = _probe((["brax_bridge.cli"], ("jax", "mujoco", *TORCH, "brax_core", "torch_ppo")))
-    assert result["blame"] == {}
+    (result,) = _probe((["brax_bridge.cli"], ("jax", "mujoco", "flax", *TORCH, "brax_core", "torch_ppo")))
+    loaded = set(result["blame"].get("brax_bridge.cli", []))
+    assert loaded <= SCHEMA_MODULES, f"brax-bridge --help loads {sorted(loaded - SCHEMA_MODULES)}"
 
 
 def _package(path: Path) -> str:
@@ -192,3 +200,15 @@ def test_the_checks_catch_what_they_look_for():
     assert _imported(ast.parse("from .. import envs\n").body[0], "brax_core.io") == ["brax_core"]
     (result,) = _probe((["brax_bridge.application.hparams"], ("brax_bridge",)))
     assert result["blame"]["brax_bridge.application.hparams"][0] == "brax_bridge"
+
+
+@pytest.mark.parametrize("module", ["brax_core.base", "brax_core.envs.hopper", "brax_core.io.mjcf"])
+def test_brax_core_modules_that_load_mujoco_keep_its_import_line_quiet(module):
+    """``import brax_core`` loads nothing (the schema above needs that), so each module that imports mujoco
+    imports ``brax_core._quiet`` first: MJX's import-time line about a missing Warp never reaches stdout."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    env.setdefault("JAX_PLATFORMS", "cpu")
+    out = subprocess.run([sys.executable, "-c", f"import {module}"], capture_output=True, text=True, timeout=300,
+                         cwd=ROOT, env=env)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout == ""

@@ -15,22 +15,20 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import numpy as np
 import torch
 from tensordict import TensorDict, TensorDictBase
 from torch import nn
 
 from brax_bridge import TorchEnv
 from brax_core import envs
+from brax_core.training.agents.ppo.config import PPOConfig
 from brax_core.training.validation import boolean as _bool
 from brax_core.training.validation import callable_arg as _callable
-from brax_core.training.validation import non_negative_int as _non_negative_int
 from brax_core.training.validation import positive_int as _positive_int
-from brax_core.training.validation import real as _real
 from torch_ppo import checkpoint as ckpt
 from torch_ppo import distributed
 from torch_ppo.losses import LOSS_KEYS, LossConfig, LossTerms, ppo_loss_from_tensors, unpack_batch
-from torch_ppo.networks import Activation, PPOModules, make_actor, resolve_activation
+from torch_ppo.networks import Activation, PPOModules, make_actor
 from torch_ppo.params import TorchPPOParams, load_params, make_inference_fn, params_of
 from torch_ppo.policy_transfer import jax_params_to_torch
 
@@ -40,17 +38,8 @@ _STORED_KEYS = ("observation", "action", *LOSS_KEYS, ("next", "done"))
 
 
 # --------------------------------------------------------------------------------------------- validation
-# The JAX trainer's checks with its messages (brax_core.training.agents.ppo.train), plus the torch-only arguments.
-
-
-def _layer_sizes(name: str, sizes: Any) -> tuple[int, ...]:
-    try:
-        values = tuple(sizes)
-    except TypeError:
-        raise ValueError(f"{name} must be a sequence of positive integers, got {sizes!r}") from None
-    if any(isinstance(v, bool) or not isinstance(v, int | np.integer) or v <= 0 for v in values):
-        raise ValueError(f"{name} must be a sequence of positive integers, got {sizes!r}")
-    return tuple(int(v) for v in values)
+# Hyperparameters are checked by the schema both trainers share (brax_core.training.agents.ppo.config), so the
+# messages are the JAX trainer's; what is left here is the torch-only arguments and the process count.
 
 
 def _validate(kw: dict[str, Any], world_size: int) -> dict[str, Any]:
@@ -62,64 +51,56 @@ def _validate(kw: dict[str, Any], world_size: int) -> dict[str, Any]:
         raise TypeError(
             f"environment must be a brax_core Env, a registered environment name or a brax_bridge.TorchEnv, got {env!r}"
         )
-    kw["num_timesteps"] = _non_negative_int("num_timesteps", kw["num_timesteps"])
-    if kw["episode_length"] is not None:
-        kw["episode_length"] = _positive_int("episode_length", kw["episode_length"])
-    kw["action_repeat"] = _positive_int("action_repeat", kw["action_repeat"])
-    kw["num_envs"] = _positive_int("num_envs", kw["num_envs"])
-    kw["num_evals"] = _non_negative_int("num_evals", kw["num_evals"])
-    if kw["num_evals"] > 0:
-        kw["num_eval_envs"] = _positive_int("num_eval_envs", kw["num_eval_envs"])
-    for name in ("unroll_length", "batch_size", "num_minibatches", "num_updates_per_batch"):
-        kw[name] = _positive_int(name, kw[name])
-    kw["num_resets_per_eval"] = _non_negative_int("num_resets_per_eval", kw["num_resets_per_eval"])
-    if kw["training_metrics_steps"] is not None:
-        kw["training_metrics_steps"] = _positive_int("training_metrics_steps", kw["training_metrics_steps"])
     if kw["max_checkpoints_to_keep"] is not None:  # older name of max_to_keep
         kw["max_to_keep"] = kw["max_checkpoints_to_keep"]
-    if kw["max_to_keep"] is not None:
-        kw["max_to_keep"] = _positive_int("max_to_keep", kw["max_to_keep"])
-    kw["seed"] = _non_negative_int("seed", kw["seed"])
-    kw["learning_rate"] = _real("learning_rate", kw["learning_rate"], 0.0, open_low=True)
-    kw["entropy_cost"] = _real("entropy_cost", kw["entropy_cost"], 0.0)
-    kw["discounting"] = _real("discounting", kw["discounting"], 0.0, 1.0)
-    kw["gae_lambda"] = _real("gae_lambda", kw["gae_lambda"], 0.0, 1.0)
-    kw["clipping_epsilon"] = _real("clipping_epsilon", kw["clipping_epsilon"], 0.0, open_low=True)
-    kw["reward_scaling"] = _real("reward_scaling", kw["reward_scaling"], 0.0, open_low=True)
-    kw["vf_loss_coefficient"] = _real("vf_loss_coefficient", kw["vf_loss_coefficient"], 0.0)
-    if kw["max_grad_norm"] is not None:
-        kw["max_grad_norm"] = _real("max_grad_norm", kw["max_grad_norm"], 0.0, open_low=True)
-    for name in (
-        "normalize_observations",
-        "normalize_advantage",
-        "bootstrap_on_timeout",
-        "deterministic_eval",
-        "log_training_metrics",
-        "restore_value_fn",
-        "torch_compile",
-    ):
-        kw[name] = _bool(name, kw[name])
+    hp = PPOConfig(
+        num_timesteps=kw["num_timesteps"],
+        episode_length=kw["episode_length"],
+        action_repeat=kw["action_repeat"],
+        num_envs=kw["num_envs"],
+        num_eval_envs=kw["num_eval_envs"],
+        learning_rate=kw["learning_rate"],
+        entropy_cost=kw["entropy_cost"],
+        discounting=kw["discounting"],
+        seed=kw["seed"],
+        unroll_length=kw["unroll_length"],
+        batch_size=kw["batch_size"],
+        num_minibatches=kw["num_minibatches"],
+        num_updates_per_batch=kw["num_updates_per_batch"],
+        num_resets_per_eval=kw["num_resets_per_eval"],
+        normalize_observations=kw["normalize_observations"],
+        reward_scaling=kw["reward_scaling"],
+        clipping_epsilon=kw["clipping_epsilon"],
+        gae_lambda=kw["gae_lambda"],
+        max_grad_norm=kw["max_grad_norm"],
+        normalize_advantage=kw["normalize_advantage"],
+        vf_loss_coefficient=kw["vf_loss_coefficient"],
+        bootstrap_on_timeout=kw["bootstrap_on_timeout"],
+        deterministic_eval=kw["deterministic_eval"],
+        num_evals=kw["num_evals"],
+        log_training_metrics=kw["log_training_metrics"],
+        training_metrics_steps=kw["training_metrics_steps"],
+        max_to_keep=kw["max_to_keep"],
+        policy_hidden_layer_sizes=kw["policy_hidden_layer_sizes"],
+        value_hidden_layer_sizes=kw["value_hidden_layer_sizes"],
+        activation=kw["activation"],
+        torch_compile=kw["torch_compile"],
+    )
+    kw.update(hp.to_dict())  # the validated values (numpy scalars as Python numbers, sizes as tuples)
+    kw["restore_value_fn"] = _bool("restore_value_fn", kw["restore_value_fn"])
     _callable("progress_fn", kw["progress_fn"])
     _callable("policy_params_fn", kw["policy_params_fn"])
     if kw["randomization_fn"] is not None:
         _callable("randomization_fn", kw["randomization_fn"])
     if kw["eval_env"] is not None and not isinstance(kw["eval_env"], envs.Env | TorchEnv):
         raise TypeError(f"eval_env must be a brax_core Env, a brax_bridge.TorchEnv or None, got {kw['eval_env']!r}")
-    batch_size, num_minibatches, num_envs = kw["batch_size"], kw["num_minibatches"], kw["num_envs"]
-    if (batch_size * num_minibatches) % num_envs != 0:
-        raise ValueError(
-            f"batch_size * num_minibatches ({batch_size} * {num_minibatches} = {batch_size * num_minibatches}) must be "
-            f"divisible by num_envs ({num_envs})"
-        )
+    num_envs, batch_size = kw["num_envs"], kw["batch_size"]
     if num_envs % world_size != 0:
         raise ValueError(f"num_envs ({num_envs}) must be divisible by the number of processes ({world_size})")
     if batch_size % world_size != 0:
         raise ValueError(f"batch_size ({batch_size}) must be divisible by the number of processes ({world_size})")
     if kw["num_threads"] is not None:
         kw["num_threads"] = _positive_int("num_threads", kw["num_threads"])
-    kw["policy_hidden_layer_sizes"] = _layer_sizes("policy_hidden_layer_sizes", kw["policy_hidden_layer_sizes"])
-    kw["value_hidden_layer_sizes"] = _layer_sizes("value_hidden_layer_sizes", kw["value_hidden_layer_sizes"])
-    resolve_activation(kw["activation"])
     if kw["save_checkpoint_path"] is not None and not isinstance(kw["save_checkpoint_path"], str | os.PathLike):
         raise TypeError(f"save_checkpoint_path must be a path, got {kw['save_checkpoint_path']!r}")
     if kw["restore_checkpoint_path"] is not None:
@@ -354,17 +335,17 @@ def train(
 ) -> tuple[Callable[..., Any], TorchPPOParams, Metrics]:
     """Trains a PPO agent with PyTorch on a brax_core environment stepped through ``brax_bridge.TorchEnv``.
 
-    Arguments have the names, meanings and defaults of ``brax_core.training.agents.ppo.train.train`` (see its
-    docstring); in particular ``num_timesteps`` is the *total* step count, and a run restored from a checkpoint
-    counts from the checkpoint's steps. Only what the JAX trainer takes as a ``network_factory`` is given here
-    directly: ``policy_hidden_layer_sizes``, ``value_hidden_layer_sizes`` and ``activation`` (a name such as
+    Arguments have the names, meanings and defaults of ``brax_core.training.agents.ppo.train.train`` (see its docstring)
+    and are checked by the same schema (``brax_core.training.agents.ppo.config.PPOConfig``), so bad values are refused
+    with the JAX trainer's messages. In particular ``num_timesteps`` is the *total* step count, and a run restored from
+    a checkpoint counts from the checkpoint's steps. Only what the JAX trainer takes as a ``network_factory`` is given
+    here directly: ``policy_hidden_layer_sizes``, ``value_hidden_layer_sizes`` and ``activation`` (a name such as
     ``'swish'`` or a callable), the defaults of ``make_ppo_networks``. Torch additions: ``device`` (default: the
-    TorchEnv's device, else CPU), ``torch_compile`` (compile the loss with ``torch.compile``), ``num_threads``
-    (torch's intra-op threads on CPU while training, restored on return; ``None`` keeps torch's setting). The
-    default is 1: JAX's physics runs on its own thread pool on the same cores, and torch's OpenMP workers waiting at
-    barriers behind it made small ops over 10x slower on a 2-core machine.
-    ``environment``/``eval_env`` may also be ready ``TorchEnv``s (with ``num_envs`` per process).
-    ``restore_params`` takes ``TorchPPOParams`` or the JAX trainer's ``PPOTrainingParams``.
+    TorchEnv's device, else CPU), ``torch_compile`` (compile the loss with ``torch.compile``), ``num_threads`` (torch's
+    intra-op threads on CPU while training, restored on return; ``None`` keeps torch's setting). The default is 1: JAX's
+    physics runs on its own thread pool on the same cores, and torch's OpenMP workers waiting at barriers behind it made
+    small ops over 10x slower on a 2-core machine. ``environment``/``eval_env`` may also be ready ``TorchEnv``s (with
+    ``num_envs`` per process). ``restore_params`` takes ``TorchPPOParams`` or the JAX trainer's ``PPOTrainingParams``.
     ``max_checkpoints_to_keep`` is a deprecated alias of ``max_to_keep``.
 
     Launched by ``torchrun`` with several processes, each owns ``num_envs / world_size`` envs (see

@@ -1,24 +1,27 @@
-"""A run's hyperparameters resolved (spec default < preset < flag) and passed to either trainer.
+"""A run's hyperparameters resolved (command-line default < preset < flag) into a ``PPOConfig``, and a config
+mapped to either trainer's keyword arguments.
 
-Both trainers take Brax's argument names, so one resolved dict drives either; only the network settings
-differ in how they are passed (JAX: a ``network_factory``; torch: plain keyword arguments).
+Which keyword arguments a trainer takes is stated by the schema (each field's ``trainers``); the network fields
+are the one difference in how they are passed (JAX: inside a ``network_factory``; torch: by name).
 """
 
 from __future__ import annotations
 
 import functools
-import inspect
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
-from flax import linen
-
-import torch_ppo
-from brax_bridge.application.hparams import BY_NAME, NETWORK_KEYS, SPECS, HParamError, check, check_consistency
+from brax_bridge.application import hparams
+from brax_bridge.application.hparams import HParamError
 from brax_core import envs
 from brax_core.training.agents.ppo import networks as ppo_networks
 from brax_core.training.agents.ppo import presets as ppo_presets
-from brax_core.training.agents.ppo import train as ppo_train
+from brax_core.training.agents.ppo.config import (
+    NETWORK_FIELDS,
+    ConfigError,
+    PPOConfig,
+    fields_of_train_kwargs,
+)
 
 
 def presets() -> dict[str, dict[str, Any]]:
@@ -26,83 +29,75 @@ def presets() -> dict[str, dict[str, Any]]:
     return dict(ppo_presets.PRESETS)
 
 
+def preset_config(name: str) -> PPOConfig:
+    """A preset as a validated ``PPOConfig`` (fields it leaves out keep ``ppo.train``'s defaults)."""
+    table = presets()
+    if name not in table:
+        raise ValueError(f"no PPO preset named {name!r}; presets: {', '.join(sorted(table))}")
+    return PPOConfig.from_train_kwargs(table[name])
+
+
 def _preset_values(preset: Mapping[str, Any]) -> dict[str, Any]:
-    """A preset's entries under the CLI's names (a ``network_factory`` partial is unpacked into its kwargs)."""
-    values = {}
-    for key, value in preset.items():
-        if key == "network_factory":
-            keywords = dict(getattr(value, "keywords", None) or {})
-            unknown = sorted(set(keywords) - set(NETWORK_KEYS))
-            if unknown:  # a network setting the flags cannot express would be silently lost
-                raise HParamError(f"preset network_factory sets {unknown}; the command line handles {NETWORK_KEYS}")
-            values.update(keywords)
-            continue
-        values[key] = value
+    """A preset's entries as schema fields, a callable activation by its name (run folders are JSON)."""
+    values = fields_of_train_kwargs(preset)
     if callable(values.get("activation")):
         values["activation"] = getattr(values["activation"], "__name__", str(values["activation"]))
     return values
 
 
 def resolve(env_name: str, preset_name: str | None, overrides: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:
-    """Every hyperparameter's value: spec default < preset < flag. Returns ``(values, preset used)``.
+    """Every command-line hyperparameter's value: command-line default < preset < flag, validated together.
+    Returns ``(values, preset used)``.
 
-    ``preset_name=None`` picks the env's own preset when one exists. Unknown preset names and preset keys
-    the CLI does not know are errors (a preset value that could not be overridden would be a silent setting).
+    ``preset_name=None`` picks the env's own preset when one exists. An unknown preset name is an error, and so
+    is a preset setting something the command line cannot override (it would be a silent setting). A preset's
+    seed is dropped: the commands take ``--seed``/``--seeds``.
     """
     table = presets()
     if preset_name is not None and preset_name not in table:
-        known = ", ".join(sorted(table))
-        raise HParamError(f"--preset must be one of: {known}; got {preset_name!r}")
+        raise HParamError(f"--preset must be one of: {', '.join(sorted(table))}; got {preset_name!r}")
     used = preset_name if preset_name is not None else (env_name if env_name in table else None)
-    values = {s.name: s.default for s in SPECS}
-    if used is not None:
-        from_preset = _preset_values(table[used])
-        unknown = sorted(set(from_preset) - set(BY_NAME) - {"seed"})
-        if unknown:
-            raise HParamError(f"preset {used!r} sets {unknown}, which the command line cannot override")
-        from_preset.pop("seed", None)
-        values.update(from_preset)
-    values.update({k: v for k, v in overrides.items() if v is not None})
-    resolved = {name: check(name, value) for name, value in values.items()}
-    if resolved["episode_length"] is None:
-        resolved["episode_length"] = env_default_episode_length(env_name)
-    check_consistency(resolved)
-    return resolved, used
+    values = hparams.defaults()
+    try:
+        if used is not None:
+            from_preset = _preset_values(table[used])
+            from_preset.pop("seed", None)
+            unknown = sorted(set(from_preset) - set(hparams.BY_NAME))
+            if unknown:
+                raise HParamError(f"preset {used!r} sets {unknown}, which the command line cannot override")
+            values.update(from_preset)
+        values.update(hparams.from_flags({k: v for k, v in overrides.items() if v is not None}))
+        if values["episode_length"] is None:
+            values["episode_length"] = env_default_episode_length(env_name)
+        config = PPOConfig(**values)
+    except ConfigError as err:
+        raise HParamError(err.flag_message) from None
+    return {name: getattr(config, name) for name in hparams.BY_NAME}, used
+
+
+def run_config(run: Mapping[str, Any]) -> PPOConfig:
+    """The ``PPOConfig`` of a run folder's ``config.json`` (``hyperparameters`` and ``seed``); fields an older
+    folder lacks take the command line's defaults."""
+    values = {**hparams.defaults(), **run["hyperparameters"], "seed": int(run["seed"])}
+    try:
+        return PPOConfig(**values)
+    except ConfigError as err:
+        raise HParamError(err.flag_message) from None
 
 
 def env_default_episode_length(env_name: str) -> int:
     return int(getattr(envs.get_environment_class(env_name), "default_episode_length", 1000))
 
 
-def activation_fn(name: str) -> Callable:
-    """The flax activation for a name in ``ACTIVATIONS``."""
-    return getattr(linen, name)
-
-
-def jax_kwargs(hp: Mapping[str, Any]) -> dict[str, Any]:
-    """Keyword arguments for ``brax_core.training.agents.ppo.train.train``."""
-    kwargs = {k: v for k, v in hp.items() if k not in NETWORK_KEYS and "jax" in BY_NAME[k].trainers}
-    kwargs["network_factory"] = functools.partial(
-        ppo_networks.make_ppo_networks,
-        policy_hidden_layer_sizes=tuple(hp["policy_hidden_layer_sizes"]),
-        value_hidden_layer_sizes=tuple(hp["value_hidden_layer_sizes"]),
-        activation=activation_fn(hp["activation"]),
-    )
-    return _accepted(ppo_train.train, kwargs)
-
-
-def torch_kwargs(hp: Mapping[str, Any]) -> dict[str, Any]:
-    """Keyword arguments for ``torch_ppo.train`` (network settings passed by name)."""
-    kwargs = {k: v for k, v in hp.items() if "torch" in BY_NAME[k].trainers}
-    return _accepted(torch_ppo.train, kwargs)
-
-
-def _accepted(fn: Callable, kwargs: dict[str, Any]) -> dict[str, Any]:
-    """Refuses kwargs the trainer does not take, naming them (never drops a setting silently)."""
-    params = inspect.signature(fn).parameters
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
-        return kwargs
-    unknown = sorted(set(kwargs) - set(params))
-    if unknown:
-        raise HParamError(f"{fn.__module__}.{fn.__name__} does not accept {unknown}")
+def jax_kwargs(config: PPOConfig) -> dict[str, Any]:
+    """Keyword arguments for ``brax_core.training.agents.ppo.train.train``: the fields the JAX trainer takes,
+    with the network fields inside a ``make_ppo_networks`` partial."""
+    kwargs = config.trainer_kwargs("jax")
+    network = {name: kwargs.pop(name) for name in NETWORK_FIELDS}
+    kwargs["network_factory"] = functools.partial(ppo_networks.make_ppo_networks, **network)
     return kwargs
+
+
+def torch_kwargs(config: PPOConfig) -> dict[str, Any]:
+    """Keyword arguments for ``torch_ppo.train``: the fields the torch trainer takes, network fields by name."""
+    return config.trainer_kwargs("torch")

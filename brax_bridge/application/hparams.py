@@ -1,81 +1,63 @@
-"""PPO hyperparameters as the command line sees them: one spec per name, with validation.
+"""The command line's view of the PPO hyperparameter schema (``brax_core.training.agents.ppo.config``).
 
-Plain Python on purpose: the command line builds its flags from ``SPECS`` before any command runs, so
-``brax-bridge --help`` answers without importing JAX or torch. Presets and the trainers' keyword arguments are
+Every ``PPOConfig`` field with ``command_line`` set is a flag of the same name (``num_envs`` -> ``--num-envs``),
+with the field's help text; ``seed`` is the commands' own ``--seed``/``--seeds``. Values are checked by the
+schema, and its errors are reported with flag names.
+
+Plain Python on purpose, like the schema: the command line builds its flags from here before any command runs,
+so ``brax-bridge --help`` answers without importing JAX or torch. Presets and the trainers' keyword arguments are
 in ``configuration``.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-ACTIVATIONS = ("relu", "tanh", "sigmoid", "swish", "silu", "elu", "gelu", "leaky_relu", "softplus")
-TRAINERS = ("jax", "torch")
-NETWORK_KEYS = ("policy_hidden_layer_sizes", "value_hidden_layer_sizes", "activation")
+from brax_core.training.agents.ppo import config as schema
+from brax_core.training.agents.ppo.config import FieldSpec
+
+TRAINERS = schema.TRAINERS
+FIELDS: tuple[FieldSpec, ...] = tuple(spec for spec in schema.SPECS if spec.command_line)
+BY_NAME: dict[str, FieldSpec] = {spec.name: spec for spec in FIELDS}
+
+# Where a preset leaves a field unset, the command line starts from Brax's locomotion recipe rather than
+# ppo.train's defaults (one env, batches of 32: right for a library call, too small for a command-line run),
+# and keeps the newest few checkpoints (enough to resume, bounded on disk). A preset replaces these; a flag both.
+COMMAND_LINE_DEFAULTS: dict[str, Any] = {
+    "num_timesteps": 1_000_000,
+    "num_envs": 2048,
+    "num_evals": 10,
+    "learning_rate": 3e-4,
+    "entropy_cost": 1e-2,
+    "discounting": 0.97,
+    "unroll_length": 5,
+    "batch_size": 1024,
+    "num_minibatches": 32,
+    "num_updates_per_batch": 4,
+    "reward_scaling": 10.0,
+    "normalize_observations": True,
+    "deterministic_eval": True,
+    "max_to_keep": 3,
+}
 
 
-@dataclasses.dataclass(frozen=True)
-class HParam:
-    """One hyperparameter: its kind ('int', 'float', 'bool', 'sizes', 'choice'), range and help line."""
-
-    name: str
-    kind: str
-    help: str
-    default: Any = None
-    minimum: float | None = None
-    maximum: float | None = None
-    min_open: bool = False  # True: the minimum itself is not allowed
-    optional: bool = False  # None is a valid value (e.g. max_grad_norm: no clipping)
-    choices: tuple[str, ...] = ()
-    trainers: tuple[str, ...] = TRAINERS
-
-    @property
-    def flag(self) -> str:
-        return "--" + self.name.replace("_", "-")
-
-
-# Defaults follow Brax's PPO; a preset replaces them, a flag replaces both.
-SPECS: tuple[HParam, ...] = (
-    HParam("num_timesteps", "int", "total environment steps to train", 1_000_000, minimum=0),
-    HParam("episode_length", "int", "steps per episode before the time limit (default: the env's own)", None, 1),
-    HParam("action_repeat", "int", "env steps per policy action", 1, 1),
-    HParam("num_envs", "int", "parallel training environments", 2048, 1),
-    HParam("num_eval_envs", "int", "parallel evaluation environments", 128, 1),
-    HParam("num_evals", "int", "evaluations (and checkpoints) over the run; 0: none", 10, 0),
-    HParam("num_resets_per_eval", "int", "environment resets between evaluations (JAX trainer)", 0, 0,
-           trainers=("jax",)),
-    HParam("learning_rate", "float", "Adam learning rate", 3e-4, 0, min_open=True),
-    HParam("entropy_cost", "float", "weight of the entropy bonus", 1e-2, 0),
-    HParam("discounting", "float", "discount factor gamma", 0.97, 0, 1, min_open=True),
-    HParam("gae_lambda", "float", "GAE lambda", 0.95, 0, 1),
-    HParam("unroll_length", "int", "steps per rollout segment", 5, 1),
-    HParam("batch_size", "int", "segments per minibatch", 1024, 1),
-    HParam("num_minibatches", "int", "minibatches per update epoch", 32, 1),
-    HParam("num_updates_per_batch", "int", "update epochs over each batch", 4, 1),
-    HParam("reward_scaling", "float", "multiplier applied to rewards in the loss", 10.0, 0, min_open=True),
-    HParam("clipping_epsilon", "float", "PPO ratio clipping", 0.3, 0, min_open=True),
-    HParam("max_grad_norm", "float", "global gradient-norm clip (0: none)", None, 0, optional=True),
-    HParam("vf_loss_coefficient", "float", "value-loss weight", 0.5, 0),
-    HParam("normalize_observations", "bool", "running mean/std observation normaliser", True),
-    HParam("normalize_advantage", "bool", "normalise advantages per minibatch", True),
-    HParam("deterministic_eval", "bool", "evaluate the policy's mode instead of sampling", True),
-    HParam("bootstrap_on_timeout", "bool", "bootstrap time-limit steps from the true final observation", False),
-    HParam("log_training_metrics", "bool", "stream training metrics between evaluations", False),
-    HParam("training_metrics_steps", "int", "env steps between training-metric reports", None, 1, optional=True),
-    HParam("policy_hidden_layer_sizes", "sizes", "policy MLP hidden sizes, e.g. 32,32,32,32", (32, 32, 32, 32)),
-    HParam("value_hidden_layer_sizes", "sizes", "value MLP hidden sizes, e.g. 256,256,256,256,256",
-           (256, 256, 256, 256, 256)),
-    HParam("activation", "choice", "hidden-layer activation", "swish", choices=ACTIVATIONS),
-    HParam("torch_compile", "bool", "compile the torch loss with torch.compile (torch trainer)", False,
-           trainers=("torch",)),
-)
-BY_NAME: dict[str, HParam] = {s.name: s for s in SPECS}
+# Optional numbers whose flag takes 0 for None (a flag cannot be given "None").
+ZERO_MEANS_NONE = ("max_grad_norm",)
 
 
 class HParamError(ValueError):
     """A bad hyperparameter; the message names the flag and what it accepts."""
+
+
+def default(name: str) -> Any:
+    """The value a run gets without a preset or flag setting ``name``."""
+    return COMMAND_LINE_DEFAULTS.get(name, schema.defaults().get(name))
+
+
+def defaults() -> dict[str, Any]:
+    """Every flag's value without a preset or flag."""
+    return {name: default(name) for name in BY_NAME}
 
 
 def parse_sizes(text: str | Any, name: str = "sizes") -> tuple[int, ...]:
@@ -87,14 +69,22 @@ def parse_sizes(text: str | Any, name: str = "sizes") -> tuple[int, ...]:
             sizes = tuple(int(p) for p in parts)
         except ValueError:
             raise HParamError(f"{flag} must be comma-separated positive integers like 64,64; got {text!r}") from None
-    else:
-        try:
-            sizes = tuple(text)
-        except TypeError:
-            raise HParamError(f"{flag} must be a sequence of positive integers; got {text!r}") from None
-    if not sizes or any(isinstance(s, bool) or not isinstance(s, int) or s < 1 for s in sizes):
-        raise HParamError(f"{flag} must be one or more positive integers like 64,64; got {text!r}")
-    return sizes
+        if not sizes:  # the schema allows no hidden layers; an empty flag is far more likely a typo
+            raise HParamError(f"{flag} must be one or more positive integers like 64,64; got {text!r}")
+        return sizes
+    return text
+
+
+def from_flags(values: Mapping[str, Any]) -> dict[str, Any]:
+    """Flag values in the schema's terms: sizes text parsed, 0 as None where ``ZERO_MEANS_NONE``."""
+    out = dict(values)
+    for name in schema.NETWORK_FIELDS[:2]:
+        if name in out:
+            out[name] = parse_sizes(out[name], name)
+    for name in ZERO_MEANS_NONE:
+        if out.get(name) == 0:
+            out[name] = None
+    return out
 
 
 def check(name: str, value: Any) -> Any:
@@ -102,48 +92,10 @@ def check(name: str, value: Any) -> Any:
     spec = BY_NAME.get(name)
     if spec is None:
         raise HParamError(f"unknown hyperparameter {name!r}; known: {', '.join(BY_NAME)}")
-    if value is None:
-        if spec.optional or (name == "episode_length"):
-            return None
-        raise HParamError(f"{spec.flag} needs a value")
-    if spec.kind == "sizes":
-        return parse_sizes(value, name)
-    if spec.kind == "choice":
-        if value not in spec.choices:
-            raise HParamError(f"{spec.flag} must be one of: {', '.join(spec.choices)}; got {value!r}")
-        return value
-    if spec.kind == "bool":
-        if not isinstance(value, bool):
-            raise HParamError(f"{spec.flag} must be true or false; got {value!r}")
-        return value
-    if spec.kind == "int":
-        if isinstance(value, bool) or not isinstance(value, int):
-            if isinstance(value, float) and value.is_integer():
-                value = int(value)
-            else:
-                raise HParamError(f"{spec.flag} must be an integer; got {value!r}")
-    else:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise HParamError(f"{spec.flag} must be a number; got {value!r}")
-        value = float(value)
-        if spec.optional and value == 0:
-            return None
-    low, high = spec.minimum, spec.maximum
-    if low is not None and (value < low or (spec.min_open and value == low)):
-        relation = ">" if spec.min_open else ">="
-        raise HParamError(f"{spec.flag} must be {relation} {low:g}; got {value!r}")
-    if high is not None and value > high:
-        raise HParamError(f"{spec.flag} must be <= {high:g}; got {value!r}")
-    return value
-
-
-def check_consistency(hp: Mapping[str, Any]) -> None:
-    """The cross-field rules both trainers enforce, checked here so the CLI fails before building anything."""
-    if (hp["batch_size"] * hp["num_minibatches"]) % hp["num_envs"] != 0:
-        raise HParamError(
-            f"--batch-size x --num-minibatches ({hp['batch_size']} x {hp['num_minibatches']} = "
-            f"{hp['batch_size'] * hp['num_minibatches']}) must be divisible by --num-envs ({hp['num_envs']})"
-        )
+    try:
+        return schema.check(spec, from_flags({name: value})[name])
+    except schema.ConfigError as err:
+        raise HParamError(err.flag_message) from None
 
 
 def to_json(hp: Mapping[str, Any]) -> dict[str, Any]:

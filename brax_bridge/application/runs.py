@@ -26,8 +26,6 @@ from brax_core.training.agents.ppo import checkpoint as jax_checkpoint
 from brax_core.training.agents.ppo import train as ppo_train
 from torch_ppo import checkpoint as torch_checkpoint
 
-KEEP_CHECKPOINTS = 3  # the newest few: enough to resume, bounded on disk
-
 
 class StopTraining(Exception):
     """Raised from the progress callback to leave the trainer between two compiled steps."""
@@ -108,18 +106,14 @@ def checkpoint_step(trainer: str, path: str) -> int | None:
 
 
 def _call_trainer(config: Mapping[str, Any], progress_fn: Callable, ckpt: str, restore: str | None) -> Any:
-    hp = dict(config["hyperparameters"])
-    for key in ("policy_hidden_layer_sizes", "value_hidden_layer_sizes"):
-        hp[key] = tuple(hp[key])
+    hp = configuration.run_config(config)
     environment = envs.get_environment(config["env"])
-    common = dict(progress_fn=progress_fn, save_checkpoint_path=ckpt, restore_checkpoint_path=restore,
-                  seed=int(config["seed"]))
+    common = dict(progress_fn=progress_fn, save_checkpoint_path=ckpt, restore_checkpoint_path=restore)
     if config["trainer"] == "jax":
-        return ppo_train.train(environment=environment, max_to_keep=KEEP_CHECKPOINTS, **common,
-                               **configuration.jax_kwargs(hp))
+        return ppo_train.train(environment=environment, **common, **configuration.jax_kwargs(hp))
     if config["trainer"] == "torch":
         return torch_ppo.train(environment=environment, device=config.get("device") or runtime.default_device(),
-                               max_checkpoints_to_keep=KEEP_CHECKPOINTS, **common, **configuration.torch_kwargs(hp))
+                               **common, **configuration.torch_kwargs(hp))
     raise hparams.HParamError(f"--trainer must be one of {', '.join(hparams.TRAINERS)}; got {config['trainer']!r}")
 
 

@@ -6,6 +6,9 @@ import functools
 import importlib
 from collections.abc import Callable
 
+from brax_core import _quiet  # noqa: F401  (before any env module imports mujoco.mjx)
+
+# isort: split
 from brax_core.envs.base import Env, PipelineEnv, State, Wrapper
 from brax_core.envs.wrappers import training
 

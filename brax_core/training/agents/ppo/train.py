@@ -4,7 +4,9 @@ See: https://arxiv.org/pdf/1707.06347.pdf
 
 Same argument names, meanings and defaults as Brax's ``train``, plus what Brax lacks: exact resume from complete
 checkpoints, an env-step count that never wraps, training metrics without evaluation, randomisation without a
-separate eval env, and any activation in saved networks.
+separate eval env, and any activation in saved networks. The hyperparameters are checked by building a
+``PPOConfig`` (``config.py``), the schema the torch trainer and the command line share, so all three accept the
+same values and word their refusals alike.
 
 Layout of one run: the environments are data-parallel over a one-axis device mesh (``shard_map``); every
 device steps its share of the envs, gradients and the observation normaliser are averaged across devices, and
@@ -41,12 +43,11 @@ from brax_core.training.acme import running_statistics
 from brax_core.training.agents.ppo import checkpoint
 from brax_core.training.agents.ppo import losses as ppo_losses
 from brax_core.training.agents.ppo import networks as ppo_networks
+from brax_core.training.agents.ppo.config import PPOConfig
 from brax_core.training.agents.ppo.networks import PPOTrainingParams
 from brax_core.training.validation import boolean as _bool
 from brax_core.training.validation import callable_arg as _callable
-from brax_core.training.validation import non_negative_int as _non_negative_int
 from brax_core.training.validation import positive_int as _positive_int
-from brax_core.training.validation import real as _real
 
 _AXIS = "i"
 _TWO_32 = 1 << 32
@@ -240,43 +241,54 @@ def train(
         environment = envs.get_environment(environment)
     if not isinstance(environment, Env):
         raise TypeError(f"environment must be a brax_core Env or a registered environment name, got {environment!r}")
-    num_timesteps = _non_negative_int("num_timesteps", num_timesteps)
     if episode_length is None:
         episode_length = int(getattr(environment.unwrapped, "default_episode_length", 1000))
-    episode_length = _positive_int("episode_length", episode_length)
-    action_repeat = _positive_int("action_repeat", action_repeat)
-    num_envs = _positive_int("num_envs", num_envs)
-    num_evals = _non_negative_int("num_evals", num_evals)
+    hp = PPOConfig(
+        num_timesteps=num_timesteps,
+        episode_length=episode_length,
+        action_repeat=action_repeat,
+        num_envs=num_envs,
+        num_eval_envs=num_eval_envs,
+        learning_rate=learning_rate,
+        entropy_cost=entropy_cost,
+        discounting=discounting,
+        seed=seed,
+        unroll_length=unroll_length,
+        batch_size=batch_size,
+        num_minibatches=num_minibatches,
+        num_updates_per_batch=num_updates_per_batch,
+        num_resets_per_eval=num_resets_per_eval,
+        normalize_observations=normalize_observations,
+        reward_scaling=reward_scaling,
+        clipping_epsilon=clipping_epsilon,
+        gae_lambda=gae_lambda,
+        max_grad_norm=max_grad_norm,
+        normalize_advantage=normalize_advantage,
+        vf_loss_coefficient=vf_loss_coefficient,
+        bootstrap_on_timeout=bootstrap_on_timeout,
+        deterministic_eval=deterministic_eval,
+        num_evals=num_evals,
+        log_training_metrics=log_training_metrics,
+        training_metrics_steps=training_metrics_steps,
+        max_to_keep=max_to_keep,
+    )
+    # The validated values (numpy scalars become Python numbers) under the names the rest of the function uses.
+    num_timesteps, episode_length, action_repeat = hp.num_timesteps, hp.episode_length, hp.action_repeat
+    num_envs, num_eval_envs, num_evals = hp.num_envs, hp.num_eval_envs, hp.num_evals
+    learning_rate, entropy_cost, discounting, seed = hp.learning_rate, hp.entropy_cost, hp.discounting, hp.seed
+    unroll_length, batch_size, num_minibatches = hp.unroll_length, hp.batch_size, hp.num_minibatches
+    num_updates_per_batch, num_resets_per_eval = hp.num_updates_per_batch, hp.num_resets_per_eval
+    normalize_observations, reward_scaling, clipping_epsilon = (
+        hp.normalize_observations, hp.reward_scaling, hp.clipping_epsilon
+    )
+    gae_lambda, max_grad_norm, normalize_advantage = hp.gae_lambda, hp.max_grad_norm, hp.normalize_advantage
+    vf_loss_coefficient, bootstrap_on_timeout = hp.vf_loss_coefficient, hp.bootstrap_on_timeout
+    deterministic_eval, log_training_metrics = hp.deterministic_eval, hp.log_training_metrics
+    training_metrics_steps, max_to_keep = hp.training_metrics_steps, hp.max_to_keep
     run_evals = _bool("run_evals", run_evals)
     evaluate = num_evals > 0 and run_evals
-    if evaluate:
-        num_eval_envs = _positive_int("num_eval_envs", num_eval_envs)
-    unroll_length = _positive_int("unroll_length", unroll_length)
-    batch_size = _positive_int("batch_size", batch_size)
-    num_minibatches = _positive_int("num_minibatches", num_minibatches)
-    num_updates_per_batch = _positive_int("num_updates_per_batch", num_updates_per_batch)
-    num_resets_per_eval = _non_negative_int("num_resets_per_eval", num_resets_per_eval)
     if max_devices_per_host is not None:
         max_devices_per_host = _positive_int("max_devices_per_host", max_devices_per_host)
-    if training_metrics_steps is not None:
-        training_metrics_steps = _positive_int("training_metrics_steps", training_metrics_steps)
-    if max_to_keep is not None:
-        max_to_keep = _positive_int("max_to_keep", max_to_keep)
-    seed = int(_non_negative_int("seed", seed))
-    learning_rate = _real("learning_rate", learning_rate, 0.0, open_low=True)
-    entropy_cost = _real("entropy_cost", entropy_cost, 0.0)
-    discounting = _real("discounting", discounting, 0.0, 1.0)
-    gae_lambda = _real("gae_lambda", gae_lambda, 0.0, 1.0)
-    clipping_epsilon = _real("clipping_epsilon", clipping_epsilon, 0.0, open_low=True)
-    reward_scaling = _real("reward_scaling", reward_scaling, 0.0, open_low=True)
-    vf_loss_coefficient = _real("vf_loss_coefficient", vf_loss_coefficient, 0.0)
-    if max_grad_norm is not None:
-        max_grad_norm = _real("max_grad_norm", max_grad_norm, 0.0, open_low=True)
-    normalize_observations = _bool("normalize_observations", normalize_observations)
-    normalize_advantage = _bool("normalize_advantage", normalize_advantage)
-    bootstrap_on_timeout = _bool("bootstrap_on_timeout", bootstrap_on_timeout)
-    deterministic_eval = _bool("deterministic_eval", deterministic_eval)
-    log_training_metrics = _bool("log_training_metrics", log_training_metrics)
     restore_value_fn = _bool("restore_value_fn", restore_value_fn)
     for name, flag in (("madrona_backend", madrona_backend), ("augment_pixels", augment_pixels)):
         if flag is not False:
@@ -292,11 +304,6 @@ def train(
         wrap_env = _callable("wrap_env_fn", wrap_env_fn)
     if not (isinstance(wrap_env, bool) or callable(wrap_env)):
         raise ValueError(f"wrap_env must be True, False or a wrapper callable, got {wrap_env!r}")
-    if (batch_size * num_minibatches) % num_envs != 0:
-        raise ValueError(
-            f"batch_size * num_minibatches ({batch_size} * {num_minibatches} = {batch_size * num_minibatches}) must be "
-            f"divisible by num_envs ({num_envs})"
-        )
     devices = _devices(max_devices_per_host)
     device_count = len(devices)
     if num_envs % device_count != 0:
@@ -316,8 +323,6 @@ def train(
     )
 
     env_step_per_training_step = batch_size * unroll_length * num_minibatches * action_repeat
-    if env_step_per_training_step >= _TWO_32:
-        raise ValueError(f"one training step would take {env_step_per_training_step} env steps; keep it below 2**32")
     local_envs = num_envs // device_count
     local_eval_envs = num_eval_envs // device_count if evaluate else 0
     local_batch = batch_size * num_minibatches // device_count

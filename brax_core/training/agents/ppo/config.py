@@ -1,0 +1,196 @@
+"""PPO hyperparameters as one typed schema: ``PPOConfig``, a frozen dataclass both trainers validate against.
+
+Each field carries Brax's default (the JAX ``train`` default), a help text and a ``FieldSpec`` (kind, range,
+whether ``None`` is allowed, choices, which trainers take it) in its metadata. ``PPOConfig(...)`` checks every
+field and the rules between fields in ``__post_init__``, so a config that exists is valid. The JAX and torch
+``train`` functions build one from their keyword arguments; the command line builds its flags and ``--help``
+from the same fields.
+
+Standard library only on purpose: the command line imports this module to build ``brax-bridge --help``, which
+must answer without loading JAX or torch.
+
+Errors name the field and what it accepts in two vocabularies: ``str(error)`` speaks of Python keyword
+arguments (``num_envs must be a positive integer, got 0``); ``error.flag_message`` of command-line flags
+(``--num-envs must be >= 1; got 0``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from brax_core.training.validation import TRAINERS, ConfigError, FieldSpec, check
+
+# Activation names both trainers know (brax_core.training.networks and torch_ppo.networks map them alike).
+ACTIVATIONS = (
+    "relu", "tanh", "sigmoid", "swish", "silu", "elu", "gelu", "leaky_relu", "softplus", "selu", "celu",
+    "log_sigmoid", "identity",
+)
+NETWORK_FIELDS = ("policy_hidden_layer_sizes", "value_hidden_layer_sizes", "activation")
+
+__all__ = [
+    "ACTIVATIONS", "BY_NAME", "NETWORK_FIELDS", "SPECS", "TRAINERS", "ConfigError", "FieldSpec", "PPOConfig", "check",
+]
+
+
+def _field(default: Any, help: str, kind: str, **spec: Any) -> Any:
+    metadata = {"help": help, "spec": FieldSpec(kind, help, **spec)}
+    if default is dataclasses.MISSING:
+        return dataclasses.field(metadata=metadata)
+    return dataclasses.field(default=default, metadata=metadata)
+
+
+def _int(default: Any, help: str, minimum: int = 1, **spec: Any) -> Any:
+    return _field(default, help, "int", minimum=minimum, **spec)
+
+
+def _real(default: Any, help: str, minimum: float | None = 0.0, **spec: Any) -> Any:
+    return _field(default, help, "float", minimum=minimum, **spec)
+
+
+def _bool(default: bool, help: str, **spec: Any) -> Any:
+    return _field(default, help, "bool", **spec)
+
+
+@dataclasses.dataclass(frozen=True)
+class PPOConfig:
+    """The hyperparameters of a PPO run, validated on construction (``ConfigError`` names what is wrong).
+
+    Field order, names and defaults are those of ``brax_core.training.agents.ppo.train.train``; the network
+    fields are ``make_ppo_networks``' arguments (the JAX trainer takes them inside a ``network_factory``).
+    """
+
+    num_timesteps: int = _int(
+        dataclasses.MISSING, "total environment steps to train; a restored run counts from its checkpoint's steps",
+        minimum=0,
+    )
+    episode_length: int | None = _int(
+        None, "steps per episode before the time limit (None: the env's own default_episode_length)", optional=True
+    )
+    action_repeat: int = _int(1, "env steps per policy action")
+    num_envs: int = _int(1, "parallel training environments (across all devices)")
+    num_eval_envs: int = _int(128, "parallel evaluation environments")
+    learning_rate: float = _real(1e-4, "Adam learning rate", min_open=True)
+    entropy_cost: float = _real(1e-4, "weight of the entropy bonus")
+    discounting: float = _real(0.9, "discount factor gamma", maximum=1.0)
+    seed: int = _int(0, "random seed", minimum=0, command_line=False)
+    unroll_length: int = _int(10, "steps per unroll of every environment (the PPO loss uses unrolls this long)")
+    batch_size: int = _int(32, "unrolls per minibatch SGD step")
+    num_minibatches: int = _int(16, "minibatches per pass over a batch (a training step collects batch_size * "
+                                    "num_minibatches unrolls)")
+    num_updates_per_batch: int = _int(2, "passes (update epochs) over each collected batch")
+    num_resets_per_eval: int = _int(0, "environment resets between evaluations (0: never reset)", minimum=0,
+                                    trainers=("jax",))
+    normalize_observations: bool = _bool(False, "keep a running mean/std of observations and normalise network inputs")
+    reward_scaling: float = _real(1.0, "multiplier applied to rewards in the loss", min_open=True)
+    clipping_epsilon: float = _real(0.3, "PPO ratio clipping", min_open=True)
+    gae_lambda: float = _real(0.95, "GAE lambda", maximum=1.0)
+    max_grad_norm: float | None = _real(
+        None, "clip gradients to this global norm (None: no clipping)", min_open=True,
+        optional=True,
+    )
+    normalize_advantage: bool = _bool(True, "standardise advantages per minibatch")
+    vf_loss_coefficient: float = _real(0.5, "value-loss weight")
+    bootstrap_on_timeout: bool = _bool(False, "bootstrap time-limit steps from the true final observation")
+    deterministic_eval: bool = _bool(False, "evaluate the policy's mode instead of sampling")
+    num_evals: int = _int(1, "evaluations (and checkpoints) over the run; 0: none", minimum=0)
+    log_training_metrics: bool = _bool(False, "stream training metrics between evaluations")
+    training_metrics_steps: int | None = _int(
+        None, "env steps between training-metric reports (None: every training step)", optional=True
+    )
+    max_to_keep: int | None = _int(None, "the most checkpoints kept (None: all)", optional=True)
+    policy_hidden_layer_sizes: tuple[int, ...] = _field((32,) * 4, "policy MLP hidden sizes, e.g. 32,32,32,32", "sizes")
+    value_hidden_layer_sizes: tuple[int, ...] = _field((256,) * 5, "value MLP hidden sizes, e.g. 256,256,256", "sizes")
+    activation: str | Callable[..., Any] = _field("swish", "hidden-layer activation", "activation", choices=ACTIVATIONS)
+    torch_compile: bool = _bool(False, "compile the torch loss with torch.compile", trainers=("torch",))
+
+    def __post_init__(self) -> None:
+        for spec in SPECS:
+            object.__setattr__(self, spec.name, check(spec, getattr(self, spec.name)))
+        _check_together(self)
+
+    # ---- construction from other shapes
+
+    @classmethod
+    def from_train_kwargs(cls, kwargs: Mapping[str, Any]) -> PPOConfig:
+        """A config from ``ppo.train`` keyword arguments, e.g. a preset (see ``fields_of_train_kwargs``)."""
+        return cls(**fields_of_train_kwargs(kwargs))
+
+    def replace(self, **changes: Any) -> PPOConfig:
+        """A copy with some fields changed (validated again)."""
+        return dataclasses.replace(self, **changes)
+
+    # ---- to other shapes
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every field by name (sizes as tuples, a callable activation as it is)."""
+        return {spec.name: getattr(self, spec.name) for spec in SPECS}
+
+    def trainer_kwargs(self, trainer: str) -> dict[str, Any]:
+        """The fields ``trainer`` ('jax' or 'torch') takes as keyword arguments, network fields included (the JAX
+        trainer wants those wrapped in a ``network_factory``; see ``brax_bridge.application.configuration``)."""
+        if trainer not in TRAINERS:
+            raise ValueError(f"trainer must be one of {', '.join(TRAINERS)}, got {trainer!r}")
+        return {spec.name: getattr(self, spec.name) for spec in SPECS if trainer in spec.trainers}
+
+
+SPECS: tuple[FieldSpec, ...] = tuple(
+    dataclasses.replace(f.metadata["spec"], name=f.name) for f in dataclasses.fields(PPOConfig)
+)
+BY_NAME: dict[str, FieldSpec] = {spec.name: spec for spec in SPECS}
+
+
+def fields_of_train_kwargs(kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """``ppo.train`` keyword arguments (e.g. a preset) as schema fields, not yet validated: a ``network_factory``
+    partial is unpacked into the network fields. Keywords the schema does not hold are refused, naming them,
+    since a setting that a config cannot carry would be lost silently."""
+    values = dict(kwargs)
+    factory = values.pop("network_factory", None)
+    if factory is not None:
+        keywords = dict(getattr(factory, "keywords", None) or {})
+        extra = sorted(set(keywords) - set(NETWORK_FIELDS))
+        if extra:
+            raise ConfigError(
+                f"network_factory sets {extra}; PPOConfig holds only {', '.join(NETWORK_FIELDS)}",
+                f"the preset's network_factory sets {extra}; the command line handles {', '.join(NETWORK_FIELDS)}",
+                ("network_factory",),
+            )
+        values.update(keywords)
+    unknown = sorted(set(values) - set(BY_NAME))
+    if unknown:
+        raise ConfigError(
+            f"PPOConfig has no fields {unknown}; its fields: {', '.join(BY_NAME)}",
+            f"{unknown} cannot be set from the command line; its hyperparameters: {', '.join(BY_NAME)}",
+            tuple(unknown),
+        )
+    return values
+
+
+def defaults() -> dict[str, Any]:
+    """Each field's default (``num_timesteps`` has none: it is absent)."""
+    return {f.name: f.default for f in dataclasses.fields(PPOConfig) if f.default is not dataclasses.MISSING}
+
+
+def _check_together(config: PPOConfig) -> None:
+    """Rules between fields, each in one place."""
+    product = config.batch_size * config.num_minibatches
+    if product % config.num_envs != 0:
+        raise ConfigError(
+            f"batch_size * num_minibatches ({config.batch_size} * {config.num_minibatches} = {product}) must be "
+            f"divisible by num_envs ({config.num_envs})",
+            f"--batch-size x --num-minibatches ({config.batch_size} x {config.num_minibatches} = {product}) must be "
+            f"divisible by --num-envs ({config.num_envs})",
+            ("batch_size", "num_minibatches", "num_envs"),
+        )
+    # One training step's env steps are counted in a uint32 pair's low word.
+    steps = product * config.unroll_length * config.action_repeat
+    if steps >= 1 << 32:
+        raise ConfigError(
+            f"one training step would take {steps} env steps (batch_size * num_minibatches * unroll_length * "
+            "action_repeat); keep it below 2**32",
+            f"one training step would take {steps} env steps (--batch-size x --num-minibatches x --unroll-length x "
+            "--action-repeat); keep it below 2**32",
+            ("batch_size", "num_minibatches", "unroll_length", "action_repeat"),
+        )
+
