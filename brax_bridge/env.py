@@ -659,3 +659,15 @@ def _fields_to_tensordict(data: Any, num_envs: int, device: torch.device) -> Ten
             if len(nested.keys()):
                 source[name.lstrip("_")] = nested
     return TensorDict(source, batch_size=[num_envs], device=device)
+
+
+def as_torch_env(env: Any, num_envs: int | None = None, **kwargs: Any) -> TorchEnv:
+    """The ``TorchEnv`` a library adapter drives: ``env`` itself when it is one (then nothing else may be given),
+    otherwise a new one of the registered name or brax_core ``Env`` with ``num_envs`` and ``TorchEnv``'s kwargs."""
+    if isinstance(env, TorchEnv):
+        if kwargs or (num_envs is not None and num_envs != env.num_envs):
+            raise ValueError("pass either a TorchEnv alone or an env name/Env with num_envs and TorchEnv kwargs")
+        return env
+    if num_envs is None:
+        raise ValueError("num_envs is required when env is a name or a brax_core Env")
+    return TorchEnv(env, num_envs, **kwargs)

@@ -28,7 +28,7 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 from tensordict import TensorDictBase
 
-from brax_bridge.env import TorchEnv
+from brax_bridge.env import TorchEnv, as_torch_env
 
 _MODES = {"same_step": AutoresetMode.SAME_STEP, "next_step": AutoresetMode.NEXT_STEP}
 _ARRAYS = ("numpy", "torch")
@@ -105,16 +105,11 @@ class VectorEnv(gymnasium.vector.VectorEnv):
                 f"autoreset_mode must be one of {sorted(_MODES)} (or the matching gymnasium.vector.AutoresetMode), "
                 f"got {autoreset_mode!r}"
             )
-        if isinstance(env, TorchEnv):
-            given = kwargs or episode_length is not None or action_repeat != 1 or seed != 0 or device is not None
-            if given or (num_envs is not None and num_envs != env.num_envs):
-                raise ValueError("pass either a TorchEnv alone or an env name/Env with num_envs and TorchEnv kwargs")
-            bridge = env
-        else:
-            if num_envs is None:
-                raise ValueError("num_envs is required when env is a name or a brax_core Env")
-            bridge = TorchEnv(env, num_envs, episode_length=episode_length, action_repeat=action_repeat,
-                              seed=seed, device=device, **kwargs)
+        if isinstance(env, TorchEnv) and (episode_length is not None or action_repeat != 1 or seed != 0 or device):
+            raise ValueError("pass either a TorchEnv alone or an env name/Env with num_envs and TorchEnv kwargs")
+        if not isinstance(env, TorchEnv):
+            kwargs.update(episode_length=episode_length, action_repeat=action_repeat, seed=seed, device=device)
+        bridge = as_torch_env(env, num_envs, **kwargs)
         if bridge.differentiable:
             raise ValueError("differentiable must be False: Gymnasium's API returns arrays, not a torch graph")
         self._bridge = bridge

@@ -18,7 +18,7 @@ import torch
 from rsl_rl.env import VecEnv
 from tensordict import TensorDict, TensorDictBase
 
-from brax_bridge.env import TorchEnv
+from brax_bridge.env import TorchEnv, as_torch_env
 
 _GROUP_NAMES = {"state": "policy", "privileged_state": "critic"}
 
@@ -40,14 +40,7 @@ class RslRlVecEnv(VecEnv):
 
     def __init__(self, env: str | Any, num_envs: int | None = None, *, cfg: dict | object | None = None,
                  **kwargs: Any):
-        if isinstance(env, TorchEnv):
-            if kwargs or (num_envs is not None and num_envs != env.num_envs):
-                raise ValueError("pass either a TorchEnv alone or an env name/Env with num_envs and TorchEnv kwargs")
-            bridge = env
-        else:
-            if num_envs is None:
-                raise ValueError("num_envs is required when env is a name or a brax_core Env")
-            bridge = TorchEnv(env, num_envs, **kwargs)
+        bridge = as_torch_env(env, num_envs, **kwargs)
         if bridge.differentiable:
             raise ValueError("differentiable must be False: RSL-RL collects rollouts under torch.inference_mode")
         self._bridge = bridge

@@ -25,7 +25,7 @@ from gymnasium import spaces
 from stable_baselines3.common import vec_env
 from stable_baselines3.common.monitor import Monitor
 
-from brax_bridge.env import TorchEnv
+from brax_bridge.env import TorchEnv, as_torch_env
 from brax_bridge.gymnasium import action_tensor, observation_space
 
 
@@ -51,14 +51,7 @@ class VecEnv(vec_env.VecEnv):
     render_mode: str | None = None
 
     def __init__(self, env: str | Any, num_envs: int | None = None, **kwargs: Any):
-        if isinstance(env, TorchEnv):
-            if kwargs or (num_envs is not None and num_envs != env.num_envs):
-                raise ValueError("pass either a TorchEnv alone or an env name/Env with num_envs and TorchEnv kwargs")
-            bridge = env
-        else:
-            if num_envs is None:
-                raise ValueError("num_envs is required when env is a name or a brax_core Env")
-            bridge = TorchEnv(env, num_envs, **kwargs)
+        bridge = as_torch_env(env, num_envs, **kwargs)
         if bridge.differentiable:
             raise ValueError("differentiable must be False: SB3's API returns arrays, not a torch graph")
         self._bridge = bridge

@@ -19,7 +19,7 @@ from tensordict import TensorDictBase
 from torchrl.data import Bounded, Categorical, Composite, Unbounded
 from torchrl.envs import EnvBase
 
-from brax_bridge.env import TensorSpec, TorchEnv
+from brax_bridge.env import TensorSpec, TorchEnv, as_torch_env
 
 
 class _AutoResetByDefault(type(EnvBase)):
@@ -56,14 +56,7 @@ class BraxBridgeEnv(EnvBase, metaclass=_AutoResetByDefault):
     """
 
     def __init__(self, env: str | Any, num_envs: int | None = None, **kwargs: Any):
-        if isinstance(env, TorchEnv):
-            if kwargs or (num_envs is not None and num_envs != env.num_envs):
-                raise ValueError("pass either a TorchEnv alone or an env name/Env with num_envs and TorchEnv kwargs")
-            bridge = env
-        else:
-            if num_envs is None:
-                raise ValueError("num_envs is required when env is a name or a brax_core Env")
-            bridge = TorchEnv(env, num_envs, **kwargs)
+        bridge = as_torch_env(env, num_envs, **kwargs)
         super().__init__(device=bridge.device, batch_size=bridge.batch_size)
         self._bridge = bridge
         self._pending_seed: int | None = None
