@@ -49,6 +49,14 @@ def _finite_metrics(metrics):
     assert 0 < metrics["eval/avg_episode_length"] <= TINY["episode_length"]
 
 
+def _check_reports(reports, metrics):
+    """Two evaluations (before training and at the end), finite, the last one returned."""
+    assert [step for step, _ in reports] == [0, 32]
+    for _, report in reports:
+        _finite_metrics(report)
+    assert metrics == reports[-1][1]
+
+
 def _observations(name, count):
     env = envs.get_environment(name)
     states = jax.vmap(env.reset)(jax.random.split(jax.random.PRNGKey(0), count))
@@ -68,10 +76,7 @@ def test_jax_trainer_trains_evaluates_and_checkpoints(name, tmp_path):
         progress_fn=lambda step, m: reports.append((step, dict(m))),
         **TINY,
     )
-    assert [step for step, _ in reports] == [0, 32]
-    for _, report in reports:
-        _finite_metrics(report)
-    assert metrics == reports[-1][1]
+    _check_reports(reports, metrics)
 
     policy = jax_checkpoint.load_policy(tmp_path)
     obs, action_size = _observations(name, 3)
@@ -94,10 +99,7 @@ def test_torch_trainer_trains_evaluates_and_checkpoints(name, tmp_path):
         progress_fn=lambda step, m: reports.append((step, dict(m))),
         **TINY,
     )
-    assert [step for step, _ in reports] == [0, 32]
-    for _, report in reports:
-        _finite_metrics(report)
-    assert metrics == reports[-1][1]
+    _check_reports(reports, metrics)
 
     policy = torch_checkpoint.load_policy(tmp_path)
     obs, action_size = _observations(name, 3)

@@ -86,6 +86,20 @@ def _batch(rng: np.random.Generator, nets, params):
     )
 
 
+def _loss_hyperparameters(normalize_advantage: bool, bootstrap_on_timeout: bool) -> dict:
+    """The loss settings both trainers get in these comparisons (reward scaling and entropy far from 1 and 0)."""
+    return dict(
+        entropy_cost=0.01,
+        discounting=0.97,
+        reward_scaling=10.0,
+        gae_lambda=0.95,
+        clipping_epsilon=0.2,
+        normalize_advantage=normalize_advantage,
+        vf_loss_coefficient=0.5,
+        bootstrap_on_timeout=bootstrap_on_timeout,
+    )
+
+
 def _as_transition(b):
     return types.Transition(
         observation=jnp.asarray(b["obs"]),
@@ -127,16 +141,7 @@ def test_ppo_loss_matches_brax_core_with_copied_weights(activation, bootstrap_on
 
     nets, params = _jax_setup(getattr(linen, activation))
     batch = _batch(np.random.default_rng(2), nets, params)
-    hyper = dict(
-        entropy_cost=0.01,
-        discounting=0.97,
-        reward_scaling=10.0,
-        gae_lambda=0.95,
-        clipping_epsilon=0.2,
-        normalize_advantage=normalize_advantage,
-        vf_loss_coefficient=0.5,
-        bootstrap_on_timeout=bootstrap_on_timeout,
-    )
+    hyper = _loss_hyperparameters(normalize_advantage, bootstrap_on_timeout)
     key = jax.random.PRNGKey(7)
     loss_fn = lambda p: jax_losses.compute_ppo_loss(
         jax_losses.PPONetworkParams(p.policy_params, p.value_params),
@@ -199,16 +204,7 @@ def test_one_training_step_gives_the_same_normaliser_and_parameters():
     nets, params = _jax_setup(linen.swish)
     rng = np.random.default_rng(5)
     batch = _batch(rng, nets, params)
-    hyper = dict(
-        entropy_cost=0.01,
-        discounting=0.97,
-        reward_scaling=10.0,
-        gae_lambda=0.95,
-        clipping_epsilon=0.2,
-        normalize_advantage=True,
-        vf_loss_coefficient=0.5,
-        bootstrap_on_timeout=False,
-    )
+    hyper = _loss_hyperparameters(normalize_advantage=True, bootstrap_on_timeout=False)
     learning_rate, updates, minibatches = 3e-3, 2, 2
     rows = B // minibatches
     order = [rng.permutation(B) for _ in range(updates)]
