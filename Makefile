@@ -14,7 +14,7 @@ run: install
 	$(PYTHON) -m brax_bridge.cli compare --env inverted_pendulum --out $(OUT)
 
 test: install
-	$(PYTHON) -m pytest -q -n 2
+	$(PYTHON) -m pytest -q -n 2 --dist worksteal
 
 lint:
 	$(PYTHON) -m ruff check .

@@ -5,6 +5,10 @@ measured on ``inverted_pendulum`` (benchmarks/ppo_jax.py), level 0 compiles in a
 default but steps about 2.5x slower; level 1 compiles in about two thirds of the time at full speed.
 ``BRAX_CORE_CPU_OPT_LEVEL`` chooses for every compile: ``0``-``3``, ``default`` (XLA's own), or ``auto``
 (unset: the caller's choice for its run length). Accelerators always use XLA's defaults.
+
+Level 0 also turns off XLA's CPU fusion emitters (``xla_cpu_use_fusion_emitters``): measured on a 2-core CPU
+(a 50-step scan of 128 ``halfcheetah`` envs), that compiles in 16 s instead of 23 s and steps as fast or faster
+(2,600 against 2,100 steps/s), whereas at level 1 it costs a quarter of the step speed.
 """
 
 from __future__ import annotations
@@ -36,4 +40,8 @@ def compiler_options(platform: str, auto_level: int | None = 1) -> dict[str, Any
     level = cpu_opt_level_setting()
     if level == "default" or (level == "auto" and auto_level is None):
         return None
-    return {"xla_backend_optimization_level": int(auto_level if level == "auto" else level)}
+    chosen = int(auto_level if level == "auto" else level)
+    options: dict[str, Any] = {"xla_backend_optimization_level": chosen}
+    if chosen == 0:
+        options["xla_cpu_use_fusion_emitters"] = False
+    return options
