@@ -57,6 +57,21 @@ def deterministic_reward(env: VectorEnv, agent: Agent, steps: int, seed: int) ->
     return float(total.mean()) / steps
 
 
+@torch.no_grad()
+def episode_return(env: VectorEnv, agent: Agent, max_steps: int, seed: int) -> float:
+    """Mean return of each env's first episode under the policy's mean action (what a reward threshold means)."""
+    obs, _ = env.reset(seed=seed)
+    total = torch.zeros(env.num_envs)
+    running = torch.ones(env.num_envs, dtype=torch.bool)
+    for _ in range(max_steps):
+        obs, reward, term, trunc, _ = env.step(agent.actor_mean(obs).clamp(-1.0, 1.0))
+        total += reward * running
+        running &= ~(term | trunc)
+        if not running.any():
+            break
+    return float(total.mean())
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tiny", action="store_true", help="a few seconds on the `fast` env")
@@ -82,6 +97,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     agent = Agent(obs_size, act_size, hidden)
     optimizer = torch.optim.Adam(agent.parameters(), lr=lr, eps=1e-5)
     reward_before = deterministic_reward(eval_env, agent, eval_steps, seed=123)
+    return_before = episode_return(eval_env, agent, eval_steps, seed=123)
 
     buf_obs = torch.zeros(steps, num_envs, obs_size)
     buf_act = torch.zeros(steps, num_envs, act_size)
@@ -137,16 +153,20 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 optimizer.step()
         history.append({"iteration": iteration, "mean_reward": float(buf_rew.sum() / buf_valid.sum())})
 
+    seconds = time.perf_counter() - start
     reward_after = deterministic_reward(eval_env, agent, eval_steps, seed=123)
+    return_after = episode_return(eval_env, agent, eval_steps, seed=123)
     result = {
         "env": name,
         "history": history,
         "eval_reward_before": reward_before,
         "eval_reward_after": reward_after,
-        "seconds": time.perf_counter() - start,
+        "eval_return_before": return_before,
+        "eval_return_after": return_after,
+        "seconds": seconds,
     }
-    print(f"{name}: deterministic reward per step {reward_before:.3f} -> {reward_after:.3f} "
-          f"({iterations} iterations, {result['seconds']:.1f} s)")
+    print(f"{name}: deterministic reward per step {reward_before:.3f} -> {reward_after:.3f}, "
+          f"episode return {return_before:.1f} -> {return_after:.1f} ({iterations} iterations, {seconds:.1f} s)")
     return result
 
 

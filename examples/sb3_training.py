@@ -34,6 +34,22 @@ def deterministic_reward(model: PPO, env: VecNormalize, steps: int, seed: int) -
     return float(total.mean()) / steps
 
 
+def episode_return(model: PPO, env: VecNormalize, max_steps: int, seed: int) -> float:
+    """Mean return of each env's first episode under the deterministic policy (what a reward threshold means)."""
+    env.seed(seed)
+    obs = env.reset()
+    total = np.zeros(env.num_envs)
+    running = np.ones(env.num_envs, dtype=bool)
+    for _ in range(max_steps):
+        action, _ = model.predict(obs, deterministic=True)
+        obs, _, done, _ = env.step(action)
+        total += env.get_original_reward() * running
+        running &= ~done
+        if not running.any():
+            break
+    return float(total.mean())
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tiny", action="store_true", help="seconds, on the `fast` env")
@@ -68,14 +84,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     eval_steps = episode_length or 1000
     eval_env.obs_rms = env.obs_rms
     reward_before = deterministic_reward(model, eval_env, eval_steps, seed=123)
+    return_before = episode_return(model, eval_env, eval_steps, seed=123)
     start = time.perf_counter()
     model.learn(total_timesteps=timesteps)
     seconds = time.perf_counter() - start
     eval_env.obs_rms = env.obs_rms  # learn() updated the statistics in place; share them with evaluation
     reward_after = deterministic_reward(model, eval_env, eval_steps, seed=123)
-    print(f"{name}: deterministic reward per step {reward_before:.3f} -> {reward_after:.3f} "
-          f"({timesteps} steps, {seconds:.1f} s)")
-    return {"env": name, "eval_reward_before": reward_before, "eval_reward_after": reward_after, "seconds": seconds}
+    return_after = episode_return(model, eval_env, eval_steps, seed=123)
+    print(f"{name}: deterministic reward per step {reward_before:.3f} -> {reward_after:.3f}, "
+          f"episode return {return_before:.1f} -> {return_after:.1f} ({timesteps} steps, {seconds:.1f} s)")
+    return {"env": name, "eval_reward_before": reward_before, "eval_reward_after": reward_after,
+            "eval_return_before": return_before, "eval_return_after": return_after, "seconds": seconds}
 
 
 if __name__ == "__main__":

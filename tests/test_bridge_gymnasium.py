@@ -229,3 +229,13 @@ def test_cleanrl_style_ppo_learns_fast():
     # steers the point to the origin
     before, after = result["eval_reward_before"], result["eval_reward_after"]
     assert after > before + 0.15 and after > 0.7, (before, after)
+
+
+@pytest.mark.slow
+def test_cleanrl_style_ppo_learns_inverted_pendulum():
+    spec = importlib.util.spec_from_file_location("example_gymnasium_vector_ppo",
+                                                  os.path.join(EXAMPLES, "gymnasium_vector_ppo.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    result = module.main(["--env", "inverted_pendulum", "--num-envs", "256", "--iterations", "60"])
+    assert result["eval_return_before"] < 100 and result["eval_return_after"] >= 900, result

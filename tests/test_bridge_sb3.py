@@ -126,3 +126,12 @@ def test_sb3_ppo_learns_fast():
     # the deterministic policy on the same seeded starts: about 0.5 per step untrained, clearly more trained
     before, after = result["eval_reward_before"], result["eval_reward_after"]
     assert after > before + 0.15 and after > 0.7, (before, after)
+
+
+@pytest.mark.slow
+def test_sb3_ppo_learns_inverted_pendulum():
+    spec = importlib.util.spec_from_file_location("example_sb3_training", os.path.join(EXAMPLES, "sb3_training.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    result = module.main(["--env", "inverted_pendulum", "--num-envs", "64", "--timesteps", "200000"])
+    assert result["eval_return_before"] < 100 and result["eval_return_after"] >= 500, result  # measured: see the test log
