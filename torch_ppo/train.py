@@ -201,6 +201,22 @@ def _clip_global_norm_(params: Sequence[nn.Parameter], max_norm: float) -> None:
     torch._foreach_mul_(grads, scale)
 
 
+def adapt_learning_rate(
+    learning_rate: torch.Tensor,
+    kl_mean: torch.Tensor,
+    desired_kl: float,
+    min_learning_rate: float = 1e-5,
+    max_learning_rate: float = 1e-2,
+) -> torch.Tensor:
+    """The ADAPTIVE_KL rule of ``brax_core.training.agents.ppo.optimizer.adapt_learning_rate`` on tensors (no host
+    read): divide by 1.5 (not below the minimum) when the KL exceeds ``2 * desired_kl``, multiply by 1.5 (not above
+    the maximum) when it is positive and below ``desired_kl / 2``."""
+    lowered = torch.clamp(learning_rate / _LR_FACTOR, min=min_learning_rate)
+    raised = torch.clamp(learning_rate * _LR_FACTOR, max=max_learning_rate)
+    learning_rate = torch.where(kl_mean > 2.0 * desired_kl, lowered, learning_rate)
+    return torch.where((kl_mean < desired_kl / 2.0) & (kl_mean > 0.0), raised, learning_rate)
+
+
 # --------------------------------------------------------------------------------------------- evaluation
 
 
@@ -614,20 +630,20 @@ class _Trainer:
                 self.num_loss_terms += 1
 
     def _adapt_learning_rate(self, kl_mean: torch.Tensor) -> torch.Tensor:
-        """The ADAPTIVE_KL rule (``brax_core...ppo.optimizer.adapt_learning_rate``) applied to Adam's tensor rate
-        in place, from the minibatch's KL averaged over processes; returns the new rate."""
+        """Applies the ADAPTIVE_KL rule to Adam's tensor rate in place, from the minibatch's KL averaged over
+        processes; returns the new rate."""
         kw = self.kw
         kl = kl_mean.detach().clone()
         if self.dist.enabled:
             torch.distributed.all_reduce(kl, group=self.dist.group)
             kl = kl / self.dist.world_size
         lr = self.optimizer.param_groups[0]["lr"]
-        lowered = torch.clamp(lr / _LR_FACTOR, min=kw["learning_rate_schedule_min_lr"])
-        raised = torch.clamp(lr * _LR_FACTOR, max=kw["learning_rate_schedule_max_lr"])
-        new = torch.where(kl > 2.0 * kw["desired_kl"], lowered, lr)
-        new = torch.where((kl < kw["desired_kl"] / 2.0) & (kl > 0.0), raised, new)
-        lr.copy_(new)
-        return new
+        lr.copy_(
+            adapt_learning_rate(
+                lr, kl, kw["desired_kl"], kw["learning_rate_schedule_min_lr"], kw["learning_rate_schedule_max_lr"]
+            )
+        )
+        return lr.detach().clone()
 
     def _training_step(self) -> None:
         data = self._collect()
