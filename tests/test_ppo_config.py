@@ -33,7 +33,7 @@ def _signature_default(name: str):
         default = NETWORK_PARAMETERS[name].default
         if callable(default):  # the activation: the name that stands for that function
             return next(key for key, fn in networks.ACTIVATIONS.items() if fn is default and key in schema.ACTIVATIONS)
-        return tuple(default)
+        return tuple(default) if isinstance(default, list | tuple) else default
     return TORCH_PARAMETERS[name].default  # torch-only fields
 
 
@@ -57,7 +57,7 @@ def test_num_timesteps_is_required_and_the_rest_defaults():
 def test_every_field_has_help_a_kind_and_its_trainers_take_it(spec):
     field = {f.name: f for f in dataclasses.fields(PPOConfig)}[spec.name]
     assert field.metadata["help"] == spec.help and len(spec.help) > 8
-    assert spec.kind in ("int", "float", "bool", "sizes", "activation")
+    assert spec.kind in ("int", "float", "bool", "sizes", "activation", "choice")
     assert spec.trainers and set(spec.trainers) <= {"jax", "torch"}
     if "jax" in spec.trainers:  # the JAX trainer takes the network fields inside its network_factory
         assert spec.name in (NETWORK_PARAMETERS if spec.name in schema.NETWORK_FIELDS else JAX_PARAMETERS)
@@ -70,7 +70,7 @@ def _bad_value(spec):
         return spec.minimum - 1
     if spec.kind == "float":
         return spec.minimum if spec.min_open else spec.minimum - 1.0
-    return {"bool": "yes", "sizes": (16, 0), "activation": "nope"}[spec.kind]
+    return {"bool": "yes", "sizes": (16, 0), "activation": "nope", "choice": "nope"}[spec.kind]
 
 
 ACCEPTED = {  # what each kind's message says it accepts, in keyword and in flag vocabulary
@@ -79,6 +79,7 @@ ACCEPTED = {  # what each kind's message says it accepts, in keyword and in flag
     "bool": ("True or False", "true or false"),
     "sizes": ("a sequence of positive integers", "one or more positive integers like 64,64"),
     "activation": ("a callable or one of relu, tanh", "one of: relu, tanh"),
+    "choice": (r"one of '\w+', '\w+'", r"one of: \w+, \w+"),
 }
 
 
@@ -163,6 +164,7 @@ def test_each_trainer_gets_the_fields_it_takes():
     assert set(jax_kwargs) <= set(JAX_PARAMETERS) and "torch_compile" not in jax_kwargs
     assert jax_kwargs["network_factory"].keywords == {
         "policy_hidden_layer_sizes": (8,), "value_hidden_layer_sizes": (256,) * 5, "activation": "tanh",
+        "num_quantiles": 32,
     }
     torch_kwargs = configuration.torch_kwargs(config)
     assert set(torch_kwargs) <= set(TORCH_PARAMETERS) and torch_kwargs["policy_hidden_layer_sizes"] == (8,)
@@ -183,3 +185,27 @@ def test_the_command_line_has_a_flag_per_field_with_its_help():
     missing = [spec.flag for spec in SPECS if spec.flag not in result.output]
     assert missing == []
     assert set(hparams.BY_NAME) == {spec.name for spec in SPECS} - {"seed"}
+
+
+def test_choices_take_any_case_and_brax_enums_and_the_distributional_critic_is_one_setting():
+    from brax.training.agents.ppo.optimizer import LRSchedule as BraxLRSchedule
+
+    from brax_core.training.agents.ppo.optimizer import LRSchedule
+
+    for value in ("adaptive_kl", "ADAPTIVE_KL", LRSchedule.ADAPTIVE_KL, BraxLRSchedule.ADAPTIVE_KL):
+        assert PPOConfig(num_timesteps=1, learning_rate_schedule=value).learning_rate_schedule == "ADAPTIVE_KL"
+    for value in ("NONE", "none", BraxLRSchedule.NONE, None):
+        assert PPOConfig(num_timesteps=1, learning_rate_schedule=value).learning_rate_schedule is None
+    assert PPOConfig(num_timesteps=1, normalize_observations_mode="EMA").normalize_observations_mode == "ema"
+    # Brax sets the quantile critic in train and in make_ppo_networks; a preset may do either, not both differently.
+    factory = functools.partial(ppo_networks.make_ppo_networks, use_distributional_critic=True, num_quantiles=8)
+    config = PPOConfig.from_train_kwargs(
+        {"num_timesteps": 1, "network_factory": factory, "clipping_epsilon_value": 1.0}
+    )
+    assert config.use_distributional_critic and config.num_quantiles == 8
+    with pytest.raises(ConfigError, match="use_distributional_critic=False but network_factory sets"):
+        PPOConfig.from_train_kwargs({"num_timesteps": 1, "network_factory": factory,
+                                     "use_distributional_critic": False})
+    with pytest.raises(ConfigError) as info:
+        PPOConfig(num_timesteps=1, learning_rate_schedule_min_lr=0.1, learning_rate_schedule_max_lr=0.01)
+    assert info.value.fields == ("learning_rate_schedule_min_lr", "learning_rate_schedule_max_lr")

@@ -247,6 +247,16 @@ def test_checkpoints_are_bounded_atomic_and_errors_name_the_path(tmp_path):
         (dict(num_evals=-1), "num_evals must be a non-negative integer"),
         (dict(episode_length=2.5), "episode_length must be a positive integer"),
         (dict(wrap_env="yes"), "wrap_env must be True, False or a wrapper callable"),
+        (dict(learning_rate_schedule="adaptive"), "learning_rate_schedule must be one of 'ADAPTIVE_KL', 'NONE'"),
+        (dict(normalize_observations_mode="mean"), "normalize_observations_mode must be one of 'welford', 'ema'"),
+        (dict(use_distributional_critic=True), "use_distributional_critic=True needs clipping_epsilon_value"),
+        (dict(normalize_until_count=0), "normalize_until_count must be a positive integer"),
+        (dict(clipping_epsilon_value=0.0), "clipping_epsilon_value must be > 0"),
+        (dict(learning_rate_schedule_min_lr=0.1), "learning_rate_schedule_min_lr .* must not exceed"),
+        (
+            dict(network_factory=functools.partial(ppo_networks.make_ppo_networks, use_distributional_critic=True)),
+            "network_factory sets use_distributional_critic=True but train has use_distributional_critic=False",
+        ),
     ],
 )
 def test_bad_input_is_rejected_before_compiling(overrides, message):
@@ -339,3 +349,29 @@ def test_latest_step_reads_the_newest_completed_step_directory(tmp_path):
     (tmp_path / "99999.orbax-checkpoint-tmp-1").mkdir()  # an unfinished write
     (tmp_path / "50000").write_text("")  # a file, not a step directory
     assert checkpoint.latest_step(tmp_path) == 12800
+
+
+def test_brax_train_options_train_tiny_runs():
+    """Each of Brax 0.14.2's further options trains (tiny networks, two training steps): ADAPTIVE_KL with the EMA
+    normaliser frozen after its first batch and the clipped value loss; the quantile critic."""
+    nets = functools.partial(ppo_networks.make_ppo_networks, policy_hidden_layer_sizes=(4,),
+                             value_hidden_layer_sizes=(4,))
+    small = dict(num_envs=4, batch_size=4, num_minibatches=2, unroll_length=4, episode_length=50, num_evals=1,
+                 num_eval_envs=4, log_training_metrics=True, network_factory=nets)
+    reports = []
+    _, params, _ = ppo.train(
+        "fast", num_timesteps=64, progress_fn=lambda step, m: reports.append(m), learning_rate=1e-3,
+        learning_rate_schedule="ADAPTIVE_KL", learning_rate_schedule_max_lr=1.2e-3, normalize_observations=True,
+        normalize_observations_mode="ema", normalize_observations_std_eps=1e-2, normalize_until_count=40,
+        clipping_epsilon_value=0.2, use_pmap_on_reset=False, **small,
+    )
+    # 32 observations per training step: the second batch would take the count to 64 > 40, so it stays at 32.
+    assert float(params.normalizer_params.count) == 32.0
+    # The KL of a barely moving policy is below desired_kl / 2: the rate rises to the maximum.
+    assert reports[-1]["training/learning_rate"] == pytest.approx(1.2e-3)
+    assert 0.0 < reports[-1]["training/kl_mean"] < 0.005
+    _, params, _ = ppo.train(
+        "fast", num_timesteps=64, use_distributional_critic=True, clipping_epsilon_value=1.0,
+        **{**small, "network_factory": functools.partial(nets, num_quantiles=3)},
+    )
+    assert params.value_params["params"]["hidden_1"]["kernel"].shape == (4, 3)

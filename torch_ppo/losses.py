@@ -76,6 +76,29 @@ def compute_gae_bootstrapped(
     return vs, advantages
 
 
+def quantile_huber_loss(quantiles: torch.Tensor, targets: torch.Tensor, kappa: float = 1.0) -> torch.Tensor:
+    """The JAX ``losses.quantile_huber_loss``: quantile regression with a Huber core, averaged over ``[T, B, N]``.
+
+    ``quantiles`` are ``[T, B, N]`` at the levels ``(i + 0.5) / N``, ``targets`` ``[T, B]``; errors
+    ``u = target - quantile`` are weighted by ``|tau - 1[u < 0]|``.
+    """
+    num_quantiles = quantiles.shape[-1]
+    tau = (torch.arange(num_quantiles, dtype=quantiles.dtype, device=quantiles.device) + 0.5) / num_quantiles
+    error = targets.unsqueeze(-1) - quantiles
+    magnitude = error.abs()
+    huber = torch.where(magnitude <= kappa, 0.5 * error * error, kappa * (magnitude - 0.5 * kappa))
+    weight = (tau - (error < 0).to(quantiles.dtype)).abs()
+    return (weight * huber).mean()
+
+
+def normal_kl(
+    old_loc: torch.Tensor, old_scale: torch.Tensor, loc: torch.Tensor, scale: torch.Tensor
+) -> torch.Tensor:
+    """``KL(old || new)`` of diagonal normals summed over the last axis (the JAX ``losses.normal_kl``)."""
+    spread = (old_scale.square() + (old_loc - loc).square()) / (2.0 * scale.square())
+    return (torch.log(scale) - torch.log(old_scale) + spread - 0.5).sum(-1)
+
+
 class LossTerms(NamedTuple):
     total_loss: torch.Tensor
     policy_loss: torch.Tensor
@@ -83,6 +106,7 @@ class LossTerms(NamedTuple):
     entropy_loss: torch.Tensor
     entropy: torch.Tensor
     approx_kl: torch.Tensor
+    kl_mean: torch.Tensor  # KL(behaviour || current); 0 unless the behaviour's loc and scale are given
 
 
 class LossConfig(NamedTuple):
@@ -96,6 +120,8 @@ class LossConfig(NamedTuple):
     normalize_advantage: bool = True
     vf_loss_coefficient: float = 0.5
     bootstrap_on_timeout: bool = False
+    clipping_epsilon_value: float | None = None
+    use_distributional_critic: bool = False
 
 
 LOSS_KEYS = (
@@ -107,6 +133,9 @@ LOSS_KEYS = (
     ("next", "terminated"),
     ("next", "truncated"),
 )
+# What the loss compares with the behaviour policy when present: its values (clipped value loss) and its
+# distribution (mean KL, for the ADAPTIVE_KL schedule), under TorchRL's names.
+BEHAVIOUR_KEYS = ("state_value", "loc", "scale")
 
 
 def compute_ppo_loss(
@@ -121,6 +150,8 @@ def compute_ppo_loss(
     normalize_advantage: bool = True,
     vf_loss_coefficient: float = 0.5,
     bootstrap_on_timeout: bool = False,
+    clipping_epsilon_value: float | None = None,
+    use_distributional_critic: bool = False,
 ) -> LossTerms:
     """Clipped-surrogate PPO loss on a ``[B, T]`` minibatch TensorDict.
 
@@ -128,7 +159,10 @@ def compute_ppo_loss(
     ``("next", "terminated")``, ``("next", "truncated")`` and ``("next", "final_observation")`` (the observation
     each transition reached, before any auto-reset; the JAX side's ``next_observation`` is the same).
     ``entropy_noise`` (``[T, B, action_size]``, standard normal) is the sample at which the entropy estimate
-    evaluates the tanh jacobian, passed in so the loss is a pure function of its inputs.
+    evaluates the tanh jacobian, passed in so the loss is a pure function of its inputs. ``state_value``
+    (``[B, T, 1]``, the values at collection time) is needed by ``clipping_epsilon_value`` with the scalar critic;
+    ``loc`` and ``scale`` (the behaviour distribution) give ``kl_mean``. The new arguments mean what they mean in
+    the JAX ``compute_ppo_loss``.
     """
     config = LossConfig(
         entropy_cost,
@@ -139,8 +173,23 @@ def compute_ppo_loss(
         normalize_advantage,
         vf_loss_coefficient,
         bootstrap_on_timeout,
+        clipping_epsilon_value,
+        use_distributional_critic,
     )
-    return ppo_loss_from_tensors(modules, config, *unpack_batch(batch), entropy_noise)
+    old_value, old_loc, old_scale = unpack_behaviour(batch)
+    return ppo_loss_from_tensors(
+        modules, config, *unpack_batch(batch), entropy_noise, old_value=old_value, old_loc=old_loc, old_scale=old_scale
+    )
+
+
+def unpack_behaviour(batch: TensorDictBase) -> tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]:
+    """``(state_value [T, B], loc, scale)`` of a ``[B, T]`` batch, time-major; ``None`` for those it lacks."""
+    value, loc, scale = (batch.get(key, None) for key in BEHAVIOUR_KEYS)
+    return (
+        None if value is None else value.squeeze(-1).transpose(0, 1),
+        None if loc is None else loc.transpose(0, 1),
+        None if scale is None else scale.transpose(0, 1),
+    )
 
 
 def unpack_batch(batch: TensorDictBase) -> tuple[torch.Tensor, ...]:
@@ -170,13 +219,23 @@ def ppo_loss_from_tensors(
     truncation: torch.Tensor,
     termination: torch.Tensor,
     entropy_noise: torch.Tensor,
+    old_value: torch.Tensor | None = None,
+    old_loc: torch.Tensor | None = None,
+    old_scale: torch.Tensor | None = None,
 ) -> LossTerms:
     """The PPO loss on time-major tensors: the JAX ``compute_ppo_loss`` line for line (plain tensors in and out,
     so it can be wrapped by ``torch.compile`` and ``DistributedDataParallel``)."""
     num_steps = observation.shape[0]
     # One value pass over observations and bootstrap observations: [T + 1, B] (or [2T, B] with bootstrapping).
     bootstrap_obs = final_observation if config.bootstrap_on_timeout else final_observation[-1:]
-    all_values = modules.value(torch.cat([observation, bootstrap_obs], dim=0)).squeeze(-1)
+    value_inputs = torch.cat([observation, bootstrap_obs], dim=0)
+    if config.use_distributional_critic:
+        if config.clipping_epsilon_value is None:
+            raise ValueError("use_distributional_critic needs clipping_epsilon_value (the quantile Huber kappa)")
+        all_quantiles = modules.value.quantiles(value_inputs)
+        all_values = all_quantiles.mean(-1)
+    else:
+        all_values = modules.value(value_inputs).squeeze(-1)
     baseline = all_values[:num_steps]
     next_values = all_values[num_steps:].detach()
     rewards = reward * config.reward_scaling
@@ -192,6 +251,8 @@ def ppo_loss_from_tensors(
         vs, advantages = compute_gae(
             truncation, termination, rewards, baseline.detach(), next_values[0], config.gae_lambda, config.discounting
         )
+    if config.use_distributional_critic:
+        value_targets = advantages + baseline.detach()  # Brax's targets, before advantage normalisation
     if config.normalize_advantage:
         advantages = (advantages - advantages.mean()) / (advantages.std(correction=0) + 1e-8)
     log_ratio = target_log_prob - behaviour_log_prob
@@ -200,12 +261,29 @@ def ppo_loss_from_tensors(
     surrogate2 = rho.clamp(1.0 - config.clipping_epsilon, 1.0 + config.clipping_epsilon) * advantages
     policy_loss = -torch.minimum(surrogate1, surrogate2).mean()
 
-    v_error = vs - baseline
-    v_loss = (v_error * v_error).mean() * 0.5 * config.vf_loss_coefficient
+    if config.use_distributional_critic:
+        v_loss = (
+            quantile_huber_loss(all_quantiles[:num_steps], value_targets, config.clipping_epsilon_value)
+            * config.vf_loss_coefficient
+        )
+    else:
+        v_error = vs - baseline
+        v_squared = v_error * v_error
+        if config.clipping_epsilon_value is not None:
+            if old_value is None:
+                raise ValueError("clipping_epsilon_value needs the collection-time values (state_value)")
+            eps = config.clipping_epsilon_value
+            clipped = old_value + (baseline - old_value).clamp(-eps, eps)
+            v_squared = torch.maximum(v_squared, (vs - clipped).square())
+        v_loss = v_squared.mean() * 0.5 * config.vf_loss_coefficient
 
     entropy = tanh_normal_entropy(loc, scale, entropy_noise).mean()
     entropy_loss = -config.entropy_cost * entropy
     total = policy_loss + v_loss + entropy_loss
     # Low-variance estimator E[(r - 1) - log r] of KL(behaviour || current), as on the JAX side.
     approx_kl = ((rho - 1.0) - log_ratio).mean().detach()
-    return LossTerms(total, policy_loss, v_loss, entropy_loss, entropy.detach(), approx_kl)
+    if old_loc is not None and old_scale is not None:
+        kl_mean = normal_kl(old_loc, old_scale, loc, scale).mean().detach()
+    else:
+        kl_mean = torch.zeros_like(approx_kl)
+    return LossTerms(total, policy_loss, v_loss, entropy_loss, entropy.detach(), approx_kl, kl_mean)

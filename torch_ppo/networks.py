@@ -110,7 +110,11 @@ class PolicyNetwork(nn.Module):
 
 
 class ValueNetwork(nn.Module):
-    """observation -> state value (last dim 1, as TorchRL's ``state_value``)."""
+    """observation -> state value (last dim 1, as TorchRL's ``state_value``).
+
+    With ``num_quantiles`` (the distributional critic) the MLP outputs that many quantiles of the return;
+    ``quantiles`` gives them and the state value is their mean.
+    """
 
     def __init__(
         self,
@@ -118,12 +122,21 @@ class ValueNetwork(nn.Module):
         normalizer: RunningNormalizer,
         hidden_layer_sizes: Sequence[int],
         activation: Activation,
+        num_quantiles: int | None = None,
     ):
         super().__init__()
         self.normalizer = normalizer
-        self.mlp = MLP(observation_size, [*hidden_layer_sizes, 1], activation)
+        self.num_quantiles = num_quantiles
+        self.mlp = MLP(observation_size, [*hidden_layer_sizes, num_quantiles or 1], activation)
 
     def forward(self, observation: torch.Tensor) -> torch.Tensor:
+        out = self.mlp(self.normalizer(observation))
+        return out.mean(-1, keepdim=True) if self.num_quantiles else out
+
+    def quantiles(self, observation: torch.Tensor) -> torch.Tensor:
+        """``[..., num_quantiles]`` quantiles at the levels ``(i + 0.5) / num_quantiles``."""
+        if not self.num_quantiles:
+            raise ValueError("quantiles needs a distributional critic (built with use_distributional_critic=True)")
         return self.mlp(self.normalizer(observation))
 
 
@@ -184,6 +197,8 @@ class PPOModules(nn.Module):
         value_hidden_layer_sizes: Sequence[int] = (256,) * 5,
         activation: Activation = "swish",
         normalize_observations: bool = True,
+        use_distributional_critic: bool = False,
+        num_quantiles: int = 32,
     ):
         super().__init__()
         self.observation_size = int(observation_size)
@@ -192,7 +207,11 @@ class PPOModules(nn.Module):
         self.policy = PolicyNetwork(
             observation_size, action_size, self.normalizer, policy_hidden_layer_sizes, activation
         )
-        self.value = ValueNetwork(observation_size, self.normalizer, value_hidden_layer_sizes, activation)
+        self.num_quantiles = int(num_quantiles)
+        self.value = ValueNetwork(
+            observation_size, self.normalizer, value_hidden_layer_sizes, activation,
+            int(num_quantiles) if use_distributional_critic else None,
+        )
 
     def config(self) -> dict:
         """Constructor arguments, JSON-ready (activation by name when it has one)."""
@@ -204,6 +223,8 @@ class PPOModules(nn.Module):
             "value_hidden_layer_sizes": sizes(self.value.mlp),
             "activation": self.policy.mlp.activation_name,
             "normalize_observations": self.normalizer.enabled,
+            "use_distributional_critic": bool(self.value.num_quantiles),
+            "num_quantiles": self.num_quantiles,
         }
 
 

@@ -1,4 +1,5 @@
-"""Running observation statistics (Welford), the torch twin of ``brax_core.training.acme.running_statistics``.
+"""Running observation statistics, the torch twin of ``brax_core.training.acme.running_statistics``: Welford's
+merge or the EMA form (``mode``), ``std_eps`` under the square root, and freezing at ``until_count``.
 
 The state lives in buffers of one ``nn.Module`` so it moves with ``.to(device)``, is saved by ``state_dict`` and is
 shared by the actor and the critic (both normalise with the same statistics, as in the JAX PPO).
@@ -12,20 +13,32 @@ from torch import nn
 
 STD_MIN = 1e-6
 STD_MAX = 1e6
+MODES = ("welford", "ema")
 
 
 class RunningNormalizer(nn.Module):
     """Observation normaliser with the JAX side's update and clipping rules.
 
     ``count``, ``mean``, ``summed_variance`` and ``std`` mirror ``RunningStatisticsState``; ``std`` is clipped to
-    ``[1e-6, 1e6]`` after every update and starts at one, so an unused normaliser is the identity.
+    ``[1e-6, 1e6]`` after every update and starts at one, so an unused normaliser is the identity. ``mode``,
+    ``std_eps`` and ``until_count`` are the update rule's settings (``running_statistics.update``'s arguments of
+    the same names); in ``'ema'`` mode ``summed_variance`` holds the variance itself.
     """
 
-    def __init__(self, size: int, enabled: bool = True, max_abs_value: float | None = None):
+    def __init__(
+        self,
+        size: int,
+        enabled: bool = True,
+        max_abs_value: float | None = None,
+        mode: str = "welford",
+        std_eps: float = 0.0,
+        until_count: int | None = None,
+    ):
         super().__init__()
         self.size = int(size)
         self.enabled = bool(enabled)
         self.max_abs_value = max_abs_value
+        self.set_update_rule(mode, std_eps, until_count)
         # float64 count: exact for any realistic number of samples (float32 stops counting at 2**24).
         self.register_buffer("count", torch.zeros((), dtype=torch.float64))
         self.register_buffer("mean", torch.zeros(self.size))
@@ -40,6 +53,14 @@ class RunningNormalizer(nn.Module):
             normalized = normalized.clamp(-self.max_abs_value, self.max_abs_value)
         return normalized
 
+    def set_update_rule(self, mode: str = "welford", std_eps: float = 0.0, until_count: int | None = None) -> None:
+        """How ``update`` merges batches (see the module docstring); the statistics themselves are kept."""
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+        self.mode = mode
+        self.std_eps = float(std_eps)
+        self.until_count = until_count
+
     @torch.no_grad()
     def update(self, batch: torch.Tensor, process_group: dist.ProcessGroup | None = None) -> None:
         """Folds ``batch`` (any leading dims, last dim = size) into the statistics.
@@ -51,20 +72,42 @@ class RunningNormalizer(nn.Module):
             return
         flat = batch.reshape(-1, self.size).to(self.mean.dtype)
         batch_count = torch.tensor(float(flat.shape[0]), dtype=torch.float64, device=flat.device)
-        batch_sum_diff = (flat - self.mean).sum(0)
+        centre = self.mean if self.mode == "welford" else torch.zeros_like(self.mean)
+        batch_sum_diff = (flat - centre).sum(0)
         if process_group is not None:
             packed = torch.cat([batch_count.to(flat.dtype).reshape(1), batch_sum_diff])
             dist.all_reduce(packed, group=process_group)
             batch_count = packed[0].to(torch.float64).round()
             batch_sum_diff = packed[1:]
         count = self.count + batch_count
-        mean = self.mean + batch_sum_diff / count.to(flat.dtype)
-        variance_update = ((flat - self.mean) * (flat - mean)).sum(0)
-        if process_group is not None:
-            dist.all_reduce(variance_update, group=process_group)
-        # Rounding can leave a tiny negative total where a feature is constant (clamped as on the JAX side).
-        summed_variance = torch.clamp(self.summed_variance + variance_update, min=0.0)
-        std = torch.sqrt(summed_variance / count.to(flat.dtype)).clamp(STD_MIN, STD_MAX)
+        if self.mode == "welford":
+            mean = self.mean + batch_sum_diff / count.to(flat.dtype)
+            variance_update = ((flat - self.mean) * (flat - mean)).sum(0)
+            if process_group is not None:
+                dist.all_reduce(variance_update, group=process_group)
+            # Rounding can leave a tiny negative total where a feature is constant (clamped as on the JAX side).
+            summed_variance = torch.clamp(self.summed_variance + variance_update, min=0.0)
+            per_sample = summed_variance / count.to(flat.dtype)
+        else:
+            n = batch_count.to(flat.dtype)
+            batch_mean = batch_sum_diff / n
+            squared = (flat - batch_mean).square().sum(0)
+            if process_group is not None:
+                dist.all_reduce(squared, group=process_group)
+            rate = n / count.to(flat.dtype)
+            delta = batch_mean - self.mean
+            mean = self.mean + rate * delta
+            variance = self.summed_variance + rate * (squared / n - self.summed_variance + delta * (batch_mean - mean))
+            summed_variance = torch.clamp(variance, min=0.0)
+            per_sample = summed_variance
+        std = torch.sqrt(per_sample + self.std_eps).clamp(STD_MIN, STD_MAX)
+        if self.until_count is not None:
+            # A batch that takes the count past until_count is not folded in; chosen on the device, no host read.
+            keep = count > self.until_count
+            count = torch.where(keep, self.count, count)
+            mean = torch.where(keep, self.mean, mean)
+            summed_variance = torch.where(keep, self.summed_variance, summed_variance)
+            std = torch.where(keep, self.std, std)
         self.count.copy_(count)
         self.mean.copy_(mean)
         self.summed_variance.copy_(summed_variance)

@@ -230,7 +230,10 @@ def jax_policy_to_torch(
 
 def _is_default_network_kwarg(name: str, value: Any) -> bool:
     return (name, value) in {("layer_norm", False), ("min_std", 0.001), ("policy_obs_key", "state")} or (
-        name in ("value_hidden_layer_sizes", "value_obs_key", "preprocess_observations_fn", "kernel_init")
+        name in (
+            "value_hidden_layer_sizes", "value_obs_key", "preprocess_observations_fn", "kernel_init",
+            "use_distributional_critic", "num_quantiles",  # the critic's; the policy is the same either way
+        )
     )
 
 

@@ -27,7 +27,14 @@ from brax_core.training.validation import callable_arg as _callable
 from brax_core.training.validation import positive_int as _positive_int
 from torch_ppo import checkpoint as ckpt
 from torch_ppo import distributed
-from torch_ppo.losses import LOSS_KEYS, LossConfig, LossTerms, ppo_loss_from_tensors, unpack_batch
+from torch_ppo.losses import (
+    LOSS_KEYS,
+    LossConfig,
+    LossTerms,
+    ppo_loss_from_tensors,
+    unpack_batch,
+    unpack_behaviour,
+)
 from torch_ppo.networks import Activation, PPOModules, make_actor
 from torch_ppo.params import TorchPPOParams, load_params, make_inference_fn, params_of
 from torch_ppo.policy_transfer import jax_params_to_torch
@@ -35,6 +42,8 @@ from torch_ppo.policy_transfer import jax_params_to_torch
 Metrics = dict[str, float]
 _LOSS_NAMES = ("total_loss", "policy_loss", "v_loss", "entropy_loss", "approx_kl")
 _STORED_KEYS = ("observation", "action", *LOSS_KEYS, ("next", "done"))
+_ADAPTIVE_KL = "ADAPTIVE_KL"
+_LR_FACTOR = 1.5  # ADAPTIVE_KL's step, as brax_core.training.agents.ppo.optimizer
 
 
 # --------------------------------------------------------------------------------------------- validation
@@ -69,13 +78,24 @@ def _validate(kw: dict[str, Any], world_size: int) -> dict[str, Any]:
         num_updates_per_batch=kw["num_updates_per_batch"],
         num_resets_per_eval=kw["num_resets_per_eval"],
         normalize_observations=kw["normalize_observations"],
+        normalize_observations_std_eps=kw["normalize_observations_std_eps"],
+        normalize_observations_mode=kw["normalize_observations_mode"],
+        normalize_until_count=kw["normalize_until_count"],
         reward_scaling=kw["reward_scaling"],
         clipping_epsilon=kw["clipping_epsilon"],
+        clipping_epsilon_value=kw["clipping_epsilon_value"],
         gae_lambda=kw["gae_lambda"],
         max_grad_norm=kw["max_grad_norm"],
         normalize_advantage=kw["normalize_advantage"],
         vf_loss_coefficient=kw["vf_loss_coefficient"],
         bootstrap_on_timeout=kw["bootstrap_on_timeout"],
+        use_distributional_critic=kw["use_distributional_critic"],
+        desired_kl=kw["desired_kl"],
+        learning_rate_schedule=kw["learning_rate_schedule"],
+        learning_rate_schedule_min_lr=kw["learning_rate_schedule_min_lr"],
+        learning_rate_schedule_max_lr=kw["learning_rate_schedule_max_lr"],
+        use_pmap_on_reset=kw["use_pmap_on_reset"],
+        num_quantiles=kw["num_quantiles"],
         deterministic_eval=kw["deterministic_eval"],
         num_evals=kw["num_evals"],
         log_training_metrics=kw["log_training_metrics"],
@@ -169,8 +189,8 @@ class _LossModule(nn.Module):
         fn = functools.partial(ppo_loss_from_tensors, modules, config)
         self._fn = torch.compile(fn, dynamic=False) if compile_loss else fn
 
-    def forward(self, *tensors: torch.Tensor) -> LossTerms:
-        return self._fn(*tensors)
+    def forward(self, *tensors: torch.Tensor, **behaviour: torch.Tensor | None) -> LossTerms:
+        return self._fn(*tensors, **behaviour)
 
 
 def _clip_global_norm_(params: Sequence[nn.Parameter], max_norm: float) -> None:
@@ -179,6 +199,22 @@ def _clip_global_norm_(params: Sequence[nn.Parameter], max_norm: float) -> None:
     norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))
     scale = torch.where(norm < max_norm, torch.ones_like(norm), max_norm / norm)
     torch._foreach_mul_(grads, scale)
+
+
+def adapt_learning_rate(
+    learning_rate: torch.Tensor,
+    kl_mean: torch.Tensor,
+    desired_kl: float,
+    min_learning_rate: float = 1e-5,
+    max_learning_rate: float = 1e-2,
+) -> torch.Tensor:
+    """The ADAPTIVE_KL rule of ``brax_core.training.agents.ppo.optimizer.adapt_learning_rate`` on tensors (no host
+    read): divide by 1.5 (not below the minimum) when the KL exceeds ``2 * desired_kl``, multiply by 1.5 (not above
+    the maximum) when it is positive and below ``desired_kl / 2``."""
+    lowered = torch.clamp(learning_rate / _LR_FACTOR, min=min_learning_rate)
+    raised = torch.clamp(learning_rate * _LR_FACTOR, max=max_learning_rate)
+    learning_rate = torch.where(kl_mean > 2.0 * desired_kl, lowered, learning_rate)
+    return torch.where((kl_mean < desired_kl / 2.0) & (kl_mean > 0.0), raised, learning_rate)
 
 
 # --------------------------------------------------------------------------------------------- evaluation
@@ -305,13 +341,23 @@ def train(
     num_updates_per_batch: int = 2,
     num_resets_per_eval: int = 0,
     normalize_observations: bool = False,
+    normalize_observations_std_eps: float = 0.0,
+    normalize_observations_mode: str = "welford",
+    normalize_until_count: int | None = None,
     reward_scaling: float = 1.0,
     clipping_epsilon: float = 0.3,
+    clipping_epsilon_value: float | None = None,
     gae_lambda: float = 0.95,
     max_grad_norm: float | None = None,
     normalize_advantage: bool = True,
     vf_loss_coefficient: float = 0.5,
     bootstrap_on_timeout: bool = False,
+    use_distributional_critic: bool = False,
+    desired_kl: float = 0.01,
+    learning_rate_schedule: Any = None,
+    learning_rate_schedule_min_lr: float = 1e-5,
+    learning_rate_schedule_max_lr: float = 1e-2,
+    use_pmap_on_reset: bool = True,
     progress_fn: Callable[[int, Metrics], None] = lambda *args: None,
     policy_params_fn: Callable[..., None] = lambda *args: None,
     randomization_fn: Callable[..., Any] | None = None,
@@ -328,6 +374,7 @@ def train(
     policy_hidden_layer_sizes: Sequence[int] = (32,) * 4,
     value_hidden_layer_sizes: Sequence[int] = (256,) * 5,
     activation: Activation = "swish",
+    num_quantiles: int = 32,
     device: Any = None,
     torch_compile: bool = False,
     num_threads: int | None = 1,
@@ -339,8 +386,13 @@ def train(
     and are checked by the same schema (``brax_core.training.agents.ppo.config.PPOConfig``), so bad values are refused
     with the JAX trainer's messages. In particular ``num_timesteps`` is the *total* step count, and a run restored from
     a checkpoint counts from the checkpoint's steps. Only what the JAX trainer takes as a ``network_factory`` is given
-    here directly: ``policy_hidden_layer_sizes``, ``value_hidden_layer_sizes`` and ``activation`` (a name such as
-    ``'swish'`` or a callable), the defaults of ``make_ppo_networks``. Torch additions: ``device`` (default: the
+    here directly: ``policy_hidden_layer_sizes``, ``value_hidden_layer_sizes``, ``activation`` (a name such as
+    ``'swish'`` or a callable) and ``num_quantiles`` (the distributional critic's outputs), the defaults of
+    ``make_ppo_networks``. The ``ADAPTIVE_KL`` learning-rate schedule changes Adam's learning rate (a tensor, so no
+    host read) at every minibatch from the minibatch's mean ``KL(behaviour || current)``, averaged over processes,
+    and updates the observation statistics after a batch's SGD, as the JAX trainer does; the clipped value loss
+    compares with the values the critic gave the batch before its SGD. ``use_pmap_on_reset`` is accepted and
+    changes nothing: the bridge resets all envs in one compiled call. Torch additions: ``device`` (default: the
     TorchEnv's device, else CPU), ``torch_compile`` (compile the loss with ``torch.compile``), ``num_threads`` (torch's
     intra-op threads on CPU while training, restored on return; ``None`` keeps torch's setting). The default is 1: JAX's
     physics runs on its own thread pool on the same cores, and torch's OpenMP workers waiting at barriers behind it made
@@ -399,10 +451,27 @@ class _Trainer:
                 kw["value_hidden_layer_sizes"],
                 kw["activation"],
                 kw["normalize_observations"],
+                use_distributional_critic=kw["use_distributional_critic"],
+                num_quantiles=kw["num_quantiles"],
             ).to(self.device)
+            self.modules.normalizer.set_update_rule(
+                kw["normalize_observations_mode"], kw["normalize_observations_std_eps"], kw["normalize_until_count"]
+            )
         self.generator = torch.Generator(device=self.device).manual_seed(kw["seed"] * 1_000_003 + dist_ctx.rank)
         self.eval_generator = torch.Generator(device=self.device).manual_seed(kw["seed"] * 1_000_003 + 999_983)
-        self.optimizer = torch.optim.Adam(self.modules.parameters(), lr=kw["learning_rate"], eps=1e-8)
+        self.adaptive_kl = kw["learning_rate_schedule"] == _ADAPTIVE_KL
+        if self.adaptive_kl:
+            # A tensor learning rate that the schedule changes in place, on the device (float32 as on the JAX side).
+            # On CUDA only the capturable Adam reads a tensor rate without a host sync.
+            lr = torch.tensor(kw["learning_rate"], dtype=torch.float32, device=self.device)
+            capturable = self.device.type == "cuda"
+            self.optimizer = torch.optim.Adam(
+                self.modules.parameters(), lr=lr, eps=1e-8, capturable=capturable, foreach=capturable
+            )
+        else:
+            self.optimizer = torch.optim.Adam(self.modules.parameters(), lr=kw["learning_rate"], eps=1e-8)
+        self.loss_names = _LOSS_NAMES + (("kl_mean", "learning_rate") if self.adaptive_kl else ())
+        self.stored_keys = _STORED_KEYS + (("loc", "scale") if self.adaptive_kl else ())
         self.loss_config = LossConfig(
             kw["entropy_cost"],
             kw["discounting"],
@@ -412,6 +481,8 @@ class _Trainer:
             kw["normalize_advantage"],
             kw["vf_loss_coefficient"],
             kw["bootstrap_on_timeout"],
+            kw["clipping_epsilon_value"],
+            kw["use_distributional_critic"],
         )
         loss_module: nn.Module = _LossModule(self.modules, self.loss_config, kw["torch_compile"])
         if dist_ctx.enabled:
@@ -521,7 +592,7 @@ class _Trainer:
             for _ in range(self.kw["unroll_length"]):
                 step_td = TensorDict._new_unsafe({"observation": obs}, batch_size=batch, device=self.device)
                 step_td = env.step(actor(step_td))
-                steps.append(step_td.select(*_STORED_KEYS))
+                steps.append(step_td.select(*self.stored_keys))
                 if tracker is not None:
                     tracker.update()
                 obs = step_td.get(("next", "observation"))
@@ -538,27 +609,55 @@ class _Trainer:
             perm = torch.randperm(rows, generator=self.generator, device=self.device)
             shuffled = data[perm].reshape(num_minibatches, rows // num_minibatches, unroll_length)
             for i in range(num_minibatches):
-                tensors = unpack_batch(shuffled[i])
+                minibatch = shuffled[i]
+                tensors = unpack_batch(minibatch)
+                old_value, old_loc, old_scale = unpack_behaviour(minibatch)
                 noise = torch.randn(
                     (unroll_length, self.local_batch, self.modules.action_size),
                     generator=self.generator,
                     device=self.device,
                 )
-                terms = self.loss_module(*tensors, noise)
+                terms = self.loss_module(*tensors, noise, old_value=old_value, old_loc=old_loc, old_scale=old_scale)
                 self.optimizer.zero_grad(set_to_none=True)
                 terms.total_loss.backward()
                 if kw["max_grad_norm"] is not None:
                     _clip_global_norm_(params, kw["max_grad_norm"])
+                learning_rate = self._adapt_learning_rate(terms.kl_mean) if self.adaptive_kl else None
                 self.optimizer.step()
-                for name in _LOSS_NAMES:
-                    value = getattr(terms, name).detach()
+                for name in self.loss_names:
+                    value = learning_rate if name == "learning_rate" else getattr(terms, name).detach()
                     self.loss_sums[name] = self.loss_sums[name] + value if name in self.loss_sums else value
                 self.num_loss_terms += 1
 
+    def _adapt_learning_rate(self, kl_mean: torch.Tensor) -> torch.Tensor:
+        """Applies the ADAPTIVE_KL rule to Adam's tensor rate in place, from the minibatch's KL averaged over
+        processes; returns the new rate."""
+        kw = self.kw
+        kl = kl_mean.detach().clone()
+        if self.dist.enabled:
+            torch.distributed.all_reduce(kl, group=self.dist.group)
+            kl = kl / self.dist.world_size
+        lr = self.optimizer.param_groups[0]["lr"]
+        lr.copy_(
+            adapt_learning_rate(
+                lr, kl, kw["desired_kl"], kw["learning_rate_schedule_min_lr"], kw["learning_rate_schedule_max_lr"]
+            )
+        )
+        return lr.detach().clone()
+
     def _training_step(self) -> None:
         data = self._collect()
-        self.modules.normalizer.update(data.get("observation"), self.dist.group if self.dist.enabled else None)
+        group = self.dist.group if self.dist.enabled else None
+        if self.kw["clipping_epsilon_value"] is not None and not self.kw["use_distributional_critic"]:
+            # The critic's values before this batch's SGD, with the normaliser the actor used (one batched pass).
+            with torch.no_grad():
+                data.set("state_value", self.modules.value(data.get("observation")))
+        if not self.adaptive_kl:
+            self.modules.normalizer.update(data.get("observation"), group)
         self._sgd(data)
+        if self.adaptive_kl:
+            # After SGD, so the behaviour distribution stays comparable with the current policy's (as in JAX).
+            self.modules.normalizer.update(data.get("observation"), group)
 
     # ---------------------------------------------------------------- metrics, evaluation, checkpoints
 

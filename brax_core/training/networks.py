@@ -154,18 +154,31 @@ def make_value_network(
     kernel_init: Initializer = LECUN_UNIFORM,
     layer_norm: bool = False,
     obs_key: str = "state",
+    use_distributional_critic: bool = False,
+    num_quantiles: int = 32,
 ) -> FeedForwardNetwork:
-    """Creates a value network: ``apply(processor_params, value_params, obs) -> value`` (last axis squeezed)."""
+    """Creates a value network: ``apply(processor_params, value_params, obs) -> value`` (last axis squeezed).
+
+    With ``use_distributional_critic`` the last layer has ``num_quantiles`` outputs, the quantiles of the return at
+    the levels ``(i + 0.5) / num_quantiles``, and ``apply`` returns ``(value, quantiles)``: their mean (last axis
+    squeezed) and the quantiles themselves (``[..., num_quantiles]``), as Brax's does.
+    """
+    if use_distributional_critic and (isinstance(num_quantiles, bool) or not isinstance(num_quantiles, int)
+                                      or num_quantiles < 1):
+        raise ValueError(f"num_quantiles must be a positive integer, got {num_quantiles!r}")
     module = MLP(
-        layer_sizes=list(hidden_layer_sizes) + [1],
+        layer_sizes=list(hidden_layer_sizes) + [num_quantiles if use_distributional_critic else 1],
         activation=activation,
         kernel_init=kernel_init,
         layer_norm=layer_norm,
     )
     in_size = _input_size(obs_size, obs_key)
 
-    def apply(processor_params: Any, value_params: Any, obs: types.Observation) -> jax.Array:
+    def apply(processor_params: Any, value_params: Any, obs: types.Observation) -> Any:
         obs = preprocess_observations_fn(obs, processor_params)
-        return jnp.squeeze(module.apply(value_params, _select(obs, obs_key)), axis=-1)
+        out = module.apply(value_params, _select(obs, obs_key))
+        if use_distributional_critic:
+            return jnp.mean(out, axis=-1), out
+        return jnp.squeeze(out, axis=-1)
 
     return FeedForwardNetwork(init=lambda key: module.init(key, jnp.zeros((1, in_size), jnp.float32)), apply=apply)

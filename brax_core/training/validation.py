@@ -13,15 +13,17 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 TRAINERS = ("jax", "torch")
-KINDS = ("int", "float", "bool", "sizes", "activation")
+KINDS = ("int", "float", "bool", "sizes", "activation", "choice")
 
 
 @dataclasses.dataclass(frozen=True)
 class FieldSpec:
     """What one hyperparameter accepts, and its help text.
 
-    ``kind``: 'int', 'float', 'bool', 'sizes' (a sequence of positive ints) or 'activation' (a name in
-    ``choices`` or a callable). ``minimum``/``maximum`` bound numbers (``min_open``: the minimum itself is
+    ``kind``: 'int', 'float', 'bool', 'sizes' (a sequence of positive ints), 'activation' (a name in
+    ``choices`` or a callable) or 'choice' (a name in ``choices``, any case, or an enum member whose value is one;
+    with ``optional``, the choice 'NONE' stands for ``None``).
+    ``minimum``/``maximum`` bound numbers (``min_open``: the minimum itself is
     refused). ``optional``: ``None`` is accepted. ``trainers``: which trainers' keyword arguments carry it.
     ``command_line``: whether the command line has a flag of this name (``seed`` has its own ``--seed``).
     """
@@ -115,6 +117,8 @@ def check(spec: FieldSpec, value: Any) -> Any:
         return bool(value)
     if spec.kind == "sizes" and (sizes := _sizes(value)) is not None:
         return sizes
+    if spec.kind == "choice" and (chosen := _choice(spec, value)) is not None:
+        return None if chosen == "NONE" and spec.optional else chosen
     if spec.kind == "activation":
         if isinstance(value, str) and value.lower() in spec.choices:
             return value.lower()
@@ -125,6 +129,15 @@ def check(spec: FieldSpec, value: Any) -> Any:
         f"{spec.flag} must be {_requirement(spec, value, flags=True)}; got {value!r}",
         (spec.name,),
     )
+
+
+def _choice(spec: FieldSpec, value: Any) -> str | None:
+    """The entry of ``spec.choices`` that ``value`` names (case-insensitively; an enum member by its string value,
+    so Brax's own enums are accepted), or ``None``."""
+    name = getattr(value, "value", value)
+    if not isinstance(name, str):
+        return None
+    return next((c for c in spec.choices if c.lower() == name.lower()), None)
 
 
 def _requirement(spec: FieldSpec, value: Any, flags: bool) -> str:
@@ -146,6 +159,8 @@ def _requirement(spec: FieldSpec, value: Any, flags: bool) -> str:
         return "one or more positive integers like 64,64" if flags else "a sequence of positive integers"
     if flags:
         return f"one of: {', '.join(spec.choices)}"
+    if spec.kind == "choice":
+        return f"one of {', '.join(repr(c) for c in spec.choices)}"
     return f"a callable or one of {', '.join(spec.choices)}"
 
 

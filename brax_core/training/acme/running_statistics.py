@@ -4,11 +4,24 @@ Statistics are merged batch by batch with Welford's parallel update, so a stream
 mean and variance as one pass over all the data, in float32 without catastrophic cancellation. Under ``pmap``
 or ``shard_map`` the per-device counts and sums are added across devices, so every device holds the same state.
 
-Definition (mirrored by the torch trainer):
+Definitions (mirrored by the torch trainer), for a batch of ``n`` observations ``x``:
+
+``mode='welford'`` (the default) keeps the summed squared deviations in ``summed_variance``:
   count'  = count + n
   mean'   = mean + sum(x - mean) / count'
   summed_variance' = summed_variance + sum((x - mean) * (x - mean'))
-  std'    = clip(sqrt(summed_variance' / count'), std_min_value, std_max_value)
+  std'    = clip(sqrt(summed_variance' / count' + std_eps), std_min_value, std_max_value)
+
+``mode='ema'`` keeps the variance itself in ``summed_variance`` and merges the batch's mean ``m`` and variance ``v``
+at the rate ``r = n / count'`` (RSL-RL's empirical normalisation; the same statistics in exact arithmetic, without a
+sum that grows with the run):
+  mean'   = mean + r * (m - mean)
+  variance' = variance + r * (v - variance + (m - mean) * (m - mean'))
+  std'    = clip(sqrt(variance' + std_eps), std_min_value, std_max_value)
+
+With ``until_count`` a batch that would take ``count'`` past ``until_count`` leaves the whole state unchanged, so the
+statistics freeze at the last batch that fitted (in both modes; ``count`` stays the number of observations they
+hold).
 """
 
 from __future__ import annotations
@@ -21,6 +34,7 @@ import jax.numpy as jnp
 from flax import struct
 
 Nest = Any
+MODES = ("welford", "ema")
 
 
 @struct.dataclass
@@ -69,6 +83,9 @@ def update(
     std_max_value: float = 1e6,
     pmap_axis_name: str | tuple[str, ...] | None = None,
     validate_shapes: bool = True,
+    until_count: int | None = None,
+    std_eps: float = 0.0,
+    mode: str = "welford",
 ) -> RunningStatisticsState:
     """Merges a batch (leading dims are batch dims) into the running statistics.
 
@@ -80,9 +97,15 @@ def update(
       std_max_value: upper clip of the reported std.
       pmap_axis_name: axis name(s) to sum counts and moments over when running under ``pmap``/``shard_map``.
       validate_shapes: check that every batch leaf ends with its statistic's shape.
+      until_count: freeze the statistics once a batch would take their count past this (``None``: never).
+      std_eps: added to the variance under the square root of the reported std.
+      mode: ``'welford'`` or ``'ema'`` (see the module docstring); one run must keep one mode, since
+        ``summed_variance`` holds a sum in the first and the variance in the second.
     """
     if std_min_value > std_max_value:
         raise ValueError(f"std_min_value ({std_min_value}) must not exceed std_max_value ({std_max_value})")
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
     first_batch = jax.tree.leaves(batch)[0]
     first_stat = jax.tree.leaves(state.mean)[0]
     batch_axes = _batch_axes(first_batch, first_stat, validate_shapes)
@@ -108,7 +131,7 @@ def update(
         s = jnp.sum(x, axis=axes)
         return jax.lax.psum(s, axis_name=pmap_axis_name) if pmap_axis_name is not None else s
 
-    def moments(mean: jax.Array, summed_variance: jax.Array, x: jax.Array) -> tuple[jax.Array, jax.Array]:
+    def welford(mean: jax.Array, summed_variance: jax.Array, x: jax.Array) -> tuple[jax.Array, jax.Array]:
         axes = _batch_axes(x, mean, validate_shapes)
         x = x.astype(jnp.float32)
         diff_to_old_mean = x - mean
@@ -118,15 +141,35 @@ def update(
         # Rounding can leave a tiny negative total where a feature is constant.
         return new_mean, jnp.maximum(new_summed_variance, 0.0)
 
+    def ema(mean: jax.Array, variance: jax.Array, x: jax.Array) -> tuple[jax.Array, jax.Array]:
+        axes = _batch_axes(x, mean, validate_shapes)
+        x = x.astype(jnp.float32)
+        # The batch's moments pooled over every device (exact for unequal device batches and weights too).
+        batch_mean = total(weighted(x), axes) / step_count
+        batch_variance = total(weighted(jnp.square(x - batch_mean)), axes) / step_count
+        rate = step_count / count
+        delta = batch_mean - mean
+        new_mean = mean + rate * delta
+        new_variance = variance + rate * (batch_variance - variance + delta * (batch_mean - new_mean))
+        return new_mean, jnp.maximum(new_variance, 0.0)
+
+    merge = welford if mode == "welford" else ema
     treedef = jax.tree.structure(state.mean)
     leaves = zip(
         jax.tree.leaves(state.mean), jax.tree.leaves(state.summed_variance), treedef.flatten_up_to(batch), strict=True
     )
-    pairs = [moments(m, sv, x) for m, sv, x in leaves]
+    pairs = [merge(m, sv, x) for m, sv, x in leaves]
     mean = jax.tree.unflatten(treedef, [p[0] for p in pairs])
     summed_variance = jax.tree.unflatten(treedef, [p[1] for p in pairs])
-    std = jax.tree.map(lambda sv: jnp.clip(jnp.sqrt(sv / count), std_min_value, std_max_value), summed_variance)
-    return RunningStatisticsState(count=count, mean=mean, summed_variance=summed_variance, std=std)
+    per_sample = (lambda sv: sv / count) if mode == "welford" else (lambda v: v)
+    std = jax.tree.map(
+        lambda sv: jnp.clip(jnp.sqrt(per_sample(sv) + std_eps), std_min_value, std_max_value), summed_variance
+    )
+    new_state = RunningStatisticsState(count=count, mean=mean, summed_variance=summed_variance, std=std)
+    if until_count is None:
+        return new_state
+    frozen = count > until_count
+    return jax.tree.map(lambda old, new: jnp.where(frozen, old, new), state, new_state)
 
 
 def normalize(batch: Nest, mean_std: NestedMeanStd, max_abs_value: float | None = None) -> Nest:

@@ -27,10 +27,15 @@ ACTIVATIONS = (
     "relu", "tanh", "sigmoid", "swish", "silu", "elu", "gelu", "leaky_relu", "softplus", "selu", "celu",
     "log_sigmoid", "identity",
 )
-NETWORK_FIELDS = ("policy_hidden_layer_sizes", "value_hidden_layer_sizes", "activation")
+NETWORK_FIELDS = ("policy_hidden_layer_sizes", "value_hidden_layer_sizes", "activation", "num_quantiles")
+# Running-statistics algorithms (brax_core.training.acme.running_statistics, torch_ppo.normalizer).
+NORMALIZATION_MODES = ("welford", "ema")
+# Learning-rate schedules ('NONE' is the same as None: the constant learning_rate).
+LR_SCHEDULES = ("ADAPTIVE_KL", "NONE")
 
 __all__ = [
-    "ACTIVATIONS", "BY_NAME", "NETWORK_FIELDS", "SPECS", "TRAINERS", "ConfigError", "FieldSpec", "PPOConfig", "check",
+    "ACTIVATIONS", "BY_NAME", "LR_SCHEDULES", "NETWORK_FIELDS", "NORMALIZATION_MODES", "SPECS",
+    "TRAINERS", "ConfigError", "FieldSpec", "PPOConfig", "check",
 ]
 
 
@@ -51,6 +56,10 @@ def _real(default: Any, help: str, minimum: float | None = 0.0, **spec: Any) -> 
 
 def _bool(default: bool, help: str, **spec: Any) -> Any:
     return _field(default, help, "bool", **spec)
+
+
+def _choice(default: Any, help: str, choices: tuple[str, ...], **spec: Any) -> Any:
+    return _field(default, help, "choice", choices=choices, **spec)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,8 +92,24 @@ class PPOConfig:
     num_resets_per_eval: int = _int(0, "environment resets between evaluations (0: never reset)", minimum=0,
                                     trainers=("jax",))
     normalize_observations: bool = _bool(False, "keep a running mean/std of observations and normalise network inputs")
+    normalize_observations_std_eps: float = _real(
+        0.0, "added to the observation variance under the square root of the normaliser's std"
+    )
+    normalize_observations_mode: str = _choice(
+        "welford", "running-statistics algorithm: welford (summed squared deviations) or ema (the variance itself, "
+        "merged at rate batch/count; steadier over long runs)", NORMALIZATION_MODES,
+    )
+    normalize_until_count: int | None = _int(
+        None, "stop updating the observation statistics once a batch would take their count past this many "
+        "observations (None: never stop)", optional=True,
+    )
     reward_scaling: float = _real(1.0, "multiplier applied to rewards in the loss", min_open=True)
     clipping_epsilon: float = _real(0.3, "PPO ratio clipping", min_open=True)
+    clipping_epsilon_value: float | None = _real(
+        None, "clip the value update to this distance from the collection-time value (the larger of the clipped "
+        "and unclipped squared errors is used); with the distributional critic, the quantile Huber loss's kappa "
+        "(None: no clipping)", min_open=True, optional=True,
+    )
     gae_lambda: float = _real(0.95, "GAE lambda", maximum=1.0)
     max_grad_norm: float | None = _real(
         None, "clip gradients to this global norm (None: no clipping)", min_open=True,
@@ -93,6 +118,26 @@ class PPOConfig:
     normalize_advantage: bool = _bool(True, "standardise advantages per minibatch")
     vf_loss_coefficient: float = _real(0.5, "value-loss weight")
     bootstrap_on_timeout: bool = _bool(False, "bootstrap time-limit steps from the true final observation")
+    use_distributional_critic: bool = _bool(
+        False, "quantile critic: the value network outputs num_quantiles quantiles trained with the quantile "
+        "Huber loss (needs clipping_epsilon_value as kappa); their mean is the value"
+    )
+    desired_kl: float = _real(0.01, "target KL(behaviour || current policy) of the ADAPTIVE_KL schedule", min_open=True)
+    learning_rate_schedule: str | None = _choice(
+        None, "learning-rate schedule: ADAPTIVE_KL (per minibatch, divide the rate by 1.5 when the KL exceeds "
+        "2 * desired_kl, multiply by 1.5 when it is positive and below desired_kl / 2) or NONE (constant)",
+        LR_SCHEDULES, optional=True,
+    )
+    learning_rate_schedule_min_lr: float = _real(
+        1e-5, "the ADAPTIVE_KL schedule's lowest learning rate", min_open=True
+    )
+    learning_rate_schedule_max_lr: float = _real(
+        1e-2, "the ADAPTIVE_KL schedule's highest learning rate", min_open=True
+    )
+    use_pmap_on_reset: bool = _bool(
+        True, "Brax's choice of pmap over jit(vmap) for resets; resets here always run as one compiled call per "
+        "device, so both values train the same"
+    )
     deterministic_eval: bool = _bool(False, "evaluate the policy's mode instead of sampling")
     num_evals: int = _int(1, "evaluations (and checkpoints) over the run; 0: none", minimum=0)
     log_training_metrics: bool = _bool(False, "stream training metrics between evaluations")
@@ -103,6 +148,7 @@ class PPOConfig:
     policy_hidden_layer_sizes: tuple[int, ...] = _field((32,) * 4, "policy MLP hidden sizes, e.g. 32,32,32,32", "sizes")
     value_hidden_layer_sizes: tuple[int, ...] = _field((256,) * 5, "value MLP hidden sizes, e.g. 256,256,256", "sizes")
     activation: str | Callable[..., Any] = _field("swish", "hidden-layer activation", "activation", choices=ACTIVATIONS)
+    num_quantiles: int = _int(32, "quantiles the distributional critic outputs (with use_distributional_critic)")
     torch_compile: bool = _bool(False, "compile the torch loss with torch.compile", trainers=("torch",))
 
     def __post_init__(self) -> None:
@@ -149,6 +195,18 @@ def fields_of_train_kwargs(kwargs: Mapping[str, Any]) -> dict[str, Any]:
     factory = values.pop("network_factory", None)
     if factory is not None:
         keywords = dict(getattr(factory, "keywords", None) or {})
+        # Brax sets the distributional critic twice (train and make_ppo_networks); here it is one train field.
+        if "use_distributional_critic" in keywords:
+            in_factory = keywords.pop("use_distributional_critic")
+            given = values.setdefault("use_distributional_critic", in_factory)
+            if given != in_factory:
+                raise ConfigError(
+                    f"use_distributional_critic={given!r} but network_factory sets use_distributional_critic="
+                    f"{in_factory!r}; they must agree",
+                    f"the preset sets use_distributional_critic to {given!r} and {in_factory!r} in its "
+                    "network_factory; they must agree",
+                    ("use_distributional_critic",),
+                )
         extra = sorted(set(keywords) - set(NETWORK_FIELDS))
         if extra:
             raise ConfigError(
@@ -174,6 +232,20 @@ def defaults() -> dict[str, Any]:
 
 def _check_together(config: PPOConfig) -> None:
     """Rules between fields, each in one place."""
+    if config.use_distributional_critic and config.clipping_epsilon_value is None:
+        raise ConfigError(
+            "use_distributional_critic=True needs clipping_epsilon_value (the quantile Huber loss's kappa), "
+            "got None",
+            "--use-distributional-critic needs --clipping-epsilon-value (the quantile Huber loss's kappa)",
+            ("use_distributional_critic", "clipping_epsilon_value"),
+        )
+    low, high = config.learning_rate_schedule_min_lr, config.learning_rate_schedule_max_lr
+    if low > high:
+        raise ConfigError(
+            f"learning_rate_schedule_min_lr ({low}) must not exceed learning_rate_schedule_max_lr ({high})",
+            f"--learning-rate-schedule-min-lr ({low:g}) must not exceed --learning-rate-schedule-max-lr ({high:g})",
+            ("learning_rate_schedule_min_lr", "learning_rate_schedule_max_lr"),
+        )
     product = config.batch_size * config.num_minibatches
     if product % config.num_envs != 0:
         raise ConfigError(

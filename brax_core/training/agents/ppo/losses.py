@@ -97,6 +97,40 @@ def compute_gae_bootstrapped(
     return jax.lax.stop_gradient(vs), jax.lax.stop_gradient(advantages)
 
 
+def quantile_huber_loss(quantiles: jax.Array, targets: jax.Array, kappa: float = 1.0) -> jax.Array:
+    """The quantile regression loss of a distributional critic, with a Huber core (QR-DQN's).
+
+    Args:
+      quantiles: ``[T, B, N]``, the predicted quantiles at the levels ``tau_i = (i + 0.5) / N``.
+      targets: ``[T, B]`` return targets (no gradient flows into them through this loss's use in PPO).
+      kappa: where the Huber core turns from quadratic to linear.
+
+    Returns:
+      The mean over ``T``, ``B`` and ``N`` of ``|tau_i - 1[u < 0]| * H_kappa(u)`` with ``u = target - quantile_i`` and
+      ``H_kappa(u) = u^2 / 2`` for ``|u| <= kappa``, else ``kappa * (|u| - kappa / 2)``.
+    """
+    num_quantiles = quantiles.shape[-1]
+    tau = (jnp.arange(num_quantiles, dtype=quantiles.dtype) + 0.5) / num_quantiles
+    error = targets[..., None] - quantiles
+    magnitude = jnp.abs(error)
+    huber = jnp.where(magnitude <= kappa, 0.5 * error * error, kappa * (magnitude - 0.5 * kappa))
+    # Over-estimates (error < 0) are weighted by 1 - tau, under-estimates by tau.
+    weight = jnp.abs(tau - (error < 0).astype(quantiles.dtype))
+    return jnp.mean(weight * huber)
+
+
+def normal_kl(old_loc: jax.Array, old_scale: jax.Array, loc: jax.Array, scale: jax.Array) -> jax.Array:
+    """``KL(old || new)`` of diagonal normals, summed over the last (action) axis.
+
+    The pre-squash normals of the behaviour and current policies; the tanh squashing is the same map for both, so
+    the squashed distributions have the same divergence. (Brax adds 1e-5 inside the log ratio, which makes the KL of
+    an unchanged policy positive; here it is 0.)
+    """
+    ratio_term = jnp.log(scale) - jnp.log(old_scale)
+    spread = (jnp.square(old_scale) + jnp.square(old_loc - loc)) / (2.0 * jnp.square(scale))
+    return jnp.sum(ratio_term + spread - 0.5, axis=-1)
+
+
 def compute_ppo_loss(
     params: PPONetworkParams,
     normalizer_params: Any,
@@ -111,6 +145,8 @@ def compute_ppo_loss(
     normalize_advantage: bool = True,
     vf_loss_coefficient: float = 0.5,
     bootstrap_on_timeout: bool = False,
+    clipping_epsilon_value: float | None = None,
+    use_distributional_critic: bool = False,
 ) -> tuple[jax.Array, types.Metrics]:
     """Computes PPO loss.
 
@@ -131,9 +167,18 @@ def compute_ppo_loss(
       vf_loss_coefficient: the value loss is ``mean((vs − V)²) · 0.5 · vf_loss_coefficient``.
       bootstrap_on_timeout: keep time-limit steps and bootstrap them from ``next_observation`` (the true final
         observation) instead of dropping them as Brax does.
+      clipping_epsilon_value: with the scalar critic, the clipped value loss: ``V`` is also clipped to
+        ``V_old ± clipping_epsilon_value`` around the collection-time values ``extras['policy_extras']['value']``
+        and the larger of the two squared errors is used. With the distributional critic, the quantile Huber
+        loss's kappa (required).
+      use_distributional_critic: the value network returns ``(value, quantiles)``; the value loss is
+        ``quantile_huber_loss(quantiles, advantages + V) · vf_loss_coefficient`` with the advantages before
+        normalisation (Brax's targets, the one-step return on the λ-return of the next step).
 
     Returns:
-      ``(total_loss, metrics)`` with metrics ``total_loss, policy_loss, v_loss, entropy_loss, approx_kl``.
+      ``(total_loss, metrics)`` with metrics ``total_loss, policy_loss, v_loss, entropy_loss, approx_kl``, and
+      ``kl_mean`` (mean ``KL(behaviour || current)``, see ``normal_kl``) when ``extras['policy_extras']`` holds the
+      behaviour policy's ``distribution_params``.
     """
     distribution = ppo_network.parametric_action_distribution
     policy_apply = ppo_network.policy_network.apply
@@ -142,7 +187,16 @@ def compute_ppo_loss(
     # Put the time dimension first.
     data = jax.tree.map(lambda x: jnp.swapaxes(x, 0, 1), data)
     policy_logits = policy_apply(normalizer_params, params.policy, data.observation)
-    baseline = value_apply(normalizer_params, params.value, data.observation)
+    if use_distributional_critic:
+        if clipping_epsilon_value is None:
+            raise ValueError("use_distributional_critic needs clipping_epsilon_value (the quantile Huber kappa)")
+        baseline, quantiles = value_apply(normalizer_params, params.value, data.observation)
+
+        def value_apply(*args: Any) -> jax.Array:  # bootstrap values: the quantiles' mean
+            return ppo_network.value_network.apply(*args)[0]
+
+    else:
+        baseline = value_apply(normalizer_params, params.value, data.observation)
 
     rewards = data.reward * reward_scaling
     truncation = data.extras["state_extras"]["truncation"]
@@ -159,6 +213,8 @@ def compute_ppo_loss(
         vs, advantages = compute_gae(
             truncation, termination, rewards, baseline, bootstrap_value, gae_lambda, discounting
         )
+    if use_distributional_critic:
+        value_targets = jax.lax.stop_gradient(advantages + baseline)
     if normalize_advantage:
         advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
 
@@ -170,8 +226,16 @@ def compute_ppo_loss(
     surrogate_loss2 = jnp.clip(rho_s, 1.0 - clipping_epsilon, 1.0 + clipping_epsilon) * advantages
     policy_loss = -jnp.mean(jnp.minimum(surrogate_loss1, surrogate_loss2))
 
-    v_error = vs - baseline
-    v_loss = jnp.mean(v_error * v_error) * 0.5 * vf_loss_coefficient
+    if use_distributional_critic:
+        v_loss = quantile_huber_loss(quantiles, value_targets, clipping_epsilon_value) * vf_loss_coefficient
+    else:
+        v_error = vs - baseline
+        v_squared = v_error * v_error
+        if clipping_epsilon_value is not None:
+            old_values = data.extras["policy_extras"]["value"]
+            clipped = old_values + jnp.clip(baseline - old_values, -clipping_epsilon_value, clipping_epsilon_value)
+            v_squared = jnp.maximum(v_squared, jnp.square(vs - clipped))
+        v_loss = jnp.mean(v_squared) * 0.5 * vf_loss_coefficient
 
     entropy = jnp.mean(distribution.entropy(policy_logits, rng))
     entropy_loss = entropy_cost * -entropy
@@ -179,10 +243,17 @@ def compute_ppo_loss(
     # The low-variance estimator E[(r - 1) - log r] of KL(behaviour || current) (Schulman, 2020).
     approx_kl = jax.lax.stop_gradient(jnp.mean((rho_s - 1.0) - log_ratio))
     total_loss = policy_loss + v_loss + entropy_loss
-    return total_loss, {
+    metrics = {
         "total_loss": total_loss,
         "policy_loss": policy_loss,
         "v_loss": v_loss,
         "entropy_loss": entropy_loss,
         "approx_kl": approx_kl,
     }
+    behaviour_params = data.extras["policy_extras"].get("distribution_params")
+    if behaviour_params is not None:
+        old_dist = distribution.create_dist(behaviour_params)
+        new_dist = distribution.create_dist(policy_logits)
+        kl = normal_kl(old_dist.loc, old_dist.scale, new_dist.loc, new_dist.scale)
+        metrics["kl_mean"] = jax.lax.stop_gradient(jnp.mean(kl))
+    return total_loss, metrics

@@ -43,8 +43,14 @@ def make_ppo_networks(
     kernel_init: networks.Initializer = networks.LECUN_UNIFORM,
     layer_norm: bool = False,
     min_std: float = 0.001,
+    use_distributional_critic: bool = False,
+    num_quantiles: int = 32,
 ) -> PPONetworks:
-    """Makes PPO networks with preprocessor."""
+    """Makes PPO networks with preprocessor.
+
+    ``use_distributional_critic``: the value network outputs ``num_quantiles`` quantiles and its ``apply`` returns
+    ``(value, quantiles)`` (see ``networks.make_value_network``); ``train`` sets it from its own argument.
+    """
     if isinstance(action_size, bool) or not isinstance(action_size, int) or action_size <= 0:
         raise ValueError(f"action_size must be a positive integer, got {action_size!r}")
     policy_hidden_layer_sizes = networks.validate_layer_sizes("policy_hidden_layer_sizes", policy_hidden_layer_sizes)
@@ -69,6 +75,8 @@ def make_ppo_networks(
         kernel_init=kernel_init,
         layer_norm=layer_norm,
         obs_key=value_obs_key,
+        use_distributional_critic=use_distributional_critic,
+        num_quantiles=num_quantiles,
     )
     return PPONetworks(
         policy_network=policy_network,

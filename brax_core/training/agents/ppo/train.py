@@ -43,6 +43,7 @@ from brax_core.training.acme import running_statistics
 from brax_core.training.agents.ppo import checkpoint
 from brax_core.training.agents.ppo import losses as ppo_losses
 from brax_core.training.agents.ppo import networks as ppo_networks
+from brax_core.training.agents.ppo import optimizer as ppo_optimizer
 from brax_core.training.agents.ppo.config import PPOConfig
 from brax_core.training.agents.ppo.networks import PPOTrainingParams
 from brax_core.training.validation import boolean as _bool
@@ -142,14 +143,24 @@ def train(
     num_updates_per_batch: int = 2,
     num_resets_per_eval: int = 0,
     normalize_observations: bool = False,
+    normalize_observations_std_eps: float = 0.0,
+    normalize_observations_mode: str = "welford",
+    normalize_until_count: int | None = None,
     reward_scaling: float = 1.0,
     clipping_epsilon: float = 0.3,
+    clipping_epsilon_value: float | None = None,
     gae_lambda: float = 0.95,
     max_grad_norm: float | None = None,
     normalize_advantage: bool = True,
     vf_loss_coefficient: float = 0.5,
     bootstrap_on_timeout: bool = False,
+    use_distributional_critic: bool = False,
+    desired_kl: float = 0.01,
+    learning_rate_schedule: str | ppo_optimizer.LRSchedule | None = None,
+    learning_rate_schedule_min_lr: float = 1e-5,
+    learning_rate_schedule_max_lr: float = 1e-2,
     network_factory: Callable[..., ppo_networks.PPONetworks] = ppo_networks.make_ppo_networks,
+    use_pmap_on_reset: bool = True,
     # callbacks
     progress_fn: Callable[[int, Mapping[str, Any]], None] = lambda *args: None,
     policy_params_fn: Callable[..., None] = lambda *args: None,
@@ -201,14 +212,37 @@ def train(
       num_updates_per_batch: passes over each collected batch.
       num_resets_per_eval: environment resets between evaluations (0: never reset).
       normalize_observations: keep a running mean/std of observations and normalise network inputs.
+      normalize_observations_std_eps: added to the variance under the square root of the normaliser's std.
+      normalize_observations_mode: ``'welford'`` or ``'ema'``, the running-statistics algorithm (see
+        ``brax_core.training.acme.running_statistics``).
+      normalize_until_count: freeze the observation statistics once a batch would take their count past this many
+        observations (``None``: never). Brax 0.14.2 honours it only in ``'ema'`` mode; here in both.
       reward_scaling: rewards are multiplied by this in the loss.
       clipping_epsilon: PPO ratio clip.
+      clipping_epsilon_value: clipped value loss: the larger of ``(vs − V)²`` and ``(vs − V_clipped)²`` with
+        ``V_clipped = V_old + clip(V − V_old, ±clipping_epsilon_value)`` around the values at collection time
+        (``None``: plain value loss). With ``use_distributional_critic``, the quantile Huber loss's kappa instead.
       gae_lambda: GAE λ.
       max_grad_norm: clip gradients to this global norm (``None``: no clipping).
       normalize_advantage: standardise advantages per minibatch.
       vf_loss_coefficient: value loss weight; the value loss is ``mean((vs − V)²) · 0.5 · vf_loss_coefficient``.
       bootstrap_on_timeout: bootstrap time-limit steps from the true final observation instead of dropping them.
+      use_distributional_critic: a quantile critic (see ``losses.compute_ppo_loss``); it needs
+        ``clipping_epsilon_value``. The networks are built with ``use_distributional_critic=True`` (Brax also
+        requires it of the ``network_factory``; here a factory saying otherwise is refused).
+      desired_kl: the KL divergence the ``ADAPTIVE_KL`` schedule aims at.
+      learning_rate_schedule: ``None`` (or ``'NONE'``): constant ``learning_rate``; ``'ADAPTIVE_KL'`` (or Brax's
+        ``LRSchedule`` enum): the learning rate starts at ``learning_rate`` and changes at every minibatch with the
+        mean ``KL(behaviour || current)`` over the devices (``optimizer.adapt_learning_rate``); the observation
+        statistics are then updated after a batch's SGD instead of before it, so the behaviour policy's
+        distribution is the current policy's before the first update. Reports ``training/learning_rate`` and
+        ``training/kl_mean``.
+      learning_rate_schedule_min_lr: the ``ADAPTIVE_KL`` schedule's lowest learning rate.
+      learning_rate_schedule_max_lr: the ``ADAPTIVE_KL`` schedule's highest learning rate.
       network_factory: builds the PPO networks (``make_ppo_networks`` or a ``functools.partial`` of it).
+      use_pmap_on_reset: accepted for Brax compatibility (where ``False`` resets a single device with
+        ``jit(vmap)`` instead of ``pmap``); resets here always run as one compiled ``shard_map`` call over the
+        training devices, which is what both choices compute, so the value changes nothing.
       progress_fn: ``progress_fn(num_steps: int, metrics: dict[str, float])`` at every evaluation and, with
         ``log_training_metrics``, every ``training_metrics_steps`` env steps.
       policy_params_fn: ``policy_params_fn(current_step, make_policy, params)`` after every epoch, with params
@@ -259,13 +293,23 @@ def train(
         num_updates_per_batch=num_updates_per_batch,
         num_resets_per_eval=num_resets_per_eval,
         normalize_observations=normalize_observations,
+        normalize_observations_std_eps=normalize_observations_std_eps,
+        normalize_observations_mode=normalize_observations_mode,
+        normalize_until_count=normalize_until_count,
         reward_scaling=reward_scaling,
         clipping_epsilon=clipping_epsilon,
+        clipping_epsilon_value=clipping_epsilon_value,
         gae_lambda=gae_lambda,
         max_grad_norm=max_grad_norm,
         normalize_advantage=normalize_advantage,
         vf_loss_coefficient=vf_loss_coefficient,
         bootstrap_on_timeout=bootstrap_on_timeout,
+        use_distributional_critic=use_distributional_critic,
+        desired_kl=desired_kl,
+        learning_rate_schedule=learning_rate_schedule,
+        learning_rate_schedule_min_lr=learning_rate_schedule_min_lr,
+        learning_rate_schedule_max_lr=learning_rate_schedule_max_lr,
+        use_pmap_on_reset=use_pmap_on_reset,
         deterministic_eval=deterministic_eval,
         num_evals=num_evals,
         log_training_metrics=log_training_metrics,
@@ -285,6 +329,15 @@ def train(
     vf_loss_coefficient, bootstrap_on_timeout = hp.vf_loss_coefficient, hp.bootstrap_on_timeout
     deterministic_eval, log_training_metrics = hp.deterministic_eval, hp.log_training_metrics
     training_metrics_steps, max_to_keep = hp.training_metrics_steps, hp.max_to_keep
+    clipping_epsilon_value, use_distributional_critic = hp.clipping_epsilon_value, hp.use_distributional_critic
+    adaptive_kl = hp.learning_rate_schedule == ppo_optimizer.LRSchedule.ADAPTIVE_KL
+    normalizer_update = functools.partial(
+        running_statistics.update,
+        pmap_axis_name=_AXIS,
+        until_count=hp.normalize_until_count,
+        std_eps=hp.normalize_observations_std_eps,
+        mode=hp.normalize_observations_mode,
+    )
     run_evals = _bool("run_evals", run_evals)
     evaluate = num_evals > 0 and run_evals
     if max_devices_per_host is not None:
@@ -296,6 +349,15 @@ def train(
     progress_fn = _callable("progress_fn", progress_fn)
     policy_params_fn = _callable("policy_params_fn", policy_params_fn)
     network_factory = _callable("network_factory", network_factory)
+    in_factory = (getattr(network_factory, "keywords", None) or {}).get("use_distributional_critic")
+    if in_factory is not None and bool(in_factory) != use_distributional_critic:
+        raise ValueError(
+            f"network_factory sets use_distributional_critic={in_factory!r} but train has "
+            f"use_distributional_critic={use_distributional_critic!r}; they must agree"
+        )
+    if use_distributional_critic:
+        # The value network must output quantiles; binding it here also records it in saved network configs.
+        network_factory = functools.partial(network_factory, use_distributional_critic=True)
     if randomization_fn is not None:
         _callable("randomization_fn", randomization_fn)
     if eval_env is not None and not isinstance(eval_env, Env):
@@ -356,6 +418,15 @@ def train(
             "normalize_advantage": normalize_advantage,
             "vf_loss_coefficient": vf_loss_coefficient,
             "bootstrap_on_timeout": bootstrap_on_timeout,
+            "normalize_observations_std_eps": hp.normalize_observations_std_eps,
+            "normalize_observations_mode": hp.normalize_observations_mode,
+            "normalize_until_count": hp.normalize_until_count,
+            "clipping_epsilon_value": clipping_epsilon_value,
+            "use_distributional_critic": use_distributional_critic,
+            "desired_kl": hp.desired_kl,
+            "learning_rate_schedule": hp.learning_rate_schedule,
+            "learning_rate_schedule_min_lr": hp.learning_rate_schedule_min_lr,
+            "learning_rate_schedule_max_lr": hp.learning_rate_schedule_max_lr,
             "seed": seed,
         }
 
@@ -363,9 +434,7 @@ def train(
     jit = functools.partial(jax.jit, compiler_options=_compiler_options(devices, num_timesteps - env_steps_restored))
     replicated = NamedSharding(mesh, P())
 
-    optimizer = optax.adam(learning_rate=learning_rate)
-    if max_grad_norm is not None:
-        optimizer = optax.chain(optax.clip_by_global_norm(max_grad_norm), optax.adam(learning_rate=learning_rate))
+    optimizer = ppo_optimizer.make_optimizer(learning_rate, max_grad_norm, hp.learning_rate_schedule)
 
     key = jax.random.PRNGKey(seed)
     key_init, key_run, key_env, key_eval, key_randomize = jax.random.split(key, 5)
@@ -472,15 +541,26 @@ def train(
         normalize_advantage=normalize_advantage,
         vf_loss_coefficient=vf_loss_coefficient,
         bootstrap_on_timeout=bootstrap_on_timeout,
+        clipping_epsilon_value=clipping_epsilon_value,
+        use_distributional_critic=use_distributional_critic,
     )
-    gradient_update_fn = gradients.gradient_update_fn(loss_fn, optimizer, pmap_axis_name=_AXIS, has_aux=True)
+    loss_and_pgrad_fn = gradients.loss_and_pgrad(loss_fn, pmap_axis_name=_AXIS, has_aux=True)
 
     def minibatch_step(carry, data: types.Transition, normalizer_params):
         optimizer_state, params, key = carry
         key, key_loss = jax.random.split(key)
-        (_, metrics), params, optimizer_state = gradient_update_fn(
-            params, normalizer_params, data, key_loss, optimizer_state=optimizer_state
-        )
+        (_, metrics), grads = loss_and_pgrad_fn(params, normalizer_params, data, key_loss)
+        if adaptive_kl:
+            # The rate for this minibatch's step already follows its KL (measured before the step), as in Brax.
+            optimizer_state, metrics["learning_rate"] = ppo_optimizer.adaptive_kl_learning_rate(
+                optimizer_state,
+                jax.lax.pmean(metrics["kl_mean"], _AXIS),
+                hp.desired_kl,
+                hp.learning_rate_schedule_min_lr,
+                hp.learning_rate_schedule_max_lr,
+            )
+        updates, optimizer_state = optimizer.update(grads, optimizer_state, params)
+        params = optax.apply_updates(params, updates)
         return (optimizer_state, params, key), metrics
 
     def sgd_step(carry, _, data: types.Transition, normalizer_params):
@@ -495,6 +575,19 @@ def train(
         )
         return (optimizer_state, params, key), metrics
 
+    def _with_behaviour_outputs(data: types.Transition, ts: TrainingState) -> types.Transition:
+        """Adds what the loss compares against the behaviour policy: its values (clipped value loss) and its
+        distribution parameters (ADAPTIVE_KL). The parameters did not change during collection, so one pass over
+        the batch gives what the actor would have recorded step by step."""
+        extras = dict(data.extras["policy_extras"])
+        if clipping_epsilon_value is not None and not use_distributional_critic:
+            extras["value"] = ppo_network.value_network.apply(ts.normalizer_params, ts.params.value, data.observation)
+        if adaptive_kl:
+            extras["distribution_params"] = ppo_network.policy_network.apply(
+                ts.normalizer_params, ts.params.policy, data.observation
+            )
+        return data._replace(extras={**data.extras, "policy_extras": extras})
+
     def training_step(ts: TrainingState, env_state: Any, key: jax.Array):
         key_sgd, key_generate = jax.random.split(key)
         policy = make_policy((ts.normalizer_params, ts.params.policy))
@@ -508,15 +601,18 @@ def train(
         (env_state, _), data = jax.lax.scan(unroll, (env_state, key_generate), (), length=num_unrolls)
         # [unrolls, T, envs, ...] -> [unrolls * envs, T, ...]: the batch-major layout the loss expects.
         data = jax.tree.map(lambda x: jnp.reshape(jnp.swapaxes(x, 1, 2), (-1,) + x.shape[1:2] + x.shape[3:]), data)
+        data = _with_behaviour_outputs(data, ts)
         normalizer_params = ts.normalizer_params
-        if normalize_observations:
-            normalizer_params = running_statistics.update(normalizer_params, data.observation, pmap_axis_name=_AXIS)
+        if normalize_observations and not adaptive_kl:
+            normalizer_params = normalizer_update(normalizer_params, data.observation)
         (optimizer_state, params, _), metrics = jax.lax.scan(
             functools.partial(sgd_step, data=data, normalizer_params=normalizer_params),
             (ts.optimizer_state, ts.params, key_sgd),
             (),
             length=num_updates_per_batch,
         )
+        if normalize_observations and adaptive_kl:
+            normalizer_params = normalizer_update(normalizer_params, data.observation)
         metrics = jax.tree.map(jnp.mean, metrics)
         if log_training_metrics:
             done = data.extras["state_extras"]["episode_done"]
