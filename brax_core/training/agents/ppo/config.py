@@ -27,10 +27,17 @@ ACTIVATIONS = (
     "relu", "tanh", "sigmoid", "swish", "silu", "elu", "gelu", "leaky_relu", "softplus", "selu", "celu",
     "log_sigmoid", "identity",
 )
-NETWORK_FIELDS = ("policy_hidden_layer_sizes", "value_hidden_layer_sizes", "activation")
+NETWORK_FIELDS = (
+    "policy_hidden_layer_sizes", "value_hidden_layer_sizes", "activation", "distribution_type", "noise_std_type",
+    "init_noise_std", "state_dependent_std", "mean_clip_scale", "policy_obs_key", "value_obs_key",
+)
+# make_ppo_networks' distribution_type and noise_std_type values (both trainers build the same policies).
+DISTRIBUTION_TYPES = ("normal", "tanh_normal")
+NOISE_STD_TYPES = ("scalar", "log")
 
 __all__ = [
-    "ACTIVATIONS", "BY_NAME", "NETWORK_FIELDS", "SPECS", "TRAINERS", "ConfigError", "FieldSpec", "PPOConfig", "check",
+    "ACTIVATIONS", "BY_NAME", "DISTRIBUTION_TYPES", "NETWORK_FIELDS", "NOISE_STD_TYPES", "SPECS", "TRAINERS",
+    "ConfigError", "FieldSpec", "PPOConfig", "check",
 ]
 
 
@@ -103,6 +110,22 @@ class PPOConfig:
     policy_hidden_layer_sizes: tuple[int, ...] = _field((32,) * 4, "policy MLP hidden sizes, e.g. 32,32,32,32", "sizes")
     value_hidden_layer_sizes: tuple[int, ...] = _field((256,) * 5, "value MLP hidden sizes, e.g. 256,256,256", "sizes")
     activation: str | Callable[..., Any] = _field("swish", "hidden-layer activation", "activation", choices=ACTIVATIONS)
+    distribution_type: str = _field(
+        "tanh_normal", "policy distribution: tanh-squashed normal, or normal with a learned std", "choice",
+        choices=DISTRIBUTION_TYPES,
+    )
+    noise_std_type: str = _field(
+        "scalar", "normal policy: learn the std itself (scalar) or its log", "choice", choices=NOISE_STD_TYPES
+    )
+    init_noise_std: float = _real(1.0, "normal policy: the std its parameter starts at", min_open=True)
+    state_dependent_std: bool = _bool(False, "normal policy: the std is a linear head on the hidden features")
+    mean_clip_scale: float | None = _real(
+        None, "normal policy: squash the mean into (-s, s) (None: unclipped)", min_open=True, optional=True
+    )
+    policy_obs_key: str = _field("state", "dict observations: the key the policy reads", "name")
+    value_obs_key: str = _field(
+        "state", "dict observations: the key the value network reads (e.g. privileged_state)", "name"
+    )
     torch_compile: bool = _bool(False, "compile the torch loss with torch.compile", trainers=("torch",))
 
     def __post_init__(self) -> None:
