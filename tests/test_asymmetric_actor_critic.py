@@ -77,7 +77,7 @@ def test_jax_trainer_reads_each_key_with_its_own_statistics():
     # The torch side reads the same params (per-key statistics included) and acts alike.
     modules = PPOModules(SIZES, 1, (8,), (8,), "swish", value_obs_key="privileged_state")
     load_params(modules, transfer.jax_params_to_torch(params))
-    td = TensorDict({k: torch.from_numpy(np.asarray(v)) for k, v in obs.items()}, batch_size=[3])
+    td = TensorDict({k: torch.from_numpy(np.array(v)) for k, v in obs.items()}, batch_size=[3])
     loc, _ = modules.policy(td)
     np.testing.assert_allclose(torch.tanh(loc).detach().numpy(), policy(obs, None)[0], rtol=1e-5, atol=1e-6)
     value = modules.value(td).squeeze(-1).detach().numpy()

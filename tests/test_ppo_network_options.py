@@ -78,9 +78,10 @@ def test_normal_policy_layout_std_and_mean_clip():
 
     nets, params = _jax_setup(**NORMAL_VARIANTS["state_dependent_log_clipped"])
     assert "Dense_1" in params.policy_params["params"]
-    mean, std = nets.policy_network.apply(params.normalizer_params, params.policy_params, obs * 100.0)
-    assert float(jnp.max(jnp.abs(mean))) < 0.5 and float(jnp.max(jnp.abs(mean))) > 0.3
-    assert float(jnp.std(std[:, 0])) > 0.0  # depends on the observation
+    big, _ = nets.policy_network.apply(params.normalizer_params, params.policy_params, obs * 100.0)
+    assert float(jnp.max(jnp.abs(big))) < 0.5 and float(jnp.max(jnp.abs(big))) > 0.3
+    mean, std = nets.policy_network.apply(params.normalizer_params, params.policy_params, obs)
+    assert float(jnp.std(std[:, 0])) > 0.0 and bool(jnp.all(std > 0))  # depends on the observation
     # 'normal' is not squashed: the mode is the mean itself, and log_prob has no tanh correction.
     dist = nets.parametric_action_distribution
     np.testing.assert_allclose(dist.mode((mean, std)), mean)
@@ -161,7 +162,7 @@ def test_network_config_is_a_config_dict_in_brax_argument_order():
     assert plain["observation_size"] == {"state": [3], "privileged_state": [5]}
     nets = checkpoint.networks_from_config(config)
     kernel = nets.policy_network.init(jax.random.PRNGKey(0))["params"]["MLP_0"]["hidden_0"]["kernel"]
-    np.testing.assert_allclose(kernel.T @ kernel, 0.01 * np.eye(kernel.shape[1]), atol=1e-6)  # orthogonal, scaled
+    np.testing.assert_allclose(kernel @ kernel.T, 0.01 * np.eye(kernel.shape[0]), atol=1e-6)  # orthogonal, scaled
     with pytest.raises(TypeError, match="network_factory must be callable"):
         checkpoint.network_config(factory, {"state": (3,)}, ACT, True)  # the older argument order
 

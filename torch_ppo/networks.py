@@ -467,6 +467,9 @@ class PPOModules(nn.Module):
             mean_init = resolve_kernel_init(
                 "mean_kernel_init_fn", mean_kernel_init_fn, "mean_kernel_init_kwargs", mean_kernel_init_kwargs
             )
+        for name, key in (("policy_obs_key", policy_obs_key), ("value_obs_key", value_obs_key)):
+            if not isinstance(key, str) or not key:
+                raise ValueError(f"{name} must be a non-empty string naming a dict-observation key, got {key!r}")
         self.action_size = int(action_size)
         policy_key: str | None = None
         value_key: str | None = None
