@@ -384,6 +384,11 @@ def torch_policy_to_jax(
         in_size, hidden, act_size = int(kernels[0].shape[0]), [int(k.shape[1]) for k in kernels[:-1]], 0
         act_size = int(kernels[-1].shape[1]) // 2
     if observation_size is None:
+        if isinstance(jax_params.normalizer_params.mean, Mapping):
+            raise ValueError(
+                "params of a policy on dict observations: pass the PPOModules (or a make_policy result), which "
+                "know the observation keys and sizes"
+            )
         observation_size = in_size
     networks = ppo_networks.make_ppo_networks(
         observation_size,
