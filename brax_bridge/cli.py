@@ -51,7 +51,7 @@ def _fail(message: str) -> typer.BadParameter:
     return typer.BadParameter(message)
 
 
-_METAVARS = {"int": "INT", "float": "FLOAT", "sizes": "N,N,..."}
+_METAVARS = {"int": "INT", "float": "FLOAT", "sizes": "N,N,...", "name": "KEY"}
 _ONLY = {("jax",): " (JAX trainer only)", ("torch",): " (torch trainer only)"}
 
 

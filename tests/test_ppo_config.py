@@ -57,7 +57,7 @@ def test_num_timesteps_is_required_and_the_rest_defaults():
 def test_every_field_has_help_a_kind_and_its_trainers_take_it(spec):
     field = {f.name: f for f in dataclasses.fields(PPOConfig)}[spec.name]
     assert field.metadata["help"] == spec.help and len(spec.help) > 8
-    assert spec.kind in ("int", "float", "bool", "sizes", "activation", "choice")
+    assert spec.kind in ("int", "float", "bool", "sizes", "activation", "choice", "name")
     assert spec.trainers and set(spec.trainers) <= {"jax", "torch"}
     if "jax" in spec.trainers:  # the JAX trainer takes the network fields inside its network_factory
         assert spec.name in (NETWORK_PARAMETERS if spec.name in schema.NETWORK_FIELDS else JAX_PARAMETERS)
@@ -70,7 +70,7 @@ def _bad_value(spec):
         return spec.minimum - 1
     if spec.kind == "float":
         return spec.minimum if spec.min_open else spec.minimum - 1.0
-    return {"bool": "yes", "sizes": (16, 0), "activation": "nope", "choice": "nope"}[spec.kind]
+    return {"bool": "yes", "sizes": (16, 0), "activation": "nope", "choice": "nope", "name": ""}[spec.kind]
 
 
 ACCEPTED = {  # what each kind's message says it accepts, in keyword and in flag vocabulary
@@ -80,6 +80,7 @@ ACCEPTED = {  # what each kind's message says it accepts, in keyword and in flag
     "sizes": ("a sequence of positive integers", "one or more positive integers like 64,64"),
     "activation": ("a callable or one of relu, tanh", "one of: relu, tanh"),
     "choice": (r"one of '\w+', '\w+'", r"one of: \w+, \w+"),
+    "name": ("a non-empty string", "a non-empty string"),
 }
 
 
@@ -165,6 +166,8 @@ def test_each_trainer_gets_the_fields_it_takes():
     assert jax_kwargs["network_factory"].keywords == {
         "policy_hidden_layer_sizes": (8,), "value_hidden_layer_sizes": (256,) * 5, "activation": "tanh",
         "num_quantiles": 32,
+        "distribution_type": "tanh_normal", "noise_std_type": "scalar", "init_noise_std": 1.0,
+        "state_dependent_std": False, "mean_clip_scale": None, "policy_obs_key": "state", "value_obs_key": "state",
     }
     torch_kwargs = configuration.torch_kwargs(config)
     assert set(torch_kwargs) <= set(TORCH_PARAMETERS) and torch_kwargs["policy_hidden_layer_sizes"] == (8,)

@@ -11,7 +11,7 @@ from typing import NamedTuple
 import torch
 from tensordict import TensorDictBase
 
-from torch_ppo.networks import PPOModules, tanh_normal_entropy, tanh_normal_log_prob
+from torch_ppo.networks import PPOModules
 
 
 @torch.no_grad()
@@ -211,8 +211,8 @@ def unpack_batch(batch: TensorDictBase) -> tuple[torch.Tensor, ...]:
 def ppo_loss_from_tensors(
     modules: PPOModules,
     config: LossConfig,
-    observation: torch.Tensor,
-    final_observation: torch.Tensor,
+    observation: torch.Tensor | TensorDictBase,
+    final_observation: torch.Tensor | TensorDictBase,
     raw_action: torch.Tensor,
     behaviour_log_prob: torch.Tensor,
     reward: torch.Tensor,
@@ -240,8 +240,9 @@ def ppo_loss_from_tensors(
     next_values = all_values[num_steps:].detach()
     rewards = reward * config.reward_scaling
 
-    loc, scale = modules.policy(observation)
-    target_log_prob = tanh_normal_log_prob(loc, scale, raw_action)
+    policy = modules.policy
+    loc, scale = policy(observation)
+    target_log_prob = policy.log_prob(loc, scale, raw_action)
 
     if config.bootstrap_on_timeout:
         vs, advantages = compute_gae_bootstrapped(
@@ -277,7 +278,7 @@ def ppo_loss_from_tensors(
             v_squared = torch.maximum(v_squared, (vs - clipped).square())
         v_loss = v_squared.mean() * 0.5 * config.vf_loss_coefficient
 
-    entropy = tanh_normal_entropy(loc, scale, entropy_noise).mean()
+    entropy = policy.entropy(loc, scale, entropy_noise).mean()
     entropy_loss = -config.entropy_cost * entropy
     total = policy_loss + v_loss + entropy_loss
     # Low-variance estimator E[(r - 1) - log r] of KL(behaviour || current), as on the JAX side.

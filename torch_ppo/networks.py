@@ -1,13 +1,17 @@
-"""Actor and critic for torch_ppo: MLPs laid out like the JAX PPO's, a tanh-squashed normal, TensorDict modules.
+"""Actor and critic for torch_ppo: MLPs laid out like the JAX PPO's, its two action distributions, TensorDict
+modules.
 
 The MLPs name their layers ``hidden_0``, ``hidden_1``, ... like the flax networks of ``brax_core``'s PPO, and apply
-the activation after every layer but the last, so JAX weights copy straight in (``weight = kernel.T``).
+the activation after every layer but the last, so JAX weights copy straight in (``weight = kernel.T``). The
+options of ``make_ppo_networks`` (distribution type, noise std, mean clipping, kernel initialisers by Brax's
+names, per-network observation keys) have the same names and meanings here.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -15,7 +19,7 @@ from tensordict import TensorDictBase
 from tensordict.nn import TensorDictModule, TensorDictModuleBase, TensorDictSequential
 from torch import nn
 
-from torch_ppo.normalizer import RunningNormalizer
+from torch_ppo.normalizer import DictNormalizer, RunningNormalizer
 
 Activation = str | Callable[[torch.Tensor], torch.Tensor]
 
@@ -56,57 +60,275 @@ def resolve_activation(activation: Activation) -> tuple[str | None, Callable[[to
     raise TypeError(f"activation must be a name or a callable, got {type(activation).__name__}")
 
 
-def _lecun_uniform_(layer: nn.Linear) -> None:
-    # Same initialiser as the JAX networks (variance 1/fan_in, uniform), biases zero.
-    fan_in = layer.weight.shape[1]
-    bound = math.sqrt(3.0 / fan_in)
+# --- kernel initialisers: Brax's jax.nn.initializers names, as torch initialisations of a [out, in] weight ------
+
+# The standard deviation of a unit normal truncated to [-2, 2]: jax's variance_scaling divides by it so the
+# truncated distribution keeps the asked-for variance.
+_TRUNCATED_STD = 0.87962566103423978
+_FAN_MODES = ("fan_in", "fan_out", "fan_avg", "fan_geo_avg")
+_DISTRIBUTIONS = ("truncated_normal", "normal", "uniform")
+
+KernelInit = Callable[[torch.Tensor], None]
+
+
+def _variance_scaling_(
+    weight: torch.Tensor, scale: float = 1.0, mode: str = "fan_in", distribution: str = "truncated_normal"
+) -> None:
+    fan_out, fan_in = weight.shape
+    fan = {"fan_in": fan_in, "fan_out": fan_out, "fan_avg": (fan_in + fan_out) / 2.0,
+           "fan_geo_avg": math.sqrt(fan_in * fan_out)}[mode]
+    variance = scale / max(1.0, fan)
+    if distribution == "truncated_normal":
+        std = math.sqrt(variance) / _TRUNCATED_STD
+        nn.init.trunc_normal_(weight, 0.0, std, -2.0 * std, 2.0 * std)
+    elif distribution == "normal":
+        nn.init.normal_(weight, 0.0, math.sqrt(variance))
+    else:
+        bound = math.sqrt(3.0 * variance)
+        nn.init.uniform_(weight, -bound, bound)
+
+
+def _scaling(scale: float, mode: str, distribution: str) -> Callable[..., KernelInit]:
+    return lambda: lambda w: _variance_scaling_(w, scale, mode, distribution)
+
+
+# name -> (factory taking the jax factory's keyword arguments, the keywords it takes). jax's dtype/axis
+# keywords have no meaning for a torch Linear weight and are refused by name.
+_KERNEL_INITS: dict[str, tuple[Callable[..., KernelInit], tuple[str, ...]]] = {
+    "lecun_uniform": (_scaling(1.0, "fan_in", "uniform"), ()),
+    "lecun_normal": (_scaling(1.0, "fan_in", "truncated_normal"), ()),
+    "glorot_uniform": (_scaling(1.0, "fan_avg", "uniform"), ()),
+    "xavier_uniform": (_scaling(1.0, "fan_avg", "uniform"), ()),
+    "glorot_normal": (_scaling(1.0, "fan_avg", "truncated_normal"), ()),
+    "xavier_normal": (_scaling(1.0, "fan_avg", "truncated_normal"), ()),
+    "he_uniform": (_scaling(2.0, "fan_in", "uniform"), ()),
+    "kaiming_uniform": (_scaling(2.0, "fan_in", "uniform"), ()),
+    "he_normal": (_scaling(2.0, "fan_in", "truncated_normal"), ()),
+    "kaiming_normal": (_scaling(2.0, "fan_in", "truncated_normal"), ()),
+    "variance_scaling": (
+        lambda scale, mode, distribution: lambda w: _variance_scaling_(w, scale, mode, distribution),
+        ("scale", "mode", "distribution"),
+    ),
+    "orthogonal": (lambda scale=1.0: lambda w: nn.init.orthogonal_(w, gain=scale), ("scale",)),
+    "normal": (lambda stddev=1e-2: lambda w: nn.init.normal_(w, 0.0, stddev), ("stddev",)),
+    # jax's uniform draws from [0, scale).
+    "uniform": (lambda scale=1e-2: lambda w: nn.init.uniform_(w, 0.0, scale), ("scale",)),
+    "truncated_normal": (
+        lambda stddev=1e-2, lower=-2.0, upper=2.0: lambda w: nn.init.trunc_normal_(
+            w, 0.0, stddev, lower * stddev, upper * stddev
+        ),
+        ("stddev", "lower", "upper"),
+    ),
+    "constant": (lambda value: lambda w: nn.init.constant_(w, value), ("value",)),
+    "zeros": (lambda: nn.init.zeros_, ()),
+    "ones": (lambda: nn.init.ones_, ()),
+}
+KERNEL_INITIALIZERS = tuple(sorted(_KERNEL_INITS))
+# In Brax's table but without a meaning for a dense layer's weight (it initialises convolution kernels).
+_UNSUPPORTED_INITS = ("delta_orthogonal",)
+
+
+def resolve_kernel_init(name: str, fn: Any, kwargs_name: str, kwargs: Mapping[str, Any] | None) -> KernelInit:
+    """The torch initialisation of a jax initialiser factory given by name or as the jax function itself.
+
+    ``name``/``kwargs_name`` are the argument names used in errors; ``kwargs`` are the jax factory's.
+    """
+    key = fn if isinstance(fn, str) else getattr(fn, "__name__", None)
+    if key in _UNSUPPORTED_INITS:
+        raise ValueError(f"{name}={key!r} initialises convolution kernels and has no torch counterpart for a dense "
+                         f"layer; use one of {', '.join(KERNEL_INITIALIZERS)}")
+    if key not in _KERNEL_INITS:
+        raise ValueError(
+            f"{name} must be one of {', '.join(KERNEL_INITIALIZERS)} (a name, or the jax.nn.initializers function of "
+            f"that name), got {fn!r}"
+        )
+    if kwargs is not None and not isinstance(kwargs, Mapping):
+        raise ValueError(f"{kwargs_name} must be a mapping of keyword arguments or None, got {kwargs!r}")
+    factory, accepted = _KERNEL_INITS[key]
+    unknown = sorted(set(kwargs or {}) - set(accepted))
+    if unknown:
+        raise ValueError(
+            f"{kwargs_name} has {unknown}, which {key!r} does not take in torch_ppo; it takes "
+            f"{', '.join(accepted) if accepted else 'no keyword arguments'}"
+        )
+    values = dict(kwargs or {})
+    if key == "variance_scaling":
+        missing = sorted({"scale", "mode", "distribution"} - set(values))
+        if missing:
+            raise ValueError(f"{kwargs_name} must give {missing} for 'variance_scaling'")
+        if values["mode"] not in _FAN_MODES:
+            raise ValueError(f"{kwargs_name}['mode'] must be one of {_FAN_MODES}, got {values['mode']!r}")
+        if values["distribution"] not in _DISTRIBUTIONS:
+            raise ValueError(
+                f"{kwargs_name}['distribution'] must be one of {_DISTRIBUTIONS}, got {values['distribution']!r}"
+            )
+    if key == "constant" and "value" not in values:
+        raise ValueError(f"{kwargs_name} must give 'value' for 'constant'")
+    for k, v in values.items():
+        if k not in ("mode", "distribution") and (isinstance(v, bool) or not isinstance(v, int | float)):
+            raise ValueError(f"{kwargs_name}[{k!r}] must be a number, got {v!r}")
+    return factory(**values)
+
+
+def _lecun_uniform_(weight: torch.Tensor) -> None:
+    # The default of both frameworks: variance 1/fan_in, uniform.
+    _variance_scaling_(weight, 1.0, "fan_in", "uniform")
+
+
+def _linear(fan_in: int, fan_out: int, kernel_init: KernelInit | None) -> nn.Linear:
+    layer = nn.Linear(fan_in, fan_out)
     with torch.no_grad():
-        layer.weight.uniform_(-bound, bound)
-        layer.bias.zero_()
+        (kernel_init or _lecun_uniform_)(layer.weight)
+        layer.bias.zero_()  # flax's Dense starts its biases at zero
+    return layer
 
 
 class MLP(nn.Module):
-    """Dense layers ``hidden_0..hidden_k`` with ``activation`` between them (none after the last)."""
+    """Dense layers ``hidden_0..hidden_k`` with ``activation`` between them (and after the last with
+    ``activate_final``)."""
 
-    def __init__(self, in_size: int, layer_sizes: Sequence[int], activation: Activation = "swish"):
+    def __init__(
+        self,
+        in_size: int,
+        layer_sizes: Sequence[int],
+        activation: Activation = "swish",
+        kernel_init: KernelInit | None = None,
+        activate_final: bool = False,
+    ):
         super().__init__()
         self.activation_name, self.activation = resolve_activation(activation)
+        self.activate_final = bool(activate_final)
         sizes = [int(in_size), *[int(s) for s in layer_sizes]]
+        self.out_size = sizes[-1]
         self.layer_names = [f"hidden_{i}" for i in range(len(sizes) - 1)]
         for name, (fan_in, fan_out) in zip(self.layer_names, zip(sizes[:-1], sizes[1:], strict=True), strict=True):
-            layer = nn.Linear(fan_in, fan_out)
-            _lecun_uniform_(layer)
-            self.add_module(name, layer)
+            self.add_module(name, _linear(fan_in, fan_out, kernel_init))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         last = len(self.layer_names) - 1
         for i, name in enumerate(self.layer_names):
             x = getattr(self, name)(x)
-            if i != last:
+            if i != last or self.activate_final:
                 x = self.activation(x)
         return x
 
 
+def _select(observation: Any, obs_key: str | None) -> torch.Tensor:
+    """The network's input: ``observation[obs_key]`` for dict observations (a TensorDict), else the tensor."""
+    if obs_key is None or isinstance(observation, torch.Tensor):
+        return observation
+    return observation[obs_key]
+
+
+DISTRIBUTION_TYPES = ("normal", "tanh_normal")
+NOISE_STD_TYPES = ("scalar", "log")
+
+
 class PolicyNetwork(nn.Module):
-    """observation -> (loc, scale) of a tanh-squashed normal; ``scale = softplus(raw) + 0.001``."""
+    """observation -> ``(loc, scale)`` of the action distribution, as ``brax_core``'s policy networks.
+
+    ``'tanh_normal'``: one MLP with ``2 * action_size`` outputs, ``scale = softplus(raw) + min_std``; actions are
+    ``tanh`` of the samples. ``'normal'``: hidden layers ``mlp`` (activation after each), a ``mean`` head (squashed
+    by ``mean_clip_scale * x / (1 + |x|)`` when set) and the std from ``std_param`` (``noise_std_type='scalar'``),
+    ``exp(std_logparam)`` (``'log'``) or a ``std_dense`` head (``state_dependent_std``: its exponential for
+    ``'log'``, its raw output for ``'scalar'``); actions are the samples themselves.
+    """
 
     def __init__(
         self,
         observation_size: int,
         action_size: int,
-        normalizer: RunningNormalizer,
+        normalizer: nn.Module,
         hidden_layer_sizes: Sequence[int],
         activation: Activation,
+        distribution_type: str = "tanh_normal",
+        noise_std_type: str = "scalar",
+        init_noise_std: float = 1.0,
+        state_dependent_std: bool = False,
+        mean_clip_scale: float | None = None,
+        kernel_init: KernelInit | None = None,
+        mean_kernel_init: KernelInit | None = None,
+        obs_key: str | None = None,
+        min_std: float = MIN_STD,
     ):
         super().__init__()
+        if distribution_type not in DISTRIBUTION_TYPES:
+            raise ValueError(f"distribution_type must be one of {DISTRIBUTION_TYPES}, got {distribution_type!r}")
+        if noise_std_type not in NOISE_STD_TYPES:
+            raise ValueError(f"noise_std_type must be one of {NOISE_STD_TYPES}, got {noise_std_type!r}")
         self.action_size = int(action_size)
         self.normalizer = normalizer
-        self.mlp = MLP(observation_size, [*hidden_layer_sizes, 2 * self.action_size], activation)
+        self.obs_key = obs_key
+        self.distribution_type = distribution_type
+        self.noise_std_type = noise_std_type
+        self.state_dependent_std = bool(state_dependent_std)
+        self.mean_clip_scale = None if mean_clip_scale is None else float(mean_clip_scale)
+        self.min_std = float(min_std)
+        self.squash = distribution_type == "tanh_normal"
+        if self.squash:
+            self.mlp = MLP(observation_size, [*hidden_layer_sizes, 2 * self.action_size], activation, kernel_init)
+            return
+        self.mlp = MLP(observation_size, hidden_layer_sizes, activation, kernel_init, activate_final=True)
+        self.mean = _linear(self.mlp.out_size, self.action_size, mean_kernel_init or kernel_init)
+        if self.state_dependent_std:
+            self.std_dense = _linear(self.mlp.out_size, self.action_size, kernel_init)
+        elif noise_std_type == "log":
+            self.std_logparam = nn.Parameter(torch.full((self.action_size,), math.log(init_noise_std)))
+        else:
+            self.std_param = nn.Parameter(torch.full((self.action_size,), float(init_noise_std)))
 
-    def forward(self, observation: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        out = self.mlp(self.normalizer(observation))
-        loc, raw_scale = out.split(self.action_size, dim=-1)
-        return loc, F.softplus(raw_scale) + MIN_STD
+    def forward(self, observation: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        x = self.normalizer(_select(observation, self.obs_key))
+        if self.squash:
+            loc, raw_scale = self.mlp(x).split(self.action_size, dim=-1)
+            return loc, F.softplus(raw_scale) + self.min_std
+        hidden = self.mlp(x)
+        loc = self.mean(hidden)
+        if self.mean_clip_scale is not None:
+            loc = self.mean_clip_scale * loc / (1.0 + loc.abs())
+        if self.state_dependent_std:
+            raw = self.std_dense(hidden)
+            std = raw.exp() if self.noise_std_type == "log" else raw
+        elif self.noise_std_type == "log":
+            std = self.std_logparam.exp()
+        else:
+            std = self.std_param
+        return loc, std.expand_as(loc)
+
+    def postprocess(self, raw_action: torch.Tensor) -> torch.Tensor:
+        """The action the env receives for a distribution sample (``tanh`` for ``'tanh_normal'``)."""
+        return torch.tanh(raw_action) if self.squash else raw_action
+
+    def log_prob(self, loc: torch.Tensor, scale: torch.Tensor, raw_action: torch.Tensor) -> torch.Tensor:
+        """log-density of the action of the sample ``raw_action``, summed over action dims."""
+        if self.squash:
+            return tanh_normal_log_prob(loc, scale, raw_action)
+        return normal_log_prob(loc, scale, raw_action)
+
+    def entropy(self, loc: torch.Tensor, scale: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
+        """The JAX side's entropy (estimate, for tanh: at the sample ``loc + scale * noise``), summed over dims."""
+        if self.squash:
+            return tanh_normal_entropy(loc, scale, noise)
+        return (0.5 + _HALF_LOG_2PI + torch.log(scale)).sum(-1)
+
+    def params_state_dict(self) -> dict[str, torch.Tensor]:
+        """The trained parameters without the shared normaliser (for tanh: the MLP's, ``hidden_i.*``)."""
+        if self.squash:
+            return self.mlp.state_dict()
+        return {k: v for k, v in self.state_dict().items() if not k.startswith("normalizer.")}
+
+    def load_params_state_dict(self, state: Mapping[str, torch.Tensor]) -> None:
+        if self.squash:
+            self.mlp.load_state_dict(state)
+            return
+        missing = {k for k in self.params_state_dict()} - set(state)
+        unexpected = set(state) - {k for k in self.params_state_dict()}
+        if missing or unexpected:
+            raise ValueError(
+                f"policy parameters do not fit this {self.distribution_type!r} policy: missing {sorted(missing)}, "
+                f"unexpected {sorted(unexpected)}"
+            )
+        self.load_state_dict({**self.state_dict(), **state})
 
 
 class ValueNetwork(nn.Module):
@@ -119,28 +341,37 @@ class ValueNetwork(nn.Module):
     def __init__(
         self,
         observation_size: int,
-        normalizer: RunningNormalizer,
+        normalizer: nn.Module,
         hidden_layer_sizes: Sequence[int],
         activation: Activation,
+        kernel_init: KernelInit | None = None,
+        obs_key: str | None = None,
         num_quantiles: int | None = None,
     ):
         super().__init__()
         self.normalizer = normalizer
+        self.obs_key = obs_key
         self.num_quantiles = num_quantiles
-        self.mlp = MLP(observation_size, [*hidden_layer_sizes, num_quantiles or 1], activation)
+        self.mlp = MLP(observation_size, [*hidden_layer_sizes, num_quantiles or 1], activation, kernel_init)
 
-    def forward(self, observation: torch.Tensor) -> torch.Tensor:
-        out = self.mlp(self.normalizer(observation))
+    def forward(self, observation: Any) -> torch.Tensor:
+        out = self.mlp(self.normalizer(_select(observation, self.obs_key)))
         return out.mean(-1, keepdim=True) if self.num_quantiles else out
 
-    def quantiles(self, observation: torch.Tensor) -> torch.Tensor:
+    def quantiles(self, observation: Any) -> torch.Tensor:
         """``[..., num_quantiles]`` quantiles at the levels ``(i + 0.5) / num_quantiles``."""
         if not self.num_quantiles:
             raise ValueError("quantiles needs a distributional critic (built with use_distributional_critic=True)")
-        return self.mlp(self.normalizer(observation))
+        return self.mlp(self.normalizer(_select(observation, self.obs_key)))
 
 
-# --- tanh-squashed normal --------------------------------------------------------------------------------------
+# --- normal and tanh-squashed normal ---------------------------------------------------------------------------
+
+
+def normal_log_prob(loc: torch.Tensor, scale: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+    """log-density of ``action`` under the (unsquashed) normal, summed over the action dims."""
+    z = (action - loc) / scale
+    return (-0.5 * z * z - torch.log(scale) - _HALF_LOG_2PI).sum(-1)
 
 
 def tanh_log_det_jacobian(raw: torch.Tensor) -> torch.Tensor:
@@ -162,70 +393,192 @@ def tanh_normal_entropy(loc: torch.Tensor, scale: torch.Tensor, noise: torch.Ten
 
 
 class TanhNormalSampler(TensorDictModuleBase):
-    """Reads ``loc``/``scale``; writes ``action`` (tanh of a normal sample, or ``tanh(loc)`` when deterministic),
-    the pre-squash ``raw_action`` and ``action_log_prob`` (TorchRL's key for the behaviour log-probability)."""
+    """Reads ``loc``/``scale``; writes ``action`` (the postprocessed normal sample, or the postprocessed ``loc``
+    when deterministic), the sample ``raw_action`` and ``action_log_prob`` (TorchRL's key for the behaviour
+    log-probability). Postprocessing is ``tanh`` unless ``squash=False`` (the ``'normal'`` policy)."""
 
     in_keys = ["loc", "scale"]
     out_keys = ["action", "raw_action", "action_log_prob"]
 
-    def __init__(self, deterministic: bool = False, generator: torch.Generator | None = None):
+    def __init__(self, deterministic: bool = False, generator: torch.Generator | None = None, squash: bool = True):
         super().__init__()
         self.deterministic = deterministic
         self.generator = generator
+        self.squash = squash
 
     def forward(self, td: TensorDictBase) -> TensorDictBase:
         loc, scale = td.get("loc"), td.get("scale")
         if self.deterministic:
-            td.set("action", torch.tanh(loc))
+            td.set("action", torch.tanh(loc) if self.squash else loc)
             return td
         noise = torch.randn(loc.shape, generator=self.generator, device=loc.device, dtype=loc.dtype)
         raw = loc + scale * noise
         td.set("raw_action", raw)
-        td.set("action_log_prob", tanh_normal_log_prob(loc, scale, raw))
-        td.set("action", torch.tanh(raw))
+        if self.squash:
+            td.set("action_log_prob", tanh_normal_log_prob(loc, scale, raw))
+            td.set("action", torch.tanh(raw))
+        else:
+            td.set("action_log_prob", normal_log_prob(loc, scale, raw))
+            td.set("action", raw)
         return td
 
 
+def _flat_size(shape: Any) -> int:
+    return int(shape) if isinstance(shape, int) else int(math.prod(shape))
+
+
+def _init_name(fn: Any) -> str:
+    return fn if isinstance(fn, str) else fn.__name__
+
+
 class PPOModules(nn.Module):
-    """Everything torch_ppo trains: the shared normaliser, the policy and the value network."""
+    """Everything torch_ppo trains: the shared normaliser, the policy and the value network.
+
+    ``observation_size`` is an int, or for dict observations a mapping of keys to sizes (or shapes): then the
+    normaliser keeps statistics per key and the policy and value networks read ``policy_obs_key`` and
+    ``value_obs_key`` (asymmetric actor-critic). The other network options are ``make_ppo_networks``' and mean
+    the same; kernel initialisers are given by Brax's names (or the ``jax.nn.initializers`` function).
+    """
 
     def __init__(
         self,
-        observation_size: int,
+        observation_size: int | Mapping[str, Any],
         action_size: int,
         policy_hidden_layer_sizes: Sequence[int] = (32,) * 4,
         value_hidden_layer_sizes: Sequence[int] = (256,) * 5,
         activation: Activation = "swish",
         normalize_observations: bool = True,
+        distribution_type: str = "tanh_normal",
+        noise_std_type: str = "scalar",
+        init_noise_std: float = 1.0,
+        state_dependent_std: bool = False,
+        mean_clip_scale: float | None = None,
+        policy_obs_key: str = "state",
+        value_obs_key: str = "state",
+        policy_network_kernel_init_fn: Any = "lecun_uniform",
+        policy_network_kernel_init_kwargs: Mapping[str, Any] | None = None,
+        value_network_kernel_init_fn: Any = "lecun_uniform",
+        value_network_kernel_init_kwargs: Mapping[str, Any] | None = None,
+        mean_kernel_init_fn: Any = None,
+        mean_kernel_init_kwargs: Mapping[str, Any] | None = None,
         use_distributional_critic: bool = False,
         num_quantiles: int = 32,
     ):
         super().__init__()
-        self.observation_size = int(observation_size)
+        check_network_options(
+            distribution_type=distribution_type, noise_std_type=noise_std_type, init_noise_std=init_noise_std,
+            state_dependent_std=state_dependent_std, mean_clip_scale=mean_clip_scale,
+        )
+        policy_init = resolve_kernel_init(
+            "policy_network_kernel_init_fn", policy_network_kernel_init_fn,
+            "policy_network_kernel_init_kwargs", policy_network_kernel_init_kwargs,
+        )
+        value_init = resolve_kernel_init(
+            "value_network_kernel_init_fn", value_network_kernel_init_fn,
+            "value_network_kernel_init_kwargs", value_network_kernel_init_kwargs,
+        )
+        mean_init = None
+        if mean_kernel_init_fn is not None:
+            mean_init = resolve_kernel_init(
+                "mean_kernel_init_fn", mean_kernel_init_fn, "mean_kernel_init_kwargs", mean_kernel_init_kwargs
+            )
+        for name, key in (("policy_obs_key", policy_obs_key), ("value_obs_key", value_obs_key)):
+            if not isinstance(key, str) or not key:
+                raise ValueError(f"{name} must be a non-empty string naming a dict-observation key, got {key!r}")
         self.action_size = int(action_size)
-        self.normalizer = RunningNormalizer(observation_size, enabled=normalize_observations)
+        policy_key: str | None = None
+        value_key: str | None = None
+        if isinstance(observation_size, Mapping):
+            sizes = {str(k): _flat_size(v) for k, v in observation_size.items()}
+            for name, key in (("policy_obs_key", policy_obs_key), ("value_obs_key", value_obs_key)):
+                if key not in sizes:
+                    raise ValueError(f"{name}={key!r} is not among the observation keys {sorted(sizes)}")
+            self.observation_size: int | dict[str, int] = sizes
+            self.normalizer: nn.Module = DictNormalizer(sizes, enabled=normalize_observations)
+            policy_norm, value_norm = self.normalizer[policy_obs_key], self.normalizer[value_obs_key]
+            policy_in, value_in = sizes[policy_obs_key], sizes[value_obs_key]
+            policy_key, value_key = policy_obs_key, value_obs_key
+        else:
+            self.observation_size = int(observation_size)
+            self.normalizer = RunningNormalizer(self.observation_size, enabled=normalize_observations)
+            policy_norm = value_norm = self.normalizer
+            policy_in = value_in = self.observation_size
         self.policy = PolicyNetwork(
-            observation_size, action_size, self.normalizer, policy_hidden_layer_sizes, activation
+            policy_in,
+            action_size,
+            policy_norm,
+            policy_hidden_layer_sizes,
+            activation,
+            distribution_type=distribution_type,
+            noise_std_type=noise_std_type,
+            init_noise_std=init_noise_std,
+            state_dependent_std=state_dependent_std,
+            mean_clip_scale=mean_clip_scale,
+            kernel_init=policy_init,
+            mean_kernel_init=mean_init,
+            obs_key=policy_key,
         )
         self.num_quantiles = int(num_quantiles)
         self.value = ValueNetwork(
-            observation_size, self.normalizer, value_hidden_layer_sizes, activation,
+            value_in, value_norm, value_hidden_layer_sizes, activation, value_init, value_key,
             int(num_quantiles) if use_distributional_critic else None,
         )
+        self._options = {
+            "distribution_type": distribution_type,
+            "noise_std_type": noise_std_type,
+            "init_noise_std": float(init_noise_std),
+            "state_dependent_std": bool(state_dependent_std),
+            "mean_clip_scale": None if mean_clip_scale is None else float(mean_clip_scale),
+            "policy_obs_key": policy_obs_key,
+            "value_obs_key": value_obs_key,
+            "policy_network_kernel_init_fn": _init_name(policy_network_kernel_init_fn),
+            "policy_network_kernel_init_kwargs": dict(policy_network_kernel_init_kwargs or {}),
+            "value_network_kernel_init_fn": _init_name(value_network_kernel_init_fn),
+            "value_network_kernel_init_kwargs": dict(value_network_kernel_init_kwargs or {}),
+            "mean_kernel_init_fn": None if mean_kernel_init_fn is None else _init_name(mean_kernel_init_fn),
+            "mean_kernel_init_kwargs": dict(mean_kernel_init_kwargs or {}),
+        }
 
     def config(self) -> dict:
-        """Constructor arguments, JSON-ready (activation by name when it has one)."""
-        sizes = lambda mlp: [getattr(mlp, n).out_features for n in mlp.layer_names[:-1]]
+        """Constructor arguments, JSON-ready (activation and initialisers by name)."""
+        policy_mlp = self.policy.mlp
+        policy_sizes = [getattr(policy_mlp, n).out_features for n in policy_mlp.layer_names]
+        if self.policy.squash:
+            policy_sizes = policy_sizes[:-1]  # the last layer is the (loc, scale) output
+        value_sizes = [getattr(self.value.mlp, n).out_features for n in self.value.mlp.layer_names[:-1]]
         return {
             "observation_size": self.observation_size,
             "action_size": self.action_size,
-            "policy_hidden_layer_sizes": sizes(self.policy.mlp),
-            "value_hidden_layer_sizes": sizes(self.value.mlp),
+            "policy_hidden_layer_sizes": policy_sizes,
+            "value_hidden_layer_sizes": value_sizes,
             "activation": self.policy.mlp.activation_name,
             "normalize_observations": self.normalizer.enabled,
             "use_distributional_critic": bool(self.value.num_quantiles),
             "num_quantiles": self.num_quantiles,
+            **self._options,
         }
+
+
+def check_network_options(
+    distribution_type: str = "tanh_normal",
+    noise_std_type: str = "scalar",
+    init_noise_std: float = 1.0,
+    state_dependent_std: bool = False,
+    mean_clip_scale: float | None = None,
+) -> None:
+    """ValueError naming the first network option outside what it accepts."""
+    if distribution_type not in DISTRIBUTION_TYPES:
+        raise ValueError(f"distribution_type must be one of {DISTRIBUTION_TYPES}, got {distribution_type!r}")
+    if noise_std_type not in NOISE_STD_TYPES:
+        raise ValueError(f"noise_std_type must be one of {NOISE_STD_TYPES}, got {noise_std_type!r}")
+    numbers = (("init_noise_std", init_noise_std, False), ("mean_clip_scale", mean_clip_scale, True))
+    for name, value, optional in numbers:
+        if value is None and optional:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
+            raise ValueError(f"{name} must be a finite number > 0{' or None' if optional else ''}, got {value!r}")
+    if not isinstance(state_dependent_std, bool):
+        raise ValueError(f"state_dependent_std must be True or False, got {state_dependent_std!r}")
 
 
 def make_actor(
@@ -233,7 +586,7 @@ def make_actor(
 ) -> TensorDictSequential:
     """``observation -> loc, scale -> action`` (+ ``raw_action``, ``action_log_prob`` when sampling)."""
     head = TensorDictModule(modules.policy, in_keys=["observation"], out_keys=["loc", "scale"])
-    return TensorDictSequential(head, TanhNormalSampler(deterministic, generator))
+    return TensorDictSequential(head, TanhNormalSampler(deterministic, generator, squash=modules.policy.squash))
 
 
 def make_critic(modules: PPOModules) -> TensorDictModule:

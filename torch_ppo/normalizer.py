@@ -2,10 +2,14 @@
 merge or the EMA form (``mode``), ``std_eps`` under the square root, and freezing at ``until_count``.
 
 The state lives in buffers of one ``nn.Module`` so it moves with ``.to(device)``, is saved by ``state_dict`` and is
-shared by the actor and the critic (both normalise with the same statistics, as in the JAX PPO).
+shared by the actor and the critic (both normalise with the same statistics, as in the JAX PPO). Dict observations
+get a ``DictNormalizer``: statistics per key, like the JAX normaliser's tree of statistics.
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -14,6 +18,7 @@ from torch import nn
 STD_MIN = 1e-6
 STD_MAX = 1e6
 MODES = ("welford", "ema")
+STAT_NAMES = ("count", "mean", "summed_variance", "std")
 
 
 class RunningNormalizer(nn.Module):
@@ -112,3 +117,62 @@ class RunningNormalizer(nn.Module):
         self.mean.copy_(mean)
         self.summed_variance.copy_(summed_variance)
         self.std.copy_(std)
+
+    def stats(self) -> dict[str, torch.Tensor]:
+        """Detached copies of ``count``, ``mean``, ``summed_variance`` and ``std`` (the JAX state's fields)."""
+        return {name: getattr(self, name).detach().clone() for name in STAT_NAMES}
+
+    @torch.no_grad()
+    def load_stats(self, stats: Mapping[str, Any]) -> None:
+        """Copies statistics in the layout ``stats`` returns."""
+        for name in STAT_NAMES:
+            getattr(self, name).copy_(torch.as_tensor(stats[name]))
+
+
+class DictNormalizer(nn.Module):
+    """Running statistics per key of dict observations (one ``RunningNormalizer`` each, updated together).
+
+    ``stats()`` has the JAX state's dict layout: one ``count`` and a dict per key for ``mean``,
+    ``summed_variance`` and ``std``. ``normalizer[key]`` is the normaliser a network reading ``key`` shares.
+    """
+
+    def __init__(self, sizes: Mapping[str, int], enabled: bool = True, max_abs_value: float | None = None):
+        super().__init__()
+        if not sizes:
+            raise ValueError("sizes must name at least one observation key")
+        self.sizes = {str(k): int(v) for k, v in sizes.items()}
+        self.enabled = bool(enabled)
+        self.per_key = nn.ModuleDict(
+            {k: RunningNormalizer(v, enabled=enabled, max_abs_value=max_abs_value) for k, v in self.sizes.items()}
+        )
+
+    def set_update_rule(self, mode: str = "welford", std_eps: float = 0.0, until_count: int | None = None) -> None:
+        """Every key's update rule (``RunningNormalizer.set_update_rule``)."""
+        for norm in self.per_key.values():
+            norm.set_update_rule(mode, std_eps, until_count)
+
+    def __getitem__(self, key: str) -> RunningNormalizer:
+        if key not in self.per_key:
+            raise KeyError(f"observation key {key!r} is not among the observation keys {sorted(self.per_key)}")
+        return self.per_key[key]
+
+    def forward(self, observation: Any) -> dict[str, torch.Tensor]:
+        return {k: norm(observation[k]) for k, norm in self.per_key.items()}
+
+    @torch.no_grad()
+    def update(self, batch: Any, process_group: dist.ProcessGroup | None = None) -> None:
+        """Folds each key of ``batch`` (a TensorDict or mapping of ``[..., size]`` tensors) into its statistics."""
+        for key, norm in self.per_key.items():
+            norm.update(batch[key], process_group)
+
+    def stats(self) -> dict[str, Any]:
+        first = next(iter(self.per_key.values()))
+        out: dict[str, Any] = {"count": first.count.detach().clone()}
+        for name in STAT_NAMES[1:]:
+            out[name] = {k: getattr(norm, name).detach().clone() for k, norm in self.per_key.items()}
+        return out
+
+    @torch.no_grad()
+    def load_stats(self, stats: Mapping[str, Any]) -> None:
+        for key, norm in self.per_key.items():
+            norm.load_stats({"count": stats["count"], **{n: stats[n][key] for n in STAT_NAMES[1:]}})

@@ -1,8 +1,10 @@
 """What ``torch_ppo.train`` returns: parameters as a named triple, and ``make_policy`` over them.
 
 ``TorchPPOParams(normalizer_params, policy_params, value_params)`` has the JAX side's field names and order. Each
-field is a plain ``dict`` of tensors (normaliser statistics ``count/mean/summed_variance/std``; MLP state dicts with
-keys ``hidden_i.weight`` / ``hidden_i.bias``), detached copies that later training never mutates.
+field is a plain ``dict`` of tensors (normaliser statistics ``count/mean/summed_variance/std``, with a dict per key
+for dict observations; MLP state dicts with keys ``hidden_i.weight`` / ``hidden_i.bias``, and for the ``'normal'``
+policy ``mlp.hidden_i.*``, ``mean.*`` and ``std_param``, ``std_logparam`` or ``std_dense.*``), detached copies that
+later training never mutates.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from typing import Any, NamedTuple
 import torch
 
 from brax_core.training.agents.ppo.networks import policy_params_of as _policy_params_of
-from torch_ppo.networks import PPOModules, tanh_normal_log_prob
+from torch_ppo.networks import PPOModules
 
 TorchPolicy = Callable[..., tuple[torch.Tensor, dict[str, torch.Tensor]]]
 
@@ -25,14 +27,12 @@ class TorchPPOParams(NamedTuple):
     value_params: dict[str, torch.Tensor]
 
 
-_NORMALIZER_KEYS = ("count", "mean", "summed_variance", "std")
-
-
 def params_of(modules: PPOModules) -> TorchPPOParams:
     """A detached snapshot of the trainable state of ``modules``."""
     snap = lambda sd: {k: v.detach().clone() for k, v in sd.items()}
-    normalizer = {k: getattr(modules.normalizer, k).detach().clone() for k in _NORMALIZER_KEYS}
-    return TorchPPOParams(normalizer, snap(modules.policy.mlp.state_dict()), snap(modules.value.mlp.state_dict()))
+    return TorchPPOParams(
+        modules.normalizer.stats(), snap(modules.policy.params_state_dict()), snap(modules.value.mlp.state_dict())
+    )
 
 
 def policy_params_of(params: Any) -> tuple[Mapping[str, torch.Tensor], Mapping[str, torch.Tensor]]:
@@ -44,9 +44,8 @@ def load_params(modules: PPOModules, params: Any) -> PPOModules:
     """Copies ``params`` (full triple, or the policy pair) into ``modules`` in place and returns them."""
     normalizer_params, policy_params = policy_params_of(params)
     with torch.no_grad():
-        for key in _NORMALIZER_KEYS:
-            getattr(modules.normalizer, key).copy_(torch.as_tensor(normalizer_params[key]))
-        modules.policy.mlp.load_state_dict(policy_params)
+        modules.normalizer.load_stats(normalizer_params)
+        modules.policy.load_params_state_dict(policy_params)
         value_params = getattr(params, "value_params", None)
         if value_params is None and isinstance(params, (tuple, list)) and len(params) == 3:
             value_params = params[2]
@@ -70,12 +69,13 @@ def make_inference_fn(modules: PPOModules) -> Callable[..., TorchPolicy]:
         def policy(
             observation: torch.Tensor, generator: torch.Generator | None = None
         ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-            loc, scale = own.policy(observation)
+            net = own.policy
+            loc, scale = net(observation)
             if deterministic:
-                return torch.tanh(loc), {}
+                return net.postprocess(loc), {}
             noise = torch.randn(loc.shape, generator=generator, device=loc.device, dtype=loc.dtype)
             raw = loc + scale * noise
-            return torch.tanh(raw), {"log_prob": tanh_normal_log_prob(loc, scale, raw), "raw_action": raw}
+            return net.postprocess(raw), {"log_prob": net.log_prob(loc, scale, raw), "raw_action": raw}
 
         policy.modules = own  # for export / transfer to JAX
         return policy

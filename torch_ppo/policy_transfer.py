@@ -106,14 +106,69 @@ def _layer_sizes(state: Mapping[str, torch.Tensor]) -> tuple[int, list[int]]:
     return int(weights[0].shape[1]), [int(w.shape[0]) for w in weights]
 
 
-def _jax_normalizer_to_torch(normalizer_params: Any) -> dict[str, torch.Tensor]:
-    out = {}
+def _jax_normalizer_to_torch(normalizer_params: Any) -> dict[str, Any]:
+    """The JAX statistics as torch_ppo's: tensors, or for dict observations a dict of tensors per statistic."""
+    out: dict[str, Any] = {}
     for name in _NORMALIZER_FIELDS:
         value = _field(normalizer_params, name)
+        dtype = torch.float64 if name == "count" else torch.float32
         if isinstance(value, Mapping):
-            raise ValueError("dict observations are not supported by policy transfer (expected a flat mean/std)")
-        out[name] = _to_torch(value, torch.float64 if name == "count" else torch.float32)
+            out[name] = {k: _to_torch(v, dtype) for k, v in value.items()}
+        else:
+            out[name] = _to_torch(value, dtype)
     return out
+
+
+def _torch_normalizer_to_jax(stats: Mapping[str, Any]) -> running_statistics.RunningStatisticsState:
+    def convert(value: Any) -> Any:
+        if isinstance(value, Mapping):
+            return {k: _to_jax(v).astype(jnp.float32) for k, v in value.items()}
+        return _to_jax(value).astype(jnp.float32)
+
+    return running_statistics.RunningStatisticsState(**{name: convert(stats[name]) for name in _NORMALIZER_FIELDS})
+
+
+def _flax_policy_to_state_dict(variables: Mapping[str, Any]) -> dict[str, torch.Tensor]:
+    """A policy's flax variables as torch_ppo's policy state dict (either distribution's layout)."""
+    layers = variables["params"] if "params" in variables else variables
+    if "MLP_0" not in layers:
+        return _flax_mlp_to_state_dict(variables)
+    state = {f"mlp.{k}": v for k, v in _flax_mlp_to_state_dict(layers["MLP_0"]).items()}
+    for flax_name, torch_name in (("Dense_0", "mean"), ("Dense_1", "std_dense")):
+        if flax_name in layers:
+            state[f"{torch_name}.weight"] = _to_torch(layers[flax_name]["kernel"]).T.contiguous()
+            state[f"{torch_name}.bias"] = _to_torch(layers[flax_name]["bias"])
+    if "std_param" in layers:
+        state["std_param"] = _to_torch(layers["std_param"]["value"])
+    if "std_logparam" in layers:
+        state["std_logparam"] = _to_torch(layers["std_logparam"]["log_value"])
+    return state
+
+
+def _state_dict_to_flax_policy(state: Mapping[str, torch.Tensor]) -> dict[str, Any]:
+    if "mean.weight" not in state:
+        return _state_dict_to_flax_mlp(state)
+    mlp = {k[len("mlp."):]: v for k, v in state.items() if k.startswith("mlp.")}
+    params: dict[str, Any] = {"MLP_0": _state_dict_to_flax_mlp(mlp)["params"] if mlp else {}}
+    for torch_name, flax_name in (("mean", "Dense_0"), ("std_dense", "Dense_1")):
+        if f"{torch_name}.weight" in state:
+            params[flax_name] = {
+                "kernel": _to_jax(state[f"{torch_name}.weight"].T), "bias": _to_jax(state[f"{torch_name}.bias"])
+            }
+    if "std_param" in state:
+        params["std_param"] = {"value": _to_jax(state["std_param"])}
+    if "std_logparam" in state:
+        params["std_logparam"] = {"log_value": _to_jax(state["std_logparam"])}
+    return {"params": params}
+
+
+def _policy_options(state: Mapping[str, torch.Tensor]) -> dict[str, Any]:
+    """The distribution options a policy state dict's layout shows. Mean clipping cannot be seen in weights, nor
+    the noise std type of a state-dependent std (``None`` here)."""
+    if "mean.weight" not in state:
+        return {"distribution_type": "tanh_normal"}
+    noise = "log" if "std_logparam" in state else "scalar" if "std_param" in state else None
+    return {"distribution_type": "normal", "noise_std_type": noise, "state_dependent_std": "std_dense.weight" in state}
 
 
 # --- params both ways -------------------------------------------------------------------------------------------
@@ -130,7 +185,7 @@ def jax_params_to_torch(params: Any) -> TorchPPOParams:
         value_params = params[2]
     return TorchPPOParams(
         _jax_normalizer_to_torch(normalizer_params),
-        _flax_mlp_to_state_dict(policy_params),
+        _flax_policy_to_state_dict(policy_params),
         _flax_mlp_to_state_dict(value_params) if value_params is not None else {},
     )
 
@@ -143,15 +198,9 @@ def torch_params_to_jax(params: Any) -> Any:
     value_params = getattr(params, "value_params", None)
     if value_params is None and isinstance(params, (tuple, list)) and len(params) == 3:
         value_params = params[2]
-    stats = running_statistics.RunningStatisticsState(
-        mean=_to_jax(normalizer_params["mean"]).astype(jnp.float32),
-        std=_to_jax(normalizer_params["std"]).astype(jnp.float32),
-        count=_to_jax(normalizer_params["count"]).astype(jnp.float32),
-        summed_variance=_to_jax(normalizer_params["summed_variance"]).astype(jnp.float32),
-    )
     return ppo_networks.PPOTrainingParams(
-        normalizer_params=stats,
-        policy_params=_state_dict_to_flax_mlp(policy_params),
+        normalizer_params=_torch_normalizer_to_jax(normalizer_params),
+        policy_params=_state_dict_to_flax_policy(policy_params),
         value_params=_state_dict_to_flax_mlp(value_params) if value_params else None,
     )
 
@@ -160,7 +209,8 @@ def torch_params_to_jax(params: Any) -> Any:
 
 
 class TorchDeterministicPolicy(nn.Module):
-    """``observation -> tanh(loc)``: the deterministic action of a tanh-normal PPO policy, normaliser included.
+    """``observation -> action``: the deterministic action of a PPO policy (``tanh(loc)`` for ``'tanh_normal'``,
+    ``loc`` for ``'normal'``), normaliser included. With dict observations it takes the policy's key's tensor.
 
     ``distribution(observation)`` gives ``(loc, scale)`` for callers that want to sample.
     """
@@ -171,17 +221,30 @@ class TorchDeterministicPolicy(nn.Module):
         action_size: int,
         hidden_layer_sizes: Sequence[int],
         activation: Activation = "swish",
+        **policy_options: Any,
     ):
         super().__init__()
         self.normalizer = RunningNormalizer(observation_size, enabled=True)
-        self.network = PolicyNetwork(observation_size, action_size, self.normalizer, hidden_layer_sizes, activation)
+        self.network = PolicyNetwork(
+            observation_size, action_size, self.normalizer, hidden_layer_sizes, activation, **policy_options
+        )
 
     def distribution(self, observation: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         return self.network(observation)
 
     def forward(self, observation: torch.Tensor) -> torch.Tensor:
         loc, _ = self.network(observation)
-        return torch.tanh(loc)
+        return self.network.postprocess(loc)
+
+
+# make_ppo_networks kwargs that do not change a policy's deterministic actions, or are read from its weights.
+_IRRELEVANT_FOR_ACTIONS = (
+    "value_hidden_layer_sizes", "value_obs_key", "preprocess_observations_fn", "kernel_init",
+    "policy_network_kernel_init_fn", "policy_network_kernel_init_kwargs", "value_network_kernel_init_fn",
+    "value_network_kernel_init_kwargs", "mean_kernel_init_fn", "mean_kernel_init_kwargs", "init_noise_std",
+    "distribution_type", "state_dependent_std",
+    "use_distributional_critic", "num_quantiles",  # the critic's; the policy is the same either way
+)
 
 
 def jax_policy_to_torch(
@@ -200,41 +263,58 @@ def jax_policy_to_torch(
       observation_size, action_size, policy_hidden_layer_sizes: checked against the weights' shapes when given
         (the weights determine them).
       activation: the activation the JAX networks used, by name or as the jax/flax function.
-      **network_kwargs: other ``make_ppo_networks`` kwargs; only the defaults (no layer norm, ``min_std=0.001``)
-        have a torch counterpart, anything else raises.
+      **network_kwargs: other ``make_ppo_networks`` kwargs. The distribution type and std layout are read from
+        the weights; ``mean_clip_scale``, ``noise_std_type`` (it matters only with ``state_dependent_std``),
+        ``min_std`` and ``policy_obs_key`` (for dict observations: the module then takes that key's tensor) carry
+        over; ``layer_norm=True`` has no torch counterpart and raises.
     """
     if isinstance(params, (str, os.PathLike)):
         params, saved_kwargs = _load_jax_checkpoint(params)
         activation = saved_kwargs.pop("activation", activation)
-        for name in ("policy_hidden_layer_sizes", "value_hidden_layer_sizes", "kernel_init"):
-            saved_kwargs.pop(name, None)
+        saved_kwargs.pop("policy_hidden_layer_sizes", None)
         network_kwargs = {**saved_kwargs, **network_kwargs}
-    unsupported = {k: v for k, v in network_kwargs.items() if not _is_default_network_kwarg(k, v)}
-    if unsupported:
-        raise ValueError(f"network kwargs without a torch counterpart: {unsupported}")
+    options = {k: v for k, v in network_kwargs.items() if k not in _IRRELEVANT_FOR_ACTIONS}
+    if options.pop("layer_norm", False):
+        raise ValueError("network kwargs without a torch counterpart: {'layer_norm': True}")
+    policy_obs_key = options.pop("policy_obs_key", "state")
+    unknown = sorted(set(options) - {"mean_clip_scale", "noise_std_type", "min_std"})
+    if unknown:
+        raise ValueError(f"network kwargs without a torch counterpart: {unknown}")
     converted = jax_params_to_torch(params)
-    in_size, out_sizes = _layer_sizes(converted.policy_params)
-    act_size = out_sizes[-1] // 2
-    hidden = out_sizes[:-1]
+    normalizer = converted.normalizer_params
+    if isinstance(normalizer["mean"], Mapping):  # dict observations: the policy's key's statistics
+        if policy_obs_key not in normalizer["mean"]:
+            raise ValueError(
+                f"policy_obs_key={policy_obs_key!r} is not among the observation keys {sorted(normalizer['mean'])}"
+            )
+        normalizer = {k: v if k == "count" else v[policy_obs_key] for k, v in normalizer.items()}
+    policy_state = converted.policy_params
+    layout = _policy_options(policy_state)
+    if layout["distribution_type"] == "tanh_normal":
+        in_size, out_sizes = _layer_sizes(policy_state)
+        act_size, hidden = out_sizes[-1] // 2, out_sizes[:-1]
+        options.pop("mean_clip_scale", None)  # 'normal' only, as in make_ppo_networks
+        options.pop("noise_std_type", None)
+    else:
+        mlp = {k[len("mlp."):]: v for k, v in policy_state.items() if k.startswith("mlp.")}
+        in_size, hidden = _layer_sizes(mlp) if mlp else (int(policy_state["mean.weight"].shape[1]), [])
+        act_size = int(policy_state["mean.weight"].shape[0])
+        options.pop("min_std", None)  # 'tanh_normal' only
+        if layout["noise_std_type"] is not None:
+            options["noise_std_type"] = layout["noise_std_type"]
+        options["state_dependent_std"] = layout["state_dependent_std"]
     _check("observation_size", observation_size, in_size)
     _check("action_size", action_size, act_size)
     if policy_hidden_layer_sizes is not None:
         _check("policy_hidden_layer_sizes", list(policy_hidden_layer_sizes), hidden)
-    module = TorchDeterministicPolicy(in_size, act_size, hidden, _activation_name(activation))
-    with torch.no_grad():
-        module.network.mlp.load_state_dict(converted.policy_params)
-        for name, value in converted.normalizer_params.items():
-            getattr(module.normalizer, name).copy_(value)
-    return module.eval()
-
-
-def _is_default_network_kwarg(name: str, value: Any) -> bool:
-    return (name, value) in {("layer_norm", False), ("min_std", 0.001), ("policy_obs_key", "state")} or (
-        name in (
-            "value_hidden_layer_sizes", "value_obs_key", "preprocess_observations_fn", "kernel_init",
-            "use_distributional_critic", "num_quantiles",  # the critic's; the policy is the same either way
-        )
+    module = TorchDeterministicPolicy(
+        in_size, act_size, hidden, _activation_name(activation),
+        distribution_type=layout["distribution_type"], **options,
     )
+    with torch.no_grad():
+        module.network.load_params_state_dict(policy_state)
+        module.normalizer.load_stats(normalizer)
+    return module.eval()
 
 
 def _check(name: str, given: Any, actual: Any) -> None:
@@ -254,38 +334,86 @@ def _load_jax_checkpoint(path: str | os.PathLike) -> tuple[Any, dict]:
 
 
 def torch_policy_to_jax(
-    params: Any, activation: Any = None, deterministic: bool = True
-) -> Callable[[jax.Array, jax.Array], tuple[jax.Array, dict]]:
+    params: Any, activation: Any = None, deterministic: bool = True, mean_clip_scale: float | None = None
+) -> Callable[[Any, jax.Array], tuple[jax.Array, dict]]:
     """A ``torch_ppo`` actor as a jitted JAX policy ``(observation, key) -> (action, extras)``.
 
     Args:
       params: ``TorchPPOParams`` (or the pair) from ``torch_ppo.train``, its ``PPOModules``, a ``make_policy``
         result, or a ``TorchDeterministicPolicy``.
       activation: the actor's activation; read from the modules when they are given.
-      deterministic: ``tanh(loc)`` when True, else a sample (``extras`` then hold ``log_prob`` and ``raw_action``),
+      deterministic: the mode when True, else a sample (``extras`` then hold ``log_prob`` and ``raw_action``),
         exactly as ``brax_core``'s ``make_policy``.
+      mean_clip_scale: the ``'normal'`` policy's mean clipping, for plain params (modules carry their own).
     """
     if not isinstance(params, nn.Module) and isinstance(getattr(params, "modules", None), PPOModules):
         # a torch_ppo make_policy result
         params = params.modules
+    options: dict[str, Any] = {}
+    observation_size: Any = None
+    policy_obs_key = "state"
     if isinstance(params, TorchDeterministicPolicy):
         activation = params.network.mlp.activation_name if activation is None else activation
-        normalizer = {n: getattr(params.normalizer, n) for n in _NORMALIZER_FIELDS}
-        params = (normalizer, params.network.mlp.state_dict())
+        options = _network_options(params.network)
+        params = (params.normalizer.stats(), params.network.params_state_dict())
     if isinstance(params, PPOModules):
         activation = params.policy.mlp.activation_name if activation is None else activation
+        options = _network_options(params.policy)
+        config = params.config()
+        if isinstance(config["observation_size"], Mapping):
+            observation_size = config["observation_size"]
+            policy_obs_key = config["policy_obs_key"]
     name = _activation_name("swish" if activation is None else activation)
     jax_params = torch_params_to_jax(params)
-    kernels = [layer["kernel"] for _, layer in sorted(jax_params.policy_params["params"].items(), key=_layer_index)]
+    policy_state = policy_params_of(params)[1] if not isinstance(params, PPOModules) else params_of(params)[1]
+    layout = _policy_options(policy_state)
+    if layout["distribution_type"] == "normal":
+        options = {**layout, **{k: v for k, v in options.items() if v is not None}}
+        if options["noise_std_type"] is None:
+            options["noise_std_type"] = "scalar"
+        if mean_clip_scale is not None:
+            options["mean_clip_scale"] = mean_clip_scale
+        layers = jax_params.policy_params["params"]
+        kernels = [layer["kernel"] for _, layer in sorted(layers["MLP_0"].items(), key=_layer_index)]
+        in_size = int((kernels[0] if kernels else layers["Dense_0"]["kernel"]).shape[0])
+        hidden = [int(k.shape[1]) for k in kernels]
+        act_size = int(layers["Dense_0"]["kernel"].shape[1])
+    else:
+        options = {"distribution_type": "tanh_normal"}
+        layers = jax_params.policy_params["params"]
+        kernels = [layer["kernel"] for _, layer in sorted(layers.items(), key=_layer_index)]
+        in_size, hidden, act_size = int(kernels[0].shape[0]), [int(k.shape[1]) for k in kernels[:-1]], 0
+        act_size = int(kernels[-1].shape[1]) // 2
+    if observation_size is None:
+        if isinstance(jax_params.normalizer_params.mean, Mapping):
+            raise ValueError(
+                "params of a policy on dict observations: pass the PPOModules (or a make_policy result), which "
+                "know the observation keys and sizes"
+            )
+        observation_size = in_size
     networks = ppo_networks.make_ppo_networks(
-        int(kernels[0].shape[0]),
-        int(kernels[-1].shape[1]) // 2,
+        observation_size,
+        act_size,
         preprocess_observations_fn=running_statistics.normalize,
-        policy_hidden_layer_sizes=[int(k.shape[1]) for k in kernels[:-1]],
+        policy_hidden_layer_sizes=hidden,
         activation=_jax_activation(name),
+        policy_obs_key=policy_obs_key,
+        value_obs_key=policy_obs_key,
+        **options,
     )
     make_policy = ppo_networks.make_inference_fn(networks)
     return jax.jit(make_policy((jax_params.normalizer_params, jax_params.policy_params), deterministic))
+
+
+def _network_options(policy: PolicyNetwork) -> dict[str, Any]:
+    if policy.squash:
+        return {"distribution_type": "tanh_normal"}
+    return {
+        "distribution_type": "normal",
+        "noise_std_type": policy.noise_std_type,
+        "state_dependent_std": policy.state_dependent_std,
+        "mean_clip_scale": policy.mean_clip_scale,
+    }
 
 
 def _layer_index(item: tuple[str, Any]) -> int:

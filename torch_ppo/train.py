@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -35,7 +35,7 @@ from torch_ppo.losses import (
     unpack_batch,
     unpack_behaviour,
 )
-from torch_ppo.networks import Activation, PPOModules, make_actor
+from torch_ppo.networks import Activation, PPOModules, make_actor, resolve_kernel_init
 from torch_ppo.params import TorchPPOParams, load_params, make_inference_fn, params_of
 from torch_ppo.policy_transfer import jax_params_to_torch
 
@@ -44,6 +44,14 @@ _LOSS_NAMES = ("total_loss", "policy_loss", "v_loss", "entropy_loss", "approx_kl
 _STORED_KEYS = ("observation", "action", *LOSS_KEYS, ("next", "done"))
 _ADAPTIVE_KL = "ADAPTIVE_KL"
 _LR_FACTOR = 1.5  # ADAPTIVE_KL's step, as brax_core.training.agents.ppo.optimizer
+
+# PPOModules' options beyond sizes, activation and normalisation: taken by name from train's arguments.
+_NETWORK_OPTIONS = (
+    "distribution_type", "noise_std_type", "init_noise_std", "state_dependent_std", "mean_clip_scale",
+    "policy_obs_key", "value_obs_key", "policy_network_kernel_init_fn", "policy_network_kernel_init_kwargs",
+    "value_network_kernel_init_fn", "value_network_kernel_init_kwargs", "mean_kernel_init_fn",
+    "mean_kernel_init_kwargs",
+)
 
 
 # --------------------------------------------------------------------------------------------- validation
@@ -104,9 +112,23 @@ def _validate(kw: dict[str, Any], world_size: int) -> dict[str, Any]:
         policy_hidden_layer_sizes=kw["policy_hidden_layer_sizes"],
         value_hidden_layer_sizes=kw["value_hidden_layer_sizes"],
         activation=kw["activation"],
+        distribution_type=kw["distribution_type"],
+        noise_std_type=kw["noise_std_type"],
+        init_noise_std=kw["init_noise_std"],
+        state_dependent_std=kw["state_dependent_std"],
+        mean_clip_scale=kw["mean_clip_scale"],
+        policy_obs_key=kw["policy_obs_key"],
+        value_obs_key=kw["value_obs_key"],
         torch_compile=kw["torch_compile"],
     )
     kw.update(hp.to_dict())  # the validated values (numpy scalars as Python numbers, sizes as tuples)
+    # Kernel initialisers are outside the schema (a name and its keyword arguments): resolved once here so a bad
+    # one fails before any env compiles.
+    for prefix in ("policy_network_kernel_init", "value_network_kernel_init", "mean_kernel_init"):
+        if kw[f"{prefix}_fn"] is not None:
+            resolve_kernel_init(f"{prefix}_fn", kw[f"{prefix}_fn"], f"{prefix}_kwargs", kw[f"{prefix}_kwargs"])
+        elif kw[f"{prefix}_kwargs"]:
+            raise ValueError(f"{prefix}_kwargs needs {prefix}_fn")
     kw["restore_value_fn"] = _bool("restore_value_fn", kw["restore_value_fn"])
     _callable("progress_fn", kw["progress_fn"])
     _callable("policy_params_fn", kw["policy_params_fn"])
@@ -252,7 +274,7 @@ class _Evaluator:
             loc, scale = modules.policy(obs)
             if not deterministic:
                 loc = loc + scale * torch.randn(loc.shape, generator=generator, device=device)
-            nxt = self.env.step(torch.tanh(loc)).get("next")
+            nxt = self.env.step(modules.policy.postprocess(loc)).get("next")
             done = nxt.get("done").squeeze(-1)
             reward_sum += nxt.get("reward").squeeze(-1) * active
             length += active * float(self.action_repeat)
@@ -375,6 +397,19 @@ def train(
     value_hidden_layer_sizes: Sequence[int] = (256,) * 5,
     activation: Activation = "swish",
     num_quantiles: int = 32,
+    distribution_type: str = "tanh_normal",
+    noise_std_type: str = "scalar",
+    init_noise_std: float = 1.0,
+    state_dependent_std: bool = False,
+    mean_clip_scale: float | None = None,
+    policy_obs_key: str = "state",
+    value_obs_key: str = "state",
+    policy_network_kernel_init_fn: Any = "lecun_uniform",
+    policy_network_kernel_init_kwargs: Mapping[str, Any] | None = None,
+    value_network_kernel_init_fn: Any = "lecun_uniform",
+    value_network_kernel_init_kwargs: Mapping[str, Any] | None = None,
+    mean_kernel_init_fn: Any = None,
+    mean_kernel_init_kwargs: Mapping[str, Any] | None = None,
     device: Any = None,
     torch_compile: bool = False,
     num_threads: int | None = 1,
@@ -387,12 +422,16 @@ def train(
     with the JAX trainer's messages. In particular ``num_timesteps`` is the *total* step count, and a run restored from
     a checkpoint counts from the checkpoint's steps. Only what the JAX trainer takes as a ``network_factory`` is given
     here directly: ``policy_hidden_layer_sizes``, ``value_hidden_layer_sizes``, ``activation`` (a name such as
-    ``'swish'`` or a callable) and ``num_quantiles`` (the distributional critic's outputs), the defaults of
-    ``make_ppo_networks``. The ``ADAPTIVE_KL`` learning-rate schedule changes Adam's learning rate (a tensor, so no
-    host read) at every minibatch from the minibatch's mean ``KL(behaviour || current)``, averaged over processes,
-    and updates the observation statistics after a batch's SGD, as the JAX trainer does; the clipped value loss
-    compares with the values the critic gave the batch before its SGD. ``use_pmap_on_reset`` is accepted and
-    changes nothing: the bridge resets all envs in one compiled call. Torch additions: ``device`` (default: the
+    ``'swish'`` or a callable), ``num_quantiles`` (the distributional critic's outputs) and the other
+    ``make_ppo_networks`` options with its names, defaults and meanings (``distribution_type``, ``noise_std_type``,
+    ``init_noise_std``, ``state_dependent_std``, ``mean_clip_scale``, ``policy_obs_key``/``value_obs_key`` for dict
+    observations, and the ``*_kernel_init_fn``/``_kwargs`` pairs, given by Brax's initialiser names or the
+    ``jax.nn.initializers`` functions; ``delta_orthogonal``, a convolution initialiser, has no torch counterpart).
+    The ``ADAPTIVE_KL`` learning-rate schedule changes Adam's learning rate (a tensor, so no host read) at every
+    minibatch from the minibatch's mean ``KL(behaviour || current)``, averaged over processes, and updates the
+    observation statistics after a batch's SGD, as the JAX trainer does; the clipped value loss compares with the
+    values the critic gave the batch before its SGD. ``use_pmap_on_reset`` is accepted and changes nothing: the
+    bridge resets all envs in one compiled call. Torch additions: ``device`` (default: the
     TorchEnv's device, else CPU), ``torch_compile`` (compile the loss with ``torch.compile``), ``num_threads`` (torch's
     intra-op threads on CPU while training, restored on return; ``None`` keeps torch's setting). The default is 1: JAX's
     physics runs on its own thread pool on the same cores, and torch's OpenMP workers waiting at barriers behind it made
@@ -453,6 +492,7 @@ class _Trainer:
                 kw["normalize_observations"],
                 use_distributional_critic=kw["use_distributional_critic"],
                 num_quantiles=kw["num_quantiles"],
+                **{name: kw[name] for name in _NETWORK_OPTIONS},
             ).to(self.device)
             self.modules.normalizer.set_update_rule(
                 kw["normalize_observations_mode"], kw["normalize_observations_std_eps"], kw["normalize_until_count"]
@@ -505,7 +545,7 @@ class _Trainer:
 
     # ---------------------------------------------------------------- set-up
 
-    def _sizes(self) -> tuple[int, int]:
+    def _sizes(self) -> tuple[int | dict[str, Any], int]:
         """Builds the training TorchEnv (nothing compiles until its first reset) and reads its sizes.
 
         A registered name stays a name, so TorchEnvs of the same configuration share one compiled step.
@@ -523,13 +563,17 @@ class _Trainer:
         self.episode_length = self.env.episode_length
         self.action_repeat = self.env.action_repeat
         obs_size = self.env.observation_size
-        if not isinstance(obs_size, int):
-            raise ValueError(f"torch_ppo supports flat observations; the env's observation_size is {obs_size!r}")
+        if isinstance(obs_size, Mapping):
+            for name in ("policy_obs_key", "value_obs_key"):
+                if kw[name] not in obs_size:
+                    raise ValueError(f"{name}={kw[name]!r} is not among the env's observation keys {sorted(obs_size)}")
+            return dict(obs_size), int(self.env.action_size)
         return int(obs_size), int(self.env.action_size)
 
     def _restore_params(self, params: Any, with_value: bool) -> None:
         first = params[0] if isinstance(params, tuple | list) else getattr(params, "normalizer_params", None)
-        if not isinstance(first, dict) or not all(isinstance(v, torch.Tensor) for v in first.values()):
+        # torch_ppo's normaliser statistics are a plain dict; the JAX trainer's are a RunningStatisticsState.
+        if not isinstance(first, dict):
             params = jax_params_to_torch(params)  # the JAX trainer's params
         if not with_value:
             params = TorchPPOParams(params[0], params[1], {})

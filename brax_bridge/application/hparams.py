@@ -43,7 +43,7 @@ COMMAND_LINE_DEFAULTS: dict[str, Any] = {
 
 
 # Optional numbers whose flag takes 0 for None (a flag cannot be given "None").
-ZERO_MEANS_NONE = ("max_grad_norm", "clipping_epsilon_value", "normalize_until_count")
+ZERO_MEANS_NONE = ("max_grad_norm", "clipping_epsilon_value", "normalize_until_count", "mean_clip_scale")
 
 
 class HParamError(ValueError):

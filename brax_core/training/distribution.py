@@ -1,6 +1,10 @@
 """Parametric action distributions (``brax.training.distribution`` counterpart).
 
-The PPO policy is a normal distribution squashed by ``tanh``. A policy network outputs ``2 * action_size``
+Two parametric distributions, as in Brax: ``NormalTanhDistribution`` (the default PPO policy, described below) and
+``NormalDistribution``, an unsquashed normal whose parameters are a ``(loc, scale)`` pair (the policy network of
+``distribution_type='normal'`` outputs the pair; actions are the normal samples themselves).
+
+The tanh-normal policy is a normal distribution squashed by ``tanh``. A policy network outputs ``2 * action_size``
 numbers: ``loc = out[..., :A]`` and ``scale = softplus(out[..., A:]) + min_std``. The network samples a *raw*
 action ``u ~ Normal(loc, scale)``; the environment receives ``tanh(u)``. Log-probabilities are those of the
 squashed action:
@@ -16,13 +20,14 @@ from __future__ import annotations
 
 import abc
 import math
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 
 
-class NormalDistribution:
-    """Normal distribution."""
+class _NormalDistribution:
+    """Normal distribution over each action dimension (``loc`` and ``scale`` broadcast together)."""
 
     def __init__(self, loc: jax.Array, scale: jax.Array):
         self.loc = loc
@@ -58,14 +63,20 @@ class TanhBijector:
 class ParametricDistribution(abc.ABC):
     """A distribution whose parameters come from a network, with an optional squashing postprocessor."""
 
-    def __init__(self, param_size: int, postprocessor: TanhBijector, event_ndims: int, reparametrizable: bool):
+    def __init__(
+        self,
+        param_size: int,
+        postprocessor: TanhBijector | IdentityPostprocessor,
+        event_ndims: int,
+        reparametrizable: bool,
+    ):
         self.param_size = param_size
         self.postprocessor = postprocessor
         self.event_ndims = event_ndims
         self.reparametrizable = reparametrizable
 
     @abc.abstractmethod
-    def create_dist(self, parameters: jax.Array) -> NormalDistribution:
+    def create_dist(self, parameters: Any) -> _NormalDistribution:
         """The distribution (before squashing) that ``parameters`` describe."""
 
     def _sum_event(self, x: jax.Array) -> jax.Array:
@@ -109,7 +120,36 @@ class NormalTanhDistribution(ParametricDistribution):
         self._min_std = min_std
         self._var_scale = var_scale
 
-    def create_dist(self, parameters: jax.Array) -> NormalDistribution:
+    def create_dist(self, parameters: jax.Array) -> _NormalDistribution:
         loc, scale = jnp.split(parameters, 2, axis=-1)
         scale = (jax.nn.softplus(scale) + self._min_std) * self._var_scale
-        return NormalDistribution(loc=loc, scale=scale)
+        return _NormalDistribution(loc=loc, scale=scale)
+
+
+class IdentityPostprocessor:
+    """Leaves samples as they are (the normal policy's actions are its samples); its log-det-jacobian is 0."""
+
+    def forward(self, x: jax.Array) -> jax.Array:
+        return x
+
+    def inverse(self, y: jax.Array) -> jax.Array:
+        return y
+
+    def forward_log_det_jacobian(self, x: jax.Array) -> jax.Array:
+        return jnp.zeros_like(x)
+
+
+class NormalDistribution(ParametricDistribution):
+    """Normal distribution without squashing; its parameters are a ``(loc, scale)`` pair.
+
+    ``param_size`` is ``event_size``: the size of the ``loc`` (and ``scale``) the policy network outputs.
+    """
+
+    def __init__(self, event_size: int):
+        super().__init__(
+            param_size=event_size, postprocessor=IdentityPostprocessor(), event_ndims=1, reparametrizable=True
+        )
+
+    def create_dist(self, parameters: tuple[jax.Array, jax.Array]) -> _NormalDistribution:
+        loc, scale = parameters
+        return _NormalDistribution(loc=loc, scale=scale)

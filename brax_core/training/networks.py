@@ -3,6 +3,11 @@
 Layer layout (read by the policy-transfer code and mirrored by the torch trainer): an ``MLP`` is a stack of
 ``flax.linen.Dense`` layers named ``hidden_0, hidden_1, ...``, the activation after every layer but the last.
 Variables are ``{'params': {'hidden_i': {'kernel': [in, out], 'bias': [out]}}}``.
+
+The policy of ``distribution_type='normal'`` is a ``PolicyModuleWithStd`` (Brax's layout and names): an ``MLP_0``
+of the hidden layers with the activation after each, a ``Dense_0`` head for the mean, and the standard deviation
+from ``std_param/value`` (``noise_std_type='scalar'``), ``std_logparam/log_value`` (``'log'``), or, with
+``state_dependent_std``, a ``Dense_1`` head.
 """
 
 from __future__ import annotations
@@ -22,6 +27,33 @@ ActivationFn = Callable[[jax.Array], jax.Array]
 Initializer = Callable[..., Any]
 # A module-level default so every network shares one initialiser object (Brax's default).
 LECUN_UNIFORM: Initializer = jax.nn.initializers.lecun_uniform()
+
+# Kernel initialiser factories by name (Brax's table): ``make_ppo_networks`` calls them with their kwargs, and
+# checkpoint configurations store them by these names.
+_INIT = jax.nn.initializers
+KERNEL_INITIALIZER: dict[str, Callable[..., Initializer]] = {
+    "constant": _INIT.constant,
+    "delta_orthogonal": _INIT.delta_orthogonal,
+    "glorot_normal": _INIT.glorot_normal,
+    "glorot_uniform": _INIT.glorot_uniform,
+    "he_normal": _INIT.he_normal,
+    "he_uniform": _INIT.he_uniform,
+    "kaiming_normal": _INIT.kaiming_normal,
+    "kaiming_uniform": _INIT.kaiming_uniform,
+    "lecun_normal": _INIT.lecun_normal,
+    "lecun_uniform": _INIT.lecun_uniform,
+    "normal": _INIT.normal,
+    "ones": _INIT.ones,
+    "orthogonal": _INIT.orthogonal,
+    "truncated_normal": _INIT.truncated_normal,
+    "uniform": _INIT.uniform,
+    "variance_scaling": _INIT.variance_scaling,
+    "xavier_normal": _INIT.xavier_normal,
+    "xavier_uniform": _INIT.xavier_uniform,
+    "zeros": _INIT.zeros,
+}
+DISTRIBUTION_TYPES = ("normal", "tanh_normal")
+NOISE_STD_TYPES = ("scalar", "log")
 
 
 @dataclasses.dataclass
@@ -102,6 +134,99 @@ def validate_activation(activation: Any) -> ActivationFn:
     return activation
 
 
+class Param(linen.Module):
+    """A learned vector of ``size`` values starting at ``init_value`` (variable ``value``)."""
+
+    init_value: float = 0.0
+    size: int = 1
+
+    @linen.compact
+    def __call__(self) -> jax.Array:
+        return self.param("value", lambda _: jnp.full((self.size,), self.init_value, jnp.float32))
+
+
+class LogParam(linen.Module):
+    """A learned positive vector stored as its log (variable ``log_value``, starting at ``log(init_value)``)."""
+
+    init_value: float = 1.0
+    size: int = 1
+
+    @linen.compact
+    def __call__(self) -> jax.Array:
+        log_value = self.param("log_value", lambda _: jnp.full((self.size,), math.log(self.init_value), jnp.float32))
+        return jnp.exp(log_value)
+
+
+class PolicyModuleWithStd(linen.Module):
+    """Policy of a (not squashed) normal: ``obs -> (mean, std)``, both ``[..., param_size]``.
+
+    The hidden layers all end with the activation (and layer norm when asked); the mean is a linear head,
+    squashed into ``(-mean_clip_scale, mean_clip_scale)`` by ``c * x / (1 + |x|)`` when ``mean_clip_scale`` is
+    set. The std is a learned vector (``noise_std_type='scalar'``: the value itself, ``'log'``: stored as its log),
+    or with ``state_dependent_std`` a linear head (``'log'``: its exponential, ``'scalar'``: its raw output).
+    """
+
+    param_size: int
+    hidden_layer_sizes: Sequence[int]
+    activation: ActivationFn
+    kernel_init: Initializer
+    layer_norm: bool = False
+    noise_std_type: str = "scalar"
+    init_noise_std: float = 1.0
+    state_dependent_std: bool = False
+    mean_clip_scale: float | None = None
+    mean_kernel_init: Initializer | None = None
+
+    @linen.compact
+    def __call__(self, obs: jax.Array) -> tuple[jax.Array, jax.Array]:
+        hidden = MLP(
+            layer_sizes=list(self.hidden_layer_sizes),
+            activation=self.activation,
+            kernel_init=self.kernel_init,
+            activate_final=True,
+            layer_norm=self.layer_norm,
+            name="MLP_0",
+        )(obs)
+        mean_init = self.kernel_init if self.mean_kernel_init is None else self.mean_kernel_init
+        mean = linen.Dense(self.param_size, kernel_init=mean_init, name="Dense_0")(hidden)
+        if self.mean_clip_scale is not None:
+            mean = self.mean_clip_scale * mean / (1.0 + jnp.abs(mean))
+        if self.state_dependent_std:
+            raw = linen.Dense(self.param_size, kernel_init=self.kernel_init, name="Dense_1")(hidden)
+            std = jnp.exp(raw) if self.noise_std_type == "log" else raw
+        elif self.noise_std_type == "log":
+            std = LogParam(self.init_noise_std, self.param_size, name="std_logparam")()
+        else:
+            std = Param(self.init_noise_std, self.param_size, name="std_param")()
+        return mean, jnp.broadcast_to(std, mean.shape)
+
+
+def normalizer_select(processor_params: Any, obs_key: str) -> Any:
+    """The statistics of one key of dict observations (``processor_params`` unchanged when they are not per key)."""
+    mean = getattr(processor_params, "mean", None)
+    if not isinstance(mean, Mapping):
+        return processor_params
+    return processor_params.replace(
+        mean=mean[obs_key],
+        std=processor_params.std[obs_key],
+        summed_variance=processor_params.summed_variance[obs_key],
+    )
+
+
+def _preprocess(
+    preprocess_observations_fn: types.PreprocessObservationFn,
+    processor_params: Any,
+    obs: types.Observation,
+    obs_key: str,
+) -> jax.Array:
+    """The network input: the selected key of dict observations, normalised with that key's statistics."""
+    if isinstance(obs, Mapping):
+        if obs_key not in obs:
+            raise ValueError(f"observation key {obs_key!r} is not among the observation keys {sorted(obs)}")
+        return preprocess_observations_fn(obs[obs_key], normalizer_select(processor_params, obs_key))
+    return preprocess_observations_fn(obs, processor_params)
+
+
 def _input_size(observation_size: types.ObservationSize, obs_key: str) -> int:
     if isinstance(observation_size, Mapping):
         if obs_key not in observation_size:
@@ -113,13 +238,6 @@ def _input_size(observation_size: types.ObservationSize, obs_key: str) -> int:
     return int(observation_size)
 
 
-def _select(obs: types.Observation, obs_key: str) -> jax.Array:
-    if isinstance(obs, Mapping):
-        x = obs[obs_key]
-        return jnp.reshape(x, x.shape[:-1] + (-1,)) if x.ndim > 2 else x
-    return obs
-
-
 def make_policy_network(
     param_size: int,
     obs_size: types.ObservationSize,
@@ -129,19 +247,46 @@ def make_policy_network(
     kernel_init: Initializer = LECUN_UNIFORM,
     layer_norm: bool = False,
     obs_key: str = "state",
+    distribution_type: str = "tanh_normal",
+    noise_std_type: str = "scalar",
+    init_noise_std: float = 1.0,
+    state_dependent_std: bool = False,
+    mean_clip_scale: float | None = None,
+    mean_kernel_init: Initializer | None = None,
 ) -> FeedForwardNetwork:
-    """Creates a policy network: ``apply(processor_params, policy_params, obs) -> distribution parameters``."""
-    module = MLP(
-        layer_sizes=list(hidden_layer_sizes) + [param_size],
-        activation=activation,
-        kernel_init=kernel_init,
-        layer_norm=layer_norm,
-    )
+    """Creates a policy network: ``apply(processor_params, policy_params, obs) -> distribution parameters``.
+
+    ``'tanh_normal'``: one MLP whose last layer has ``param_size`` outputs. ``'normal'``: a ``PolicyModuleWithStd``
+    returning ``(mean, std)``, each of ``param_size``.
+    """
+    if distribution_type == "tanh_normal":
+        module: linen.Module = MLP(
+            layer_sizes=list(hidden_layer_sizes) + [param_size],
+            activation=activation,
+            kernel_init=kernel_init,
+            layer_norm=layer_norm,
+        )
+    elif distribution_type == "normal":
+        if noise_std_type not in NOISE_STD_TYPES:
+            raise ValueError(f"noise_std_type must be one of {NOISE_STD_TYPES}, got {noise_std_type!r}")
+        module = PolicyModuleWithStd(
+            param_size=param_size,
+            hidden_layer_sizes=tuple(hidden_layer_sizes),
+            activation=activation,
+            kernel_init=kernel_init,
+            layer_norm=layer_norm,
+            noise_std_type=noise_std_type,
+            init_noise_std=init_noise_std,
+            state_dependent_std=state_dependent_std,
+            mean_clip_scale=mean_clip_scale,
+            mean_kernel_init=mean_kernel_init,
+        )
+    else:
+        raise ValueError(f"distribution_type must be one of {DISTRIBUTION_TYPES}, got {distribution_type!r}")
     in_size = _input_size(obs_size, obs_key)
 
-    def apply(processor_params: Any, policy_params: Any, obs: types.Observation) -> jax.Array:
-        obs = preprocess_observations_fn(obs, processor_params)
-        return module.apply(policy_params, _select(obs, obs_key))
+    def apply(processor_params: Any, policy_params: Any, obs: types.Observation) -> Any:
+        return module.apply(policy_params, _preprocess(preprocess_observations_fn, processor_params, obs, obs_key))
 
     return FeedForwardNetwork(init=lambda key: module.init(key, jnp.zeros((1, in_size), jnp.float32)), apply=apply)
 
@@ -175,8 +320,7 @@ def make_value_network(
     in_size = _input_size(obs_size, obs_key)
 
     def apply(processor_params: Any, value_params: Any, obs: types.Observation) -> Any:
-        obs = preprocess_observations_fn(obs, processor_params)
-        out = module.apply(value_params, _select(obs, obs_key))
+        out = module.apply(value_params, _preprocess(preprocess_observations_fn, processor_params, obs, obs_key))
         if use_distributional_critic:
             return jnp.mean(out, axis=-1), out
         return jnp.squeeze(out, axis=-1)

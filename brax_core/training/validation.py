@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 TRAINERS = ("jax", "torch")
-KINDS = ("int", "float", "bool", "sizes", "activation", "choice")
+KINDS = ("int", "float", "bool", "sizes", "activation", "choice", "name")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -21,8 +21,8 @@ class FieldSpec:
     """What one hyperparameter accepts, and its help text.
 
     ``kind``: 'int', 'float', 'bool', 'sizes' (a sequence of positive ints), 'activation' (a name in
-    ``choices`` or a callable) or 'choice' (a name in ``choices``, any case, or an enum member whose value is one;
-    with ``optional``, the choice 'NONE' stands for ``None``).
+    ``choices`` or a callable), 'choice' (a name in ``choices``, any case, or an enum member whose value is one;
+    with ``optional``, the choice 'NONE' stands for ``None``) or 'name' (any non-empty string).
     ``minimum``/``maximum`` bound numbers (``min_open``: the minimum itself is
     refused). ``optional``: ``None`` is accepted. ``trainers``: which trainers' keyword arguments carry it.
     ``command_line``: whether the command line has a flag of this name (``seed`` has its own ``--seed``).
@@ -124,6 +124,8 @@ def check(spec: FieldSpec, value: Any) -> Any:
             return value.lower()
         if callable(value) and not isinstance(value, str):
             return value
+    if spec.kind == "name" and isinstance(value, str) and value:
+        return value
     raise ConfigError(
         f"{spec.name} must be {_requirement(spec, value, flags=False)}, got {value!r}",
         f"{spec.flag} must be {_requirement(spec, value, flags=True)}; got {value!r}",
@@ -157,6 +159,8 @@ def _requirement(spec: FieldSpec, value: Any, flags: bool) -> str:
         return "true or false" if flags else "True or False"
     if spec.kind == "sizes":
         return "one or more positive integers like 64,64" if flags else "a sequence of positive integers"
+    if spec.kind == "name":
+        return "a non-empty string"
     if flags:
         return f"one of: {', '.join(spec.choices)}"
     if spec.kind == "choice":

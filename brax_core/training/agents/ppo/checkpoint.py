@@ -4,7 +4,8 @@ Layout: ``<save_checkpoint_path>/<env_steps, 12 digits>/`` holding three items,
 
 * ``config``: JSON — observation and action sizes (integers), ``normalize_observations``, the network factory
   and *every* network keyword argument (activations and initialisers by name), the env-step count as an exact
-  integer, and the training hyperparameters;
+  integer, and the training hyperparameters (``network_config`` builds it as an ``ml_collections.ConfigDict``,
+  as Brax does);
 * ``params``: ``PPOTrainingParams(normalizer_params, policy_params, value_params)``;
 * ``state``: optimiser state, RNG key and step counters;
 * ``env_state``: the training environments' state, so a resumed run continues exactly.
@@ -30,6 +31,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import orbax.checkpoint as ocp
+from ml_collections import config_dict
 
 from brax_core.training import networks, types
 from brax_core.training.acme import running_statistics
@@ -79,6 +81,10 @@ def _callable_to_config(fn: Any, what: str) -> dict[str, Any]:
     for name, known in _NAMED_CALLABLES.items():
         if fn is known:
             return {"name": name}
+    # Initialiser factories (Brax's names) have their own key: "lecun_uniform" above is the initialiser itself.
+    for name, known in networks.KERNEL_INITIALIZER.items():
+        if fn is known:
+            return {"kernel_initializer": name}
     if isinstance(fn, functools.partial):
         if fn.args:
             raise ValueError(f"{what}: functools.partial with positional arguments cannot be stored; use keywords")
@@ -125,6 +131,13 @@ def _import(path: str) -> Any:
 
 
 def _callable_from_config(cfg: Mapping[str, Any]) -> Any:
+    if "kernel_initializer" in cfg:
+        name = cfg["kernel_initializer"]
+        if name not in networks.KERNEL_INITIALIZER:
+            raise ValueError(
+                f"the checkpoint names the kernel initialiser {name!r}; known: {sorted(networks.KERNEL_INITIALIZER)}"
+            )
+        return networks.KERNEL_INITIALIZER[name]
     if "name" in cfg:
         name = cfg["name"]
         if name in networks.ACTIVATIONS:
@@ -167,12 +180,22 @@ def _factory_and_kwargs(network_factory: Callable[..., Any]) -> tuple[Callable[.
 
 
 def network_config(
-    network_factory: Callable[..., Any],
     observation_size: types.ObservationSize,
     action_size: int,
     normalize_observations: bool,
-) -> dict[str, Any]:
-    """The JSON configuration that rebuilds the networks (raises ``ValueError`` for what cannot be named)."""
+    network_factory: Callable[..., Any],
+) -> config_dict.ConfigDict:
+    """The configuration that rebuilds the networks, as Brax's: a ``ConfigDict`` (``.to_dict()`` is JSON).
+
+    Holds ``observation_size``, ``action_size``, ``normalize_observations``, the factory and *every* factory
+    keyword argument (defaults included; activations and initialisers by name). Raises ``ValueError`` for an
+    argument that cannot be named.
+    """
+    if not callable(network_factory):
+        raise TypeError(
+            "network_config(observation_size, action_size, normalize_observations, network_factory): "
+            f"network_factory must be callable, got {network_factory!r}"
+        )
     factory, kwargs = _factory_and_kwargs(network_factory)
     factory_cfg = _callable_to_config(factory, "network_factory")
     full_kwargs: dict[str, Any] = {}
@@ -203,11 +226,17 @@ def network_config(
         "network_factory_kwargs": {k: _config_value(v, k) for k, v in full_kwargs.items()},
     }
     json.dumps(config)  # it must be valid JSON
-    return config
+    return config_dict.ConfigDict(config)
 
 
-def networks_from_config(config: Mapping[str, Any]) -> ppo_networks.PPONetworks:
+def _plain(config: Any) -> dict[str, Any]:
+    """A configuration as plain dicts (a ``ConfigDict`` or a mapping)."""
+    return config.to_dict() if isinstance(config, config_dict.ConfigDict) else dict(config)
+
+
+def networks_from_config(config: Mapping[str, Any] | config_dict.ConfigDict) -> ppo_networks.PPONetworks:
     """Rebuilds the PPO networks a configuration describes."""
+    config = _plain(config)
     factory = _callable_from_config(config["network_factory"])
     kwargs = {k: value_from_config(v) for k, v in config["network_factory_kwargs"].items()}
     obs_size = config["observation_size"]
@@ -295,10 +324,15 @@ class Saver:
         )
 
     def save(
-        self, env_steps: int, params: Any, state: Any, config: Mapping[str, Any], env_state: Any | None = None
+        self,
+        env_steps: int,
+        params: Any,
+        state: Any,
+        config: Mapping[str, Any] | config_dict.ConfigDict,
+        env_state: Any | None = None,
     ) -> str:
         items = {
-            "config": ocp.args.JsonSave(dict(config)),
+            "config": ocp.args.JsonSave(_plain(config)),
             "params": ocp.args.StandardSave(params),
             "state": ocp.args.StandardSave(state),
         }

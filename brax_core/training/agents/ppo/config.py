@@ -27,15 +27,21 @@ ACTIVATIONS = (
     "relu", "tanh", "sigmoid", "swish", "silu", "elu", "gelu", "leaky_relu", "softplus", "selu", "celu",
     "log_sigmoid", "identity",
 )
-NETWORK_FIELDS = ("policy_hidden_layer_sizes", "value_hidden_layer_sizes", "activation", "num_quantiles")
+NETWORK_FIELDS = (
+    "policy_hidden_layer_sizes", "value_hidden_layer_sizes", "activation", "num_quantiles", "distribution_type",
+    "noise_std_type", "init_noise_std", "state_dependent_std", "mean_clip_scale", "policy_obs_key", "value_obs_key",
+)
+# make_ppo_networks' distribution_type and noise_std_type values (both trainers build the same policies).
+DISTRIBUTION_TYPES = ("normal", "tanh_normal")
+NOISE_STD_TYPES = ("scalar", "log")
 # Running-statistics algorithms (brax_core.training.acme.running_statistics, torch_ppo.normalizer).
 NORMALIZATION_MODES = ("welford", "ema")
 # Learning-rate schedules ('NONE' is the same as None: the constant learning_rate).
 LR_SCHEDULES = ("ADAPTIVE_KL", "NONE")
 
 __all__ = [
-    "ACTIVATIONS", "BY_NAME", "LR_SCHEDULES", "NETWORK_FIELDS", "NORMALIZATION_MODES", "SPECS",
-    "TRAINERS", "ConfigError", "FieldSpec", "PPOConfig", "check",
+    "ACTIVATIONS", "BY_NAME", "DISTRIBUTION_TYPES", "LR_SCHEDULES", "NETWORK_FIELDS", "NOISE_STD_TYPES",
+    "NORMALIZATION_MODES", "SPECS", "TRAINERS", "ConfigError", "FieldSpec", "PPOConfig", "check",
 ]
 
 
@@ -149,6 +155,22 @@ class PPOConfig:
     value_hidden_layer_sizes: tuple[int, ...] = _field((256,) * 5, "value MLP hidden sizes, e.g. 256,256,256", "sizes")
     activation: str | Callable[..., Any] = _field("swish", "hidden-layer activation", "activation", choices=ACTIVATIONS)
     num_quantiles: int = _int(32, "quantiles the distributional critic outputs (with use_distributional_critic)")
+    distribution_type: str = _field(
+        "tanh_normal", "policy distribution: tanh-squashed normal, or normal with a learned std", "choice",
+        choices=DISTRIBUTION_TYPES,
+    )
+    noise_std_type: str = _field(
+        "scalar", "normal policy: learn the std itself (scalar) or its log", "choice", choices=NOISE_STD_TYPES
+    )
+    init_noise_std: float = _real(1.0, "normal policy: the std its parameter starts at", min_open=True)
+    state_dependent_std: bool = _bool(False, "normal policy: the std is a linear head on the hidden features")
+    mean_clip_scale: float | None = _real(
+        None, "normal policy: squash the mean into (-s, s) (None: unclipped)", min_open=True, optional=True
+    )
+    policy_obs_key: str = _field("state", "dict observations: the key the policy reads", "name")
+    value_obs_key: str = _field(
+        "state", "dict observations: the key the value network reads (e.g. privileged_state)", "name"
+    )
     torch_compile: bool = _bool(False, "compile the torch loss with torch.compile", trainers=("torch",))
 
     def __post_init__(self) -> None:

@@ -1,11 +1,12 @@
 """PPO networks (``brax.training.agents.ppo.networks`` counterpart).
 
-``make_ppo_networks`` builds a tanh-squashed normal policy and a value function from two MLPs;
+``make_ppo_networks`` builds a policy (tanh-squashed normal, or normal with a learned std) and a value function;
 ``make_inference_fn`` turns trained parameters into a policy ``(observation, key) -> (action, extras)``.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
@@ -31,6 +32,49 @@ class PPOTrainingParams(NamedTuple):
     value_params: Any
 
 
+_LECUN_UNIFORM_FACTORY = jax.nn.initializers.lecun_uniform
+# In Brax's table of kernel initialisers these two are initialisers already, not factories: used as they are.
+_PLAIN_INITIALIZERS = (jax.nn.initializers.zeros, jax.nn.initializers.ones)
+
+
+def _kernel_init(
+    fn_name: str, fn: Any, kwargs_name: str, kwargs: Any, kernel_init: networks.Initializer | None
+) -> networks.Initializer:
+    """The initialiser ``fn(**kwargs)``, or ``kernel_init`` when that is given and ``fn`` is left at its default."""
+    if not callable(fn):
+        raise ValueError(
+            f"{fn_name} must be an initialiser factory such as jax.nn.initializers.lecun_uniform (one of "
+            f"{sorted(networks.KERNEL_INITIALIZER)}), got {fn!r}"
+        )
+    if kwargs is not None and not (isinstance(kwargs, Mapping) and all(isinstance(k, str) for k in kwargs)):
+        raise ValueError(f"{kwargs_name} must be a mapping of keyword arguments for {fn_name} or None, got {kwargs!r}")
+    if kernel_init is not None:
+        if fn is not _LECUN_UNIFORM_FACTORY or kwargs:
+            raise ValueError(f"give kernel_init or {fn_name}/{kwargs_name}, not both")
+        return kernel_init
+    if fn in _PLAIN_INITIALIZERS and not kwargs:
+        return fn
+    try:
+        init = fn(**dict(kwargs or {}))
+    except TypeError as e:
+        raise ValueError(
+            f"{fn_name}(**{kwargs_name}) failed ({e}); {fn_name} must be a factory like "
+            f"jax.nn.initializers.lecun_uniform called with {kwargs_name}, not an initialiser itself"
+        ) from None
+    if not callable(init):
+        raise ValueError(f"{fn_name}(**{kwargs_name}) must return an initialiser, got {init!r}")
+    return init
+
+
+def _positive_number(name: str, value: Any, optional: bool = False) -> float | None:
+    if value is None and optional:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
+        accepted = "a finite number > 0" + (" or None" if optional else "")
+        raise ValueError(f"{name} must be {accepted}, got {value!r}")
+    return float(value)
+
+
 def make_ppo_networks(
     observation_size: types.ObservationSize,
     action_size: int,
@@ -40,39 +84,117 @@ def make_ppo_networks(
     activation: networks.ActivationFn = linen.swish,
     policy_obs_key: str = "state",
     value_obs_key: str = "state",
-    kernel_init: networks.Initializer = networks.LECUN_UNIFORM,
+    distribution_type: str = "tanh_normal",
+    noise_std_type: str = "scalar",
+    init_noise_std: float = 1.0,
+    state_dependent_std: bool = False,
+    policy_network_kernel_init_fn: Callable[..., networks.Initializer] = _LECUN_UNIFORM_FACTORY,
+    policy_network_kernel_init_kwargs: Mapping[str, Any] | None = None,
+    value_network_kernel_init_fn: Callable[..., networks.Initializer] = _LECUN_UNIFORM_FACTORY,
+    value_network_kernel_init_kwargs: Mapping[str, Any] | None = None,
+    mean_clip_scale: float | None = None,
+    mean_kernel_init_fn: Callable[..., networks.Initializer] | None = None,
+    mean_kernel_init_kwargs: Mapping[str, Any] | None = None,
+    kernel_init: networks.Initializer | None = None,
     layer_norm: bool = False,
     min_std: float = 0.001,
     use_distributional_critic: bool = False,
     num_quantiles: int = 32,
 ) -> PPONetworks:
-    """Makes PPO networks with preprocessor.
+    """Makes PPO networks with preprocessor (Brax 0.14.2's arguments and meanings, plus our own).
 
-    ``use_distributional_critic``: the value network outputs ``num_quantiles`` quantiles and its ``apply`` returns
-    ``(value, quantiles)`` (see ``networks.make_value_network``); ``train`` sets it from its own argument.
+    Args:
+      observation_size: an int, or a mapping of dict-observation keys to shapes.
+      action_size: the number of action dimensions.
+      preprocess_observations_fn: applied to the selected observation with its statistics (the normaliser).
+      policy_hidden_layer_sizes, value_hidden_layer_sizes: hidden layer widths.
+      activation: hidden-layer activation.
+      policy_obs_key, value_obs_key: with dict observations, the key each network reads (asymmetric
+        actor-critic: e.g. the critic reads ``'privileged_state'``); ignored for array observations.
+      distribution_type: ``'tanh_normal'`` (an MLP outputs loc and a softplus scale; actions are tanh-squashed) or
+        ``'normal'`` (mean head and learned std; actions are the normal samples, not squashed).
+      noise_std_type: ``'normal'`` only: the std parameter is the std itself (``'scalar'``) or its log (``'log'``).
+      init_noise_std: ``'normal'`` only: the std the parameter starts at.
+      state_dependent_std: ``'normal'`` only: the std is a linear head on the hidden features instead.
+      policy_network_kernel_init_fn, policy_network_kernel_init_kwargs: initialiser factory (e.g.
+        ``jax.nn.initializers.orthogonal``) and its kwargs for the policy's kernels.
+      value_network_kernel_init_fn, value_network_kernel_init_kwargs: the same for the value network.
+      mean_clip_scale: ``'normal'`` only: the mean is squashed into ``(-s, s)`` by ``s * x / (1 + |x|)``.
+      mean_kernel_init_fn, mean_kernel_init_kwargs: ``'normal'`` only: initialiser of the mean head's kernel
+        (default: the policy's).
+      kernel_init: an initialiser (not a factory) for both networks' kernels, instead of the two ``*_fn``.
+      layer_norm: layer norm after each hidden activation.
+      min_std: ``'tanh_normal'`` only: added to the softplus scale.
+      use_distributional_critic, num_quantiles: the value network outputs ``num_quantiles`` quantiles and its
+        ``apply`` returns ``(value, quantiles)`` (see ``networks.make_value_network``); ``train`` sets it from its
+        own argument.
     """
     if isinstance(action_size, bool) or not isinstance(action_size, int) or action_size <= 0:
         raise ValueError(f"action_size must be a positive integer, got {action_size!r}")
     policy_hidden_layer_sizes = networks.validate_layer_sizes("policy_hidden_layer_sizes", policy_hidden_layer_sizes)
     value_hidden_layer_sizes = networks.validate_layer_sizes("value_hidden_layer_sizes", value_hidden_layer_sizes)
     activation = networks.validate_activation(activation)
-    parametric_action_distribution = distribution.NormalTanhDistribution(event_size=action_size, min_std=min_std)
+    if distribution_type not in networks.DISTRIBUTION_TYPES:
+        raise ValueError(f"distribution_type must be one of {networks.DISTRIBUTION_TYPES}, got {distribution_type!r}")
+    if noise_std_type not in networks.NOISE_STD_TYPES:
+        raise ValueError(f"noise_std_type must be one of {networks.NOISE_STD_TYPES}, got {noise_std_type!r}")
+    init_noise_std = _positive_number("init_noise_std", init_noise_std)
+    mean_clip_scale = _positive_number("mean_clip_scale", mean_clip_scale, optional=True)
+    if not isinstance(state_dependent_std, bool):
+        raise ValueError(f"state_dependent_std must be True or False, got {state_dependent_std!r}")
+    if not isinstance(layer_norm, bool):
+        raise ValueError(f"layer_norm must be True or False, got {layer_norm!r}")
+    if isinstance(min_std, bool) or not isinstance(min_std, int | float) or not min_std >= 0:
+        raise ValueError(f"min_std must be a number >= 0, got {min_std!r}")
+    for name, key in (("policy_obs_key", policy_obs_key), ("value_obs_key", value_obs_key)):
+        if not isinstance(key, str) or not key:
+            raise ValueError(f"{name} must be a non-empty string naming a dict-observation key, got {key!r}")
+    if kernel_init is not None and not callable(kernel_init):
+        raise ValueError(f"kernel_init must be an initialiser (e.g. jax.nn.initializers.lecun_uniform()) or None, "
+                         f"got {kernel_init!r}")
+    policy_init = _kernel_init(
+        "policy_network_kernel_init_fn", policy_network_kernel_init_fn,
+        "policy_network_kernel_init_kwargs", policy_network_kernel_init_kwargs, kernel_init,
+    )
+    value_init = _kernel_init(
+        "value_network_kernel_init_fn", value_network_kernel_init_fn,
+        "value_network_kernel_init_kwargs", value_network_kernel_init_kwargs, kernel_init,
+    )
+    mean_init = None
+    if mean_kernel_init_fn is not None:
+        mean_init = _kernel_init(
+            "mean_kernel_init_fn", mean_kernel_init_fn, "mean_kernel_init_kwargs", mean_kernel_init_kwargs, None
+        )
+    elif mean_kernel_init_kwargs:
+        raise ValueError("mean_kernel_init_kwargs needs mean_kernel_init_fn")
+
+    parametric_action_distribution: distribution.ParametricDistribution
+    if distribution_type == "normal":
+        parametric_action_distribution = distribution.NormalDistribution(event_size=action_size)
+    else:
+        parametric_action_distribution = distribution.NormalTanhDistribution(event_size=action_size, min_std=min_std)
     policy_network = networks.make_policy_network(
         parametric_action_distribution.param_size,
         observation_size,
         preprocess_observations_fn=preprocess_observations_fn,
         hidden_layer_sizes=policy_hidden_layer_sizes,
         activation=activation,
-        kernel_init=kernel_init,
+        kernel_init=policy_init,
         layer_norm=layer_norm,
         obs_key=policy_obs_key,
+        distribution_type=distribution_type,
+        noise_std_type=noise_std_type,
+        init_noise_std=init_noise_std,
+        state_dependent_std=state_dependent_std,
+        mean_clip_scale=mean_clip_scale,
+        mean_kernel_init=mean_init,
     )
     value_network = networks.make_value_network(
         observation_size,
         preprocess_observations_fn=preprocess_observations_fn,
         hidden_layer_sizes=value_hidden_layer_sizes,
         activation=activation,
-        kernel_init=kernel_init,
+        kernel_init=value_init,
         layer_norm=layer_norm,
         obs_key=value_obs_key,
         use_distributional_critic=use_distributional_critic,

@@ -399,7 +399,7 @@ def train(
     config = None
     if save_checkpoint_path is not None:
         # Only a run that saves needs every network argument to be nameable in JSON.
-        config = checkpoint.network_config(network_factory, obs_size, action_size, normalize_observations)
+        config = checkpoint.network_config(obs_size, action_size, normalize_observations, network_factory).to_dict()
         config["training"] = {
             "episode_length": episode_length,
             "action_repeat": action_repeat,
