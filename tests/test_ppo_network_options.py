@@ -138,7 +138,7 @@ def test_bad_network_options_name_themselves(kwargs, named):
 def test_schema_takes_the_network_options_both_trainers_share():
     config = PPOConfig(num_timesteps=10, distribution_type="normal", noise_std_type="log", init_noise_std=0.5)
     assert (config.distribution_type, config.noise_std_type, config.init_noise_std) == ("normal", "log", 0.5)
-    with pytest.raises(ConfigError, match="distribution_type must be one of normal, tanh_normal, got 'beta'"):
+    with pytest.raises(ConfigError, match="distribution_type must be one of 'normal', 'tanh_normal', got 'beta'"):
         PPOConfig(num_timesteps=10, distribution_type="beta")
     with pytest.raises(ConfigError, match="value_obs_key must be a non-empty string"):
         PPOConfig(num_timesteps=10, value_obs_key="")
