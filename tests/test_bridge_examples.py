@@ -1,4 +1,5 @@
-"""The bridge's examples run end to end at a tiny size (`main(["--tiny"])`) on the `fast` env."""
+"""The bridge's examples run end to end at a tiny size (`main(["--tiny"])`) on the `fast` env (the differentiable one
+on its own smooth point mass)."""
 
 import importlib.util
 import os
@@ -18,7 +19,7 @@ def _load(name):
 def test_differentiable_simulation_improves_the_policy_by_gradient():
     result = _load("differentiable_simulation").main(["--tiny"])
     history = result["history"]
-    assert len(history) == 6 and result["env"] == "Fast"
+    assert len(history) == 6 and result["env"] == "PointMass"
     assert history[-1] > history[0] + 0.05  # analytic gradients through the env improve the fixed-start objective
 
 
