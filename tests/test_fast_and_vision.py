@@ -15,7 +15,6 @@ from brax_core.training.acme import running_statistics
 from brax_core.training.agents.ppo import checkpoint, networks_vision
 from brax_core.training.agents.ppo import networks as ppo_networks
 from brax_core.training.agents.ppo import train as ppo
-from brax_core.training.agents.ppo.config import ConfigError, PPOConfig
 
 VIEW = (4, 4, 3)
 MODES = {
@@ -349,10 +348,10 @@ def test_trainers_refuse_vision_settings_they_cannot_honour():
         ppo.train("fast", vision=True, **tiny)
     with pytest.raises(ValueError, match=r"augment_pixels=True needs dict observations with image views"):
         ppo.train(envs.get_environment("fast", obs_mode="dict_state"), augment_pixels=True, **tiny)
-    with pytest.raises(ConfigError, match=r"vision=True needs action_repeat=1 \(got 2\)"):
+    with pytest.raises(ValueError, match=r"vision=True needs action_repeat=1 \(got 2\)"):
         ppo.train(envs.get_environment("fast", obs_mode="dict_pixels"), vision=True, action_repeat=2, **tiny)
     with pytest.raises(ValueError, match="vision must be"):
-        PPOConfig(num_timesteps=1, vision="yes")
+        ppo.train(envs.get_environment("fast", obs_mode="dict_pixels"), vision="yes", **tiny)
     with pytest.raises(ValueError, match="vision=True: torch_ppo has no networks for image observations"):
         torch_ppo.train("fast", vision=True, **tiny)
     with pytest.raises(ValueError, match="augment_pixels=True: torch_ppo has no networks"):

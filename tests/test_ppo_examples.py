@@ -27,7 +27,8 @@ def test_save_intermediate_policies_saves_every_eval_and_reloads(tmp_path):
     result = _load("save_intermediate_policies").main(["--tiny", "--out", str(tmp_path)])
     assert len(result["saved"]) == 3 and all(os.path.exists(p) for p in result["saved"])
     first, last = (result["rewards"][os.path.basename(p)] for p in (result["saved"][0], result["saved"][-1]))
-    assert last > 65.0 and last > first  # `fast`: at most 68.7 per 100-step episode, ~34 at random
+    # `fast` pays at most 68.7 per 100-step episode (~34 at random); one epoch of the preset already comes close
+    assert last > 65.0 and last >= first, (first, last)
 
 
 def test_custom_activation_checkpoint_reloads_from_config_alone(tmp_path):

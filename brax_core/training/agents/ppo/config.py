@@ -100,13 +100,6 @@ class PPOConfig:
         None, "env steps between training-metric reports (None: every training step)", optional=True
     )
     max_to_keep: int | None = _int(None, "the most checkpoints kept (None: all)", optional=True)
-    vision: bool = _bool(
-        False, "the env observes images (dict observations with 'pixels/' keys); needs action_repeat 1",
-        trainers=("jax",), command_line=False,
-    )
-    augment_pixels: bool = _bool(
-        False, "randomly shift the image views of each unroll before SGD", trainers=("jax",), command_line=False
-    )
     policy_hidden_layer_sizes: tuple[int, ...] = _field((32,) * 4, "policy MLP hidden sizes, e.g. 32,32,32,32", "sizes")
     value_hidden_layer_sizes: tuple[int, ...] = _field((256,) * 5, "value MLP hidden sizes, e.g. 256,256,256", "sizes")
     activation: str | Callable[..., Any] = _field("swish", "hidden-layer activation", "activation", choices=ACTIVATIONS)
@@ -189,13 +182,6 @@ def _check_together(config: PPOConfig) -> None:
             f"--batch-size x --num-minibatches ({config.batch_size} x {config.num_minibatches} = {product}) must be "
             f"divisible by --num-envs ({config.num_envs})",
             ("batch_size", "num_minibatches", "num_envs"),
-        )
-    if config.vision and config.action_repeat != 1:
-        # Brax's rule: repeated actions would render frames that no policy sees; a pixel env repeats physics itself.
-        raise ConfigError(
-            f"vision=True needs action_repeat=1 (got {config.action_repeat}); repeat physics steps inside the env",
-            f"vision needs --action-repeat 1 (got {config.action_repeat})",
-            ("vision", "action_repeat"),
         )
     # One training step's env steps are counted in a uint32 pair's low word.
     steps = product * config.unroll_length * config.action_repeat

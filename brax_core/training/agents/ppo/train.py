@@ -278,8 +278,6 @@ def train(
         log_training_metrics=log_training_metrics,
         training_metrics_steps=training_metrics_steps,
         max_to_keep=max_to_keep,
-        vision=vision,
-        augment_pixels=augment_pixels,
     )
     # The validated values (numpy scalars become Python numbers) under the names the rest of the function uses.
     num_timesteps, episode_length, action_repeat = hp.num_timesteps, hp.episode_length, hp.action_repeat
@@ -294,12 +292,18 @@ def train(
     vf_loss_coefficient, bootstrap_on_timeout = hp.vf_loss_coefficient, hp.bootstrap_on_timeout
     deterministic_eval, log_training_metrics = hp.deterministic_eval, hp.log_training_metrics
     training_metrics_steps, max_to_keep = hp.training_metrics_steps, hp.max_to_keep
-    vision, augment_pixels = hp.vision, hp.augment_pixels
     run_evals = _bool("run_evals", run_evals)
     evaluate = num_evals > 0 and run_evals
     if max_devices_per_host is not None:
         max_devices_per_host = _positive_int("max_devices_per_host", max_devices_per_host)
     restore_value_fn = _bool("restore_value_fn", restore_value_fn)
+    # Not schema fields: like run_evals they say how to run, and the command line has no image environments.
+    vision, augment_pixels = _bool("vision", vision), _bool("augment_pixels", augment_pixels)
+    if vision and action_repeat != 1:
+        # Brax's rule: repeated actions would render frames no policy sees; a pixel env repeats physics itself.
+        raise ValueError(
+            f"vision=True needs action_repeat=1 (got {action_repeat}); repeat physics steps inside the env instead"
+        )
     if madrona_backend is not False:
         raise ValueError(f"madrona_backend must be False: brax_core has no batch renderer, got {madrona_backend!r}")
     progress_fn = _callable("progress_fn", progress_fn)
