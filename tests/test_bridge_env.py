@@ -184,7 +184,7 @@ def test_specs_bounds_and_defaults(pendulum):
     assert fast.specs.observation.shape == (3, 2) and fast.action_spec.shape == (3, 1)
     assert torch.equal(fast.action_low, -torch.ones(1)) and torch.equal(fast.action_high, torch.ones(1))
     assert fast.reward_spec.dtype == torch.float32 and set(fast.done_spec) == {"done", "terminated", "truncated"}
-    assert fast.dt == pytest.approx(0.05)
+    assert fast.dt == pytest.approx(0.02)
     assert pendulum.observation_size == 4 and pendulum.action_size == 1
     # Actions lie in [-1, 1] for every env; the pendulum maps them onto its motor's [-3, 3] itself.
     assert torch.equal(pendulum.action_low, -torch.ones(1)) and torch.equal(pendulum.action_high, torch.ones(1))
