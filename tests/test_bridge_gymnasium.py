@@ -3,6 +3,7 @@
 import importlib.util
 import os
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -80,8 +81,17 @@ def test_dict_observations_become_a_dict_space():
     assert set(final) == {"position", "full"} and final["position"][0] == final["full"][0]
 
 
+class _RandomStart(Fast):
+    """``fast`` starting at a random position (Brax's starts at 0), so different seeds give different starts."""
+
+    def reset(self, rng):
+        state = super().reset(rng)
+        ps = state.pipeline_state.replace(qpos=jax.random.uniform(rng, (1,), jnp.float32, -1.0, 1.0))
+        return state.replace(pipeline_state=ps, obs=jnp.concatenate([ps.qpos, ps.qvel]))
+
+
 def test_reset_and_step_are_deterministic_under_a_seed():
-    env = VectorEnv("fast", N, episode_length=3, autoreset_mode="same_step")
+    env = VectorEnv(_RandomStart(), N, episode_length=3, autoreset_mode="same_step")
     runs = []
     for _ in range(2):
         first, _ = env.reset(seed=7)
