@@ -35,7 +35,7 @@ SECTION = "## Learning"
 # Eval episode reward that counts as solved (pendulums: near their maxima of 1000 and ~9350) or as clearly
 # learnt (the others: well above a random policy; see the random-policy column).
 THRESHOLDS = {
-    "fast": 90.0,
+    "fast": 65.0,  # of at most 68.7 (pushing every step of a 100-step episode)
     "inverted_pendulum": 950.0,
     "inverted_double_pendulum": 9000.0,
     "reacher": -10.0,

@@ -7,8 +7,11 @@ smooth ``reward_fn`` computed inside the jitted step: keep the pole upright and 
 action cost. The policy is a small torch MLP; each iteration rolls out ``--horizon`` steps from the same
 start states and takes one Adam step on the negated objective (truncated backpropagation through time).
 
+The tiny run uses ``PointMass`` below instead, a damped point mass in plain JAX that compiles in milliseconds
+(the registered ``fast`` env only checks whether an action is positive, so no gradient reaches the policy through it).
+
   python examples/differentiable_simulation.py              # inverted_pendulum
-  python examples/differentiable_simulation.py --tiny       # a few iterations on the `fast` env
+  python examples/differentiable_simulation.py --tiny       # a few iterations on PointMass
 """
 
 from __future__ import annotations
@@ -16,10 +19,38 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+import jax
 import jax.numpy as jnp
 import torch
 
 from brax_bridge import TorchEnv
+from brax_core.envs import Env, State
+
+
+class PointMass(Env):
+    """A damped point mass on a line, paid ``1 - |position|`` per step; starts uniformly in ``[-1, 1]`` at rest.
+
+    Observation ``[position, velocity]``; the action in ``[-1, 1]`` accelerates it. Every step is smooth in the
+    action, so gradients flow from each reward back to all earlier actions.
+    """
+
+    default_episode_length = 100
+
+    def reset(self, rng: jax.Array) -> State:
+        obs = jnp.concatenate([jax.random.uniform(rng, (1,), jnp.float32, -1.0, 1.0), jnp.zeros((1,), jnp.float32)])
+        zero = jnp.zeros((), jnp.float32)
+        return State(pipeline_state=obs, obs=obs, reward=zero, done=zero)
+
+    def step(self, state: State, action: jax.Array) -> State:
+        position, velocity = state.obs[0], state.obs[1]
+        velocity = 0.9 * velocity + 0.5 * jnp.clip(action[0], -1.0, 1.0)
+        position = position + 0.05 * velocity
+        obs = jnp.stack([position, velocity])
+        return state.replace(pipeline_state=obs, obs=obs, reward=1.0 - jnp.abs(position))
+
+    @property
+    def action_size(self) -> int:
+        return 1
 
 
 def upright_reward(state, action):
@@ -30,7 +61,7 @@ def upright_reward(state, action):
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tiny", action="store_true", help="a few iterations on the `fast` env")
+    parser.add_argument("--tiny", action="store_true", help="a few iterations on the PointMass env")
     parser.add_argument("--iterations", type=int, default=None)
     parser.add_argument("--horizon", type=int, default=None)
     parser.add_argument("--num-envs", type=int, default=None)
@@ -38,7 +69,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parser.parse_args(argv)
 
     if args.tiny:
-        env = TorchEnv("fast", num_envs=args.num_envs or 4, differentiable=True, seed=0)
+        env = TorchEnv(PointMass(), num_envs=args.num_envs or 4, differentiable=True, seed=0)
         iterations, horizon, lr = args.iterations or 6, args.horizon or 8, args.lr or 0.05
     else:
         env = TorchEnv("inverted_pendulum", num_envs=args.num_envs or 64, differentiable=True, seed=0,

@@ -8,6 +8,8 @@ this objective, so their gradients with respect to every action must agree.
 """
 
 import gc
+import importlib.util
+import os
 
 import jax
 import jax.numpy as jnp
@@ -87,9 +89,20 @@ def test_memory_does_not_grow_across_iterations(pendulum):
     assert counts[1] == counts[2] == counts[3], counts
 
 
-def test_gradient_across_auto_resets_on_fast_env():
-    env = TorchEnv("fast", num_envs=4, episode_length=4, differentiable=True)
-    _compare(env, None, seed=1, scale=0.5)
+def _point_mass():
+    """The smooth point mass of examples/differentiable_simulation.py (``fast`` has no gradient in the action)."""
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples",
+                        "differentiable_simulation.py")
+    spec = importlib.util.spec_from_file_location("example_differentiable_simulation", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.PointMass()
+
+
+def test_gradient_across_auto_resets_on_a_point_mass():
+    env = TorchEnv(_point_mass(), num_envs=4, episode_length=4, differentiable=True)
+    grad = _compare(env, None, seed=1, scale=0.5)
+    assert (grad != 0).float().mean() > 0.9  # actions move the point and so the rewards that follow
 
 
 def test_without_grad_the_step_keeps_no_residuals():

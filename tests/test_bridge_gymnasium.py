@@ -3,6 +3,7 @@
 import importlib.util
 import os
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -22,11 +23,11 @@ EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__
 
 
 class _Falls(Fast):
-    """``fast`` whose episode ends (terminates) once the point leaves [-0.6, 0.6]."""
+    """``fast`` whose episode ends (terminates) once the point passes 0.002: after its third push."""
 
     def step(self, state, action):
         state = super().step(state, action)
-        return state.replace(done=(jnp.abs(state.obs[0]) > 0.6).astype(jnp.float32))
+        return state.replace(done=(state.obs[0] > 0.002).astype(jnp.float32))
 
 
 class _TwoViews(Fast):
@@ -40,7 +41,7 @@ class _TwoViews(Fast):
 
     @staticmethod
     def _split(state):
-        full = Fast._obs(state.pipeline_state)
+        full = jnp.concatenate([state.pipeline_state.qpos, state.pipeline_state.qvel])
         return state.replace(obs={"position": full[:1], "full": full})
 
     @property
@@ -80,8 +81,17 @@ def test_dict_observations_become_a_dict_space():
     assert set(final) == {"position", "full"} and final["position"][0] == final["full"][0]
 
 
+class _RandomStart(Fast):
+    """``fast`` starting at a random position (Brax's starts at 0), so different seeds give different starts."""
+
+    def reset(self, rng):
+        state = super().reset(rng)
+        ps = state.pipeline_state.replace(qpos=jax.random.uniform(rng, (1,), jnp.float32, -1.0, 1.0))
+        return state.replace(pipeline_state=ps, obs=jnp.concatenate([ps.qpos, ps.qvel]))
+
+
 def test_reset_and_step_are_deterministic_under_a_seed():
-    env = VectorEnv("fast", N, episode_length=3, autoreset_mode="same_step")
+    env = VectorEnv(_RandomStart(), N, episode_length=3, autoreset_mode="same_step")
     runs = []
     for _ in range(2):
         first, _ = env.reset(seed=7)
@@ -159,14 +169,16 @@ def test_terminations_and_truncations_stay_apart():
         env = VectorEnv(_Falls(), 8, episode_length=6, seed=0, autoreset_mode=mode)
         env.reset(seed=0)
         seen_term = seen_trunc = False
+        # the first half push (and terminate after 3 steps), the rest never push (and truncate after 6)
+        action = np.where(np.arange(8)[:, None] < 4, 1.0, -1.0).astype(np.float32)
         for _ in range(30):
-            _, _, term, trunc, infos = env.step(_push(8))
+            _, _, term, trunc, infos = env.step(action)
             assert not (term & trunc).any()
             seen_term |= bool(term.any())
             seen_trunc |= bool(trunc.any())
             if mode == "same_step" and term.any():
                 assert np.array_equal(infos["_final_obs"], term | trunc)
-                assert all(abs(infos["final_obs"][i][0]) > 0.6 for i in np.flatnonzero(term))
+                assert all(infos["final_obs"][i][0] > 0.002 for i in np.flatnonzero(term))
         assert seen_term and seen_trunc, mode
 
 
@@ -225,10 +237,11 @@ def test_cleanrl_style_ppo_learns_fast():
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     result = module.main(["--tiny"])
-    # the deterministic policy on the same seeded starts: about 0.5 per step untrained, clearly more once it
-    # steers the point to the origin
+    # the deterministic policy over one 20-step episode: `fast` pays the position reached, 0.0308 per step when
+    # pushing every step, 0 when never pushing
+    best = sum(0.02**2 * t * (t + 1) / 2 for t in range(1, 21)) / 20
     before, after = result["eval_reward_before"], result["eval_reward_after"]
-    assert after > before + 0.15 and after > 0.7, (before, after)
+    assert after > 0.9 * best and after >= before, (before, after)
 
 
 @pytest.mark.slow

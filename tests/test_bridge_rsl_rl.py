@@ -28,7 +28,7 @@ class _Privileged(Fast):
 
     @staticmethod
     def _split(state: State) -> State:
-        full = Fast._obs(state.pipeline_state)
+        full = jnp.concatenate([state.pipeline_state.qpos, state.pipeline_state.qvel])
         return state.replace(obs={"state": full[:1], "privileged_state": full})
 
     @property

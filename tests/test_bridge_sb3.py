@@ -22,11 +22,11 @@ EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__
 
 
 class _Falls(Fast):
-    """``fast`` whose episode ends (terminates) once the point leaves [-0.6, 0.6]."""
+    """``fast`` whose episode ends (terminates) once the point passes 0.002: after its third push."""
 
     def step(self, state, action):
         state = super().step(state, action)
-        return state.replace(done=(jnp.abs(state.obs[0]) > 0.6).astype(jnp.float32))
+        return state.replace(done=(state.obs[0] > 0.002).astype(jnp.float32))
 
 
 def _push(n=N, value=0.5):
@@ -63,13 +63,15 @@ def test_termination_is_not_a_time_limit():
     env = VecEnv(_Falls(), 8, episode_length=6, seed=0)
     env.reset()
     kinds = set()
+    # the first half push (and terminate after 3 steps), the rest never push (and reach the 6-step limit)
+    action = np.where(np.arange(8)[:, None] < 4, 1.0, -1.0).astype(np.float32)
     for _ in range(30):
-        _, _, dones, infos = env.step(_push(8, 1.0))
+        _, _, dones, infos = env.step(action)
         for i in np.flatnonzero(dones):
             truncated = infos[i]["TimeLimit.truncated"]
             kinds.add(truncated)
             if not truncated:
-                assert abs(infos[i]["terminal_observation"][0]) > 0.6
+                assert infos[i]["terminal_observation"][0] > 0.002
     assert kinds == {True, False}
 
 
@@ -123,9 +125,11 @@ def test_sb3_ppo_learns_fast():
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     result = module.main(["--tiny"])
-    # the deterministic policy on the same seeded starts: about 0.5 per step untrained, clearly more trained
+    # the deterministic policy over one 20-step episode: `fast` pays the position reached, 0.0308 per step when
+    # pushing every step, 0 when never pushing
+    best = sum(0.02**2 * t * (t + 1) / 2 for t in range(1, 21)) / 20
     before, after = result["eval_reward_before"], result["eval_reward_after"]
-    assert after > before + 0.15 and after > 0.7, (before, after)
+    assert after > 0.9 * best and after >= before, (before, after)
 
 
 @pytest.mark.slow

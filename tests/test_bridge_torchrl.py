@@ -76,10 +76,10 @@ def test_collector_and_clip_ppo_train_for_a_few_iterations():
     for batch in collector:
         assert batch.batch_size == torch.Size([N, 12])
         assert batch["next", "done"].any()  # the 10-step time limit falls inside every batch
-        # Every transition the collector stored is the env's own: `fast` pays 1 - min(|position|, 1) for the
-        # position the step reached, which is the final observation (also where the auto-reset replaced it).
+        # Every transition the collector stored is the env's own: `fast` pays the position the step reached,
+        # which is the final observation (also where the auto-reset replaced it).
         reached = batch["next", "final_observation"][..., 0]
-        torch.testing.assert_close(batch["next", "reward"].squeeze(-1), 1.0 - reached.abs().clamp(max=1.0))
+        torch.testing.assert_close(batch["next", "reward"].squeeze(-1), reached)
         ended = batch["next", "done"].squeeze(-1)
         assert not torch.equal(batch["next", "observation"][ended], batch["next", "final_observation"][ended])
         with torch.no_grad():

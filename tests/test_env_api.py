@@ -9,6 +9,7 @@ import pytest
 
 from brax_core import envs
 from brax_core.envs import training
+from brax_core.envs.fast import Fast
 
 
 def _keys(n: int, seed: int = 0) -> jax.Array:
@@ -61,7 +62,7 @@ def test_episode_wrapper_truncation_and_metrics():
     env = training.wrap(envs.get_environment("fast"), episode_length=6, action_repeat=2)
     state = jax.jit(env.reset)(_keys(2))
     step = jax.jit(env.step)
-    action = jnp.zeros((2, 1), jnp.float32)
+    action = jnp.ones((2, 1), jnp.float32)  # pushing: fast pays the (growing) position, so rewards differ by step
     rewards = []
     for _ in range(3):
         state = step(state, action)
@@ -93,8 +94,17 @@ def test_termination_is_not_truncation():
     assert np.all(np.abs(np.asarray(state.obs)) <= 0.01 + 1e-6)
 
 
+class _RandomStart(Fast):
+    """``fast`` starting at a random position (Brax's starts at 0), so fresh starts differ from reused ones."""
+
+    def reset(self, rng):
+        state = super().reset(rng)
+        ps = state.pipeline_state.replace(qpos=jax.random.uniform(rng, (1,), jnp.float32, -1.0, 1.0))
+        return state.replace(pipeline_state=ps, obs=jnp.concatenate([ps.qpos, ps.qvel]))
+
+
 def test_auto_reset_draws_fresh_initial_states_and_brax_mode_reuses_first():
-    base = envs.get_environment("fast")
+    base = _RandomStart()
     for full_reset, expect_fresh in ((True, True), (False, False)):
         env = training.wrap(base, episode_length=1, full_reset=full_reset)
         state = jax.jit(env.reset)(_keys(3))

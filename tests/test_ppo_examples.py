@@ -18,15 +18,17 @@ def _load(name):
 def test_port_brax_script_trains_and_rolls_out():
     result = _load("port_brax_script").main(["--tiny"])
     assert result["steps"][0] == 0 and result["steps"][-1] >= 61_440
-    assert result["eval_rewards"][-1] > 85.0  # `fast`: random ~30, good ~95 per 100-step episode
-    assert result["rollout_reward"] > 80.0
+    # `fast` pays the position reached: pushing every step returns 68.7 per 100-step episode, a random policy ~34.
+    assert result["eval_rewards"][-1] > 65.0
+    assert result["rollout_reward"] > 65.0
 
 
 def test_save_intermediate_policies_saves_every_eval_and_reloads(tmp_path):
     result = _load("save_intermediate_policies").main(["--tiny", "--out", str(tmp_path)])
     assert len(result["saved"]) == 3 and all(os.path.exists(p) for p in result["saved"])
     first, last = (result["rewards"][os.path.basename(p)] for p in (result["saved"][0], result["saved"][-1]))
-    assert last > 85.0 and last > first
+    # `fast` pays at most 68.7 per 100-step episode (~34 at random); one epoch of the preset already comes close
+    assert last > 65.0 and last >= first, (first, last)
 
 
 def test_custom_activation_checkpoint_reloads_from_config_alone(tmp_path):

@@ -68,6 +68,13 @@ def _validate(kw: dict[str, Any], world_size: int) -> dict[str, Any]:
         raise TypeError(
             f"environment must be a brax_core Env, a registered environment name or a brax_bridge.TorchEnv, got {env!r}"
         )
+    for name in ("vision", "augment_pixels"):
+        if kw[name] is not False:
+            raise ValueError(
+                f"{name}={kw[name]!r}: torch_ppo has no networks for image observations; train pixel observations "
+                "with the JAX trainer (brax_core.training.agents.ppo.train, e.g. with "
+                "networks_vision.make_ppo_networks_vision)"
+            )
     if kw["max_checkpoints_to_keep"] is not None:  # older name of max_to_keep
         kw["max_to_keep"] = kw["max_checkpoints_to_keep"]
     hp = PPOConfig(
@@ -414,6 +421,8 @@ def train(
     torch_compile: bool = False,
     num_threads: int | None = 1,
     max_checkpoints_to_keep: int | None = None,
+    vision: bool = False,
+    augment_pixels: bool = False,
 ) -> tuple[Callable[..., Any], TorchPPOParams, Metrics]:
     """Trains a PPO agent with PyTorch on a brax_core environment stepped through ``brax_bridge.TorchEnv``.
 
@@ -437,7 +446,8 @@ def train(
     physics runs on its own thread pool on the same cores, and torch's OpenMP workers waiting at barriers behind it made
     small ops over 10x slower on a 2-core machine. ``environment``/``eval_env`` may also be ready ``TorchEnv``s (with
     ``num_envs`` per process). ``restore_params`` takes ``TorchPPOParams`` or the JAX trainer's ``PPOTrainingParams``.
-    ``max_checkpoints_to_keep`` is a deprecated alias of ``max_to_keep``.
+    ``max_checkpoints_to_keep`` is a deprecated alias of ``max_to_keep``. ``vision`` and ``augment_pixels`` exist for
+    the JAX trainer's signature; torch_ppo has no image networks, so only ``False`` is accepted.
 
     Launched by ``torchrun`` with several processes, each owns ``num_envs / world_size`` envs (see
     ``torch_ppo.distributed``).

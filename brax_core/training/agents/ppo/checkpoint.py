@@ -36,6 +36,7 @@ from ml_collections import config_dict
 from brax_core.training import networks, types
 from brax_core.training.acme import running_statistics
 from brax_core.training.agents.ppo import networks as ppo_networks
+from brax_core.training.agents.ppo import networks_vision
 
 CONFIG_FORMAT = "brax_core.ppo.checkpoint/1"
 _STEP_DIR = re.compile(r"^\d+$")
@@ -252,9 +253,10 @@ def abstract_params(network: ppo_networks.PPONetworks, observation_size: types.O
     """Shapes and dtypes of ``PPOTrainingParams`` for ``network`` (nothing is computed)."""
     key = jax.random.PRNGKey(0)
     if isinstance(observation_size, Mapping):
+        # As in training, image views have no running statistics.
         template = {
             k: jax.ShapeDtypeStruct(tuple(v) if not isinstance(v, int) else (v,), jnp.float32)
-            for k, v in observation_size.items()
+            for k, v in networks_vision.remove_pixels(observation_size).items()
         }
     else:
         template = jax.ShapeDtypeStruct((int(observation_size),), jnp.float32)

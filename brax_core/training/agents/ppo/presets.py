@@ -23,7 +23,8 @@ def _networks(policy: tuple[int, ...], value: tuple[int, ...], activation: str =
 
 
 PRESETS: dict[str, dict[str, Any]] = {
-    # The no-physics test env: learns (eval reward ~95 of 100) in 48 training steps of 1280 env steps.
+    # The no-physics test env: eval reward 68.7 (the most a 100-step episode pays; ~34 untrained) after 48 training
+    # steps of 1280 env steps.
     "fast": dict(
         num_timesteps=61_440,
         episode_length=100,

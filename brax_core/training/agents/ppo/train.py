@@ -40,7 +40,7 @@ from brax_core.envs import training as env_training
 from brax_core.envs.base import Env
 from brax_core.training import acting, gradients, types
 from brax_core.training.acme import running_statistics
-from brax_core.training.agents.ppo import checkpoint
+from brax_core.training.agents.ppo import checkpoint, networks_vision
 from brax_core.training.agents.ppo import losses as ppo_losses
 from brax_core.training.agents.ppo import networks as ppo_networks
 from brax_core.training.agents.ppo import optimizer as ppo_optimizer
@@ -182,6 +182,7 @@ def train(
     run_evals: bool = True,
     madrona_backend: bool = False,
     augment_pixels: bool = False,
+    vision: bool = False,
 ) -> tuple[Callable[..., types.Policy], PPOTrainingParams, dict[str, float]]:
     """PPO training.
 
@@ -264,7 +265,13 @@ def train(
       run_evals: ``False`` skips evaluation runs (evaluation points still report training metrics, call
         ``policy_params_fn`` and save checkpoints).
       madrona_backend: accepted for Brax compatibility; only ``False`` (no batch renderer here).
-      augment_pixels: accepted for Brax compatibility; only ``False`` (no pixel observations here).
+      augment_pixels: shift every image view (dict observation keys starting with ``pixels/``) of each collected
+        unroll by a random offset of up to 4 pixels (edges repeated) before every pass of SGD, one offset per unroll
+        and view; the observation must have image views.
+      vision: the environment has image observations (dict observations with ``pixels/`` keys, for networks such as
+        ``networks_vision.make_ppo_networks_vision``); requires ``action_repeat == 1`` as in Brax (a renderer should
+        repeat physics steps itself, not render frames nobody sees). Whatever this flag, the observation normaliser
+        keeps statistics of the non-image keys only.
 
     Returns:
       ``(make_policy, params, metrics)``: the inference function factory, ``PPOTrainingParams`` and the last
@@ -343,9 +350,15 @@ def train(
     if max_devices_per_host is not None:
         max_devices_per_host = _positive_int("max_devices_per_host", max_devices_per_host)
     restore_value_fn = _bool("restore_value_fn", restore_value_fn)
-    for name, flag in (("madrona_backend", madrona_backend), ("augment_pixels", augment_pixels)):
-        if flag is not False:
-            raise ValueError(f"{name} must be False: brax_core trains on MJX state observations only, got {flag!r}")
+    # Not schema fields: like run_evals they say how to run, and the command line has no image environments.
+    vision, augment_pixels = _bool("vision", vision), _bool("augment_pixels", augment_pixels)
+    if vision and action_repeat != 1:
+        # Brax's rule: repeated actions would render frames no policy sees; a pixel env repeats physics itself.
+        raise ValueError(
+            f"vision=True needs action_repeat=1 (got {action_repeat}); repeat physics steps inside the env instead"
+        )
+    if madrona_backend is not False:
+        raise ValueError(f"madrona_backend must be False: brax_core has no batch renderer, got {madrona_backend!r}")
     progress_fn = _callable("progress_fn", progress_fn)
     policy_params_fn = _callable("policy_params_fn", policy_params_fn)
     network_factory = _callable("network_factory", network_factory)
@@ -393,6 +406,12 @@ def train(
     # ---- networks and their (checkpoint) configuration
     obs_size = environment.observation_size
     action_size = environment.action_size
+    if (vision or augment_pixels) and not networks_vision.has_pixels(obs_size):
+        flag = "vision=True" if vision else "augment_pixels=True"
+        raise ValueError(
+            f"{flag} needs dict observations with image views (keys starting with 'pixels/'); the environment's "
+            f"observation_size is {obs_size!r}"
+        )
     preprocess = running_statistics.normalize if normalize_observations else types.identity_observation_preprocessor
     ppo_network = network_factory(obs_size, action_size, preprocess_observations_fn=preprocess)
     make_policy = ppo_networks.make_inference_fn(ppo_network)
@@ -439,9 +458,10 @@ def train(
     key = jax.random.PRNGKey(seed)
     key_init, key_run, key_env, key_eval, key_randomize = jax.random.split(key, 5)
     if isinstance(obs_size, Mapping):
+        # Image views get no running statistics (Brax's layout: networks normalise state keys only).
         obs_template: Any = {
             k: jax.ShapeDtypeStruct(tuple(v) if not isinstance(v, int) else (v,), jnp.float32)
-            for k, v in obs_size.items()
+            for k, v in networks_vision.remove_pixels(obs_size).items()
         }
     else:
         obs_template = jax.ShapeDtypeStruct((int(obs_size),), jnp.float32)
@@ -565,6 +585,12 @@ def train(
 
     def sgd_step(carry, _, data: types.Transition, normalizer_params):
         optimizer_state, params, key = carry
+        if augment_pixels:
+            key, key_shift = jax.random.split(key)
+            data = data._replace(
+                observation=random_shift_pixels(data.observation, key_shift),
+                next_observation=random_shift_pixels(data.next_observation, key_shift),
+            )
         key, key_perm, key_grad = jax.random.split(key, 3)
         permutation = jax.random.permutation(key_perm, local_batch)
         shuffled = jax.tree.map(lambda x: jnp.reshape(x[permutation], (num_minibatches, -1) + x.shape[1:]), data)
@@ -604,7 +630,7 @@ def train(
         data = _with_behaviour_outputs(data, ts)
         normalizer_params = ts.normalizer_params
         if normalize_observations and not adaptive_kl:
-            normalizer_params = normalizer_update(normalizer_params, data.observation)
+            normalizer_params = normalizer_update(normalizer_params, networks_vision.remove_pixels(data.observation))
         (optimizer_state, params, _), metrics = jax.lax.scan(
             functools.partial(sgd_step, data=data, normalizer_params=normalizer_params),
             (ts.optimizer_state, ts.params, key_sgd),
@@ -612,7 +638,7 @@ def train(
             length=num_updates_per_batch,
         )
         if normalize_observations and adaptive_kl:
-            normalizer_params = normalizer_update(normalizer_params, data.observation)
+            normalizer_params = normalizer_update(normalizer_params, networks_vision.remove_pixels(data.observation))
         metrics = jax.tree.map(jnp.mean, metrics)
         if log_training_metrics:
             done = data.extras["state_extras"]["episode_done"]
@@ -766,6 +792,33 @@ def train(
     if saver is not None:
         saver.close()
     return make_policy, current_params(training_state), metrics
+
+
+def random_shift_pixels(observation: Any, key: jax.Array, max_shift: int = 4) -> Any:
+    """Image views of a ``[batch, time, H, W, C]`` dict observation, each moved by a random offset.
+
+    Every view of every batch entry gets its own offset of up to ``max_shift`` pixels along both image axes, the same
+    at every time step of the unroll, and the pixels moved in from outside repeat the edge (random-shift
+    augmentation as in DrQ). Non-image entries are returned unchanged; the same ``key`` gives the same offsets, so
+    an observation and the next one move together.
+    """
+    if not isinstance(observation, Mapping):
+        return observation
+    views = sorted(k for k in observation if str(k).startswith(networks_vision.PIXEL_PREFIX))
+    out = dict(observation)
+    for index, name in enumerate(views):
+        images = observation[name]
+        batch = images.shape[0]
+        offsets = jax.random.randint(jax.random.fold_in(key, index), (batch, 2), 0, 2 * max_shift + 1)
+        pad = ((0, 0), (max_shift, max_shift), (max_shift, max_shift), (0, 0))
+
+        def shift(unroll: jax.Array, offset: jax.Array, pad=pad) -> jax.Array:
+            padded = jnp.pad(unroll, pad, mode="edge")
+            start = (0, offset[0], offset[1], 0)
+            return jax.lax.dynamic_slice(padded, start, unroll.shape)
+
+        out[name] = jax.vmap(shift)(images, offsets)
+    return out
 
 
 def _compile_in_parallel(jobs: list[tuple[Any, tuple[Any, ...]]]) -> list[Any]:
