@@ -104,8 +104,9 @@ def _check_env(env: str | None) -> str:
 
     if not env:
         raise _fail("--env is required; run `brax-bridge envs` to list them")
-    if env not in envinfo.registered_names():
-        raise _fail(f"--env must be one of: {', '.join(envinfo.registered_names())}; got {env!r}")
+    problem = envinfo.check_name(env)
+    if problem is not None:
+        raise _fail(f"--env {problem}")
     return env
 
 
@@ -167,9 +168,9 @@ def envs_command(
     """
     from brax_bridge.application import envinfo
 
-    unknown = sorted(set(names or ()) - set(envinfo.registered_names()))
-    if unknown:
-        raise _fail(f"NAMES must be among: {', '.join(envinfo.registered_names())}; got {', '.join(unknown)}")
+    problems = [problem for name in names or () if (problem := envinfo.check_name(name)) is not None]
+    if problems:
+        raise _fail(f"NAMES: {'; '.join(problems)}")
 
     table = Table(title="brax_core environments")
     for header in ("name", "obs size", "action size", "episode length", "dt (s)"):
@@ -185,6 +186,9 @@ def envs_command(
     console.print(table)
     for info in broken:
         console.print(f"[yellow]{info.name}: unavailable ({info.error})[/]")
+    playground = [] if names else envinfo.playground_names()
+    if playground:
+        console.print(f"MuJoCo Playground tasks (describe one with `brax-bridge envs NAME`): {', '.join(playground)}")
 
 
 @app.command("train")

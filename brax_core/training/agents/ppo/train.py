@@ -175,7 +175,8 @@ def train(
     """PPO training.
 
     Args:
-      environment: the environment to train (an ``Env`` or a registered name).
+      environment: the environment to train: an ``Env``, a MuJoCo Playground ``MjxEnv`` (wrapped in
+        ``brax_core.envs.playground.PlaygroundEnv``) or a registered name (``"playground:CheetahRun"`` too).
       num_timesteps: the total number of environment steps to train for. A run restored from a checkpoint
         counts from the checkpoint's step count, so re-running the same command resumes where it stopped;
         ``0`` only builds (and restores) the networks.
@@ -237,10 +238,12 @@ def train(
       metrics reported.
     """
     # ---- bad input, before anything compiles
-    if isinstance(environment, str):
-        environment = envs.get_environment(environment)
-    if not isinstance(environment, Env):
-        raise TypeError(f"environment must be a brax_core Env or a registered environment name, got {environment!r}")
+    if not (isinstance(environment, str) or envs.is_env(environment)):
+        raise TypeError(
+            "environment must be a brax_core Env, a MuJoCo Playground MjxEnv or a registered environment name "
+            f"('playground:<task>' too), got {environment!r}"
+        )
+    environment = envs.as_env(environment)
     if episode_length is None:
         episode_length = int(getattr(environment.unwrapped, "default_episode_length", 1000))
     hp = PPOConfig(
@@ -298,8 +301,10 @@ def train(
     network_factory = _callable("network_factory", network_factory)
     if randomization_fn is not None:
         _callable("randomization_fn", randomization_fn)
-    if eval_env is not None and not isinstance(eval_env, Env):
-        raise TypeError(f"eval_env must be a brax_core Env or None, got {eval_env!r}")
+    if eval_env is not None:
+        if not envs.is_env(eval_env):
+            raise TypeError(f"eval_env must be a brax_core Env, a MuJoCo Playground MjxEnv or None, got {eval_env!r}")
+        eval_env = envs.as_env(eval_env)
     if wrap_env_fn is not None:
         wrap_env = _callable("wrap_env_fn", wrap_env_fn)
     if not (isinstance(wrap_env, bool) or callable(wrap_env)):
