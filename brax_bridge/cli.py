@@ -110,6 +110,12 @@ def _check_env(env: str | None) -> str:
     return env
 
 
+def _folder_name(env: str) -> str:
+    """``env`` as part of a default folder name (``playground:CheetahRun`` -> ``playground_CheetahRun``: a colon
+    is not allowed in Windows paths and splits ``PATH``-like lists)."""
+    return env.replace(":", "_")
+
+
 def _check_trainer(trainer: str) -> str:
     """Refuses names other than jax and torch."""
     if trainer not in hparams.TRAINERS:
@@ -226,7 +232,7 @@ def train_command(
         torch_device = _check_device(device)
         resolved, used = _resolve(env, preset, hp)
         stamp = time.strftime("%Y%m%d-%H%M%S")
-        run_dir = str(out) if out is not None else os.path.join("runs", f"{env}-{trainer}-{stamp}")
+        run_dir = str(out) if out is not None else os.path.join("runs", f"{_folder_name(env)}-{trainer}-{stamp}")
         config = runs.make_config(env, trainer, seed, resolved, used, torch_device)
     runtime.enable_compile_cache()
     console.print(f"training [bold]{config['trainer']}[/] PPO on [bold]{config['env']}[/] "
@@ -291,7 +297,7 @@ def compare_command(
         raise _fail(f"--trainers must list distinct names from {', '.join(hparams.TRAINERS)}; got {trainers!r}")
     torch_device = _check_device(device)
     resolved, used = _resolve(env, preset, hp)
-    out_dir = str(out) if out is not None else os.path.join("runs", f"compare_{env}")
+    out_dir = str(out) if out is not None else os.path.join("runs", f"compare_{_folder_name(env)}")
     os.makedirs(out_dir, exist_ok=True)
     runtime.enable_compile_cache()
     console.print(f"comparing {' vs '.join(trainer_list)} PPO on [bold]{env}[/], seeds {seed_list}, "
