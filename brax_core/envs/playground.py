@@ -187,8 +187,15 @@ def _like(new: Any, old: Any) -> Any:
     """``new`` strongly typed, with ``old``'s dtypes where the two have one structure (the state a step was given
     fixes the carried types: scans and the auto-reset's ``cond`` need them unchanged)."""
     if old is not None and jax.tree.structure(new) == jax.tree.structure(old):
-        return jax.tree.map(lambda n, o: _strong(n).astype(jnp.asarray(o).dtype), new, old)
+        return jax.tree.map(_cast, new, old)
     return jax.tree.map(_strong, new)
+
+
+def _cast(new: Any, old: Any) -> Any:
+    new, dtype = _strong(new), jnp.asarray(old).dtype
+    if jnp.issubdtype(new.dtype, jax.dtypes.prng_key) or new.dtype == dtype:
+        return new
+    return new.astype(dtype)
 
 
 def _like_dict(new: Mapping[str, Any], old: Mapping[str, Any]) -> dict[str, Any]:
