@@ -236,7 +236,8 @@ def test_jax_ppo_trains_with_playgrounds_own_config():
     kwargs.update(tiny)
     pg_env = mujoco_playground.registry.load("CartpoleSwingup", config_overrides={"impl": "jax"})
     reports = []
-    _, params, metrics = ppo.train(environment=pg_env, progress_fn=lambda s, m: reports.append(s), **kwargs)
+    _, params, metrics = ppo.train(environment=pg_env, progress_fn=lambda s, m: reports.append(s),
+                                   wrap_env_fn=mujoco_playground.wrapper.wrap_for_brax_training, **kwargs)
     assert reports[0] == 0 and reports[-1] >= 48
     assert np.isfinite(metrics["eval/episode_reward"])
     assert metrics["eval/avg_episode_length"] == LIMIT

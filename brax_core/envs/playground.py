@@ -149,6 +149,16 @@ def load(
     return PlaygroundEnv(registry.load(name, config=config, config_overrides=overrides or None), name=name)
 
 
+def is_playground_training_wrapper(fn: Any) -> bool:
+    """Whether ``fn`` is Playground's ``wrapper.wrap_for_brax_training`` (what its training script passes to Brax's
+    PPO as ``wrap_env_fn``). It wraps with Brax's own wrappers, which expect Playground's State; brax_core's
+    ``envs.training.wrap`` does the same job (vmap or domain randomisation, time limit, auto-reset) for
+    ``PlaygroundEnv``'s brax_core State, so the trainers use that instead."""
+    return getattr(fn, "__name__", None) == "wrap_for_brax_training" and str(
+        getattr(fn, "__module__", "")
+    ).startswith("mujoco_playground")
+
+
 class PlaygroundTask:
     """The registry entry of one Playground task: calling it loads the task (keyword arguments as ``load``)."""
 

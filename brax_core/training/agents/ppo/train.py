@@ -183,7 +183,9 @@ def train(
       max_devices_per_host: maximum number of local devices to train on (default: all).
       wrap_env: ``True`` wraps ``environment`` for training with ``brax_core.envs.training.wrap``; ``False`` uses
         it as it is (it must already be batched and auto-resetting); a callable is used as the wrapper, called
-        like Brax's ``wrap_env_fn(env, episode_length=, action_repeat=, randomization_fn=)``.
+        like Brax's ``wrap_env_fn(env, episode_length=, action_repeat=, randomization_fn=)``. MuJoCo Playground's
+        ``wrapper.wrap_for_brax_training`` is accepted and means ``True`` (brax_core's wrappers, for Playground's
+        envs too).
       wrap_env_fn: Brax's name for a wrapper callable (same as passing it as ``wrap_env``).
       episode_length: the length of an environment episode (default: the env's ``default_episode_length``, else
         1000).
@@ -307,6 +309,8 @@ def train(
         eval_env = envs.as_env(eval_env)
     if wrap_env_fn is not None:
         wrap_env = _callable("wrap_env_fn", wrap_env_fn)
+    if envs.playground.is_playground_training_wrapper(wrap_env):
+        wrap_env = True  # brax_core's own wrappers do what Playground's do, on the State PlaygroundEnv returns
     if not (isinstance(wrap_env, bool) or callable(wrap_env)):
         raise ValueError(f"wrap_env must be True, False or a wrapper callable, got {wrap_env!r}")
     devices = _devices(max_devices_per_host)
