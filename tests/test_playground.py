@@ -223,6 +223,23 @@ def test_a_playground_instance_goes_through_as_env_and_randomisation(slider):
         envs.as_env(object())
 
 
+def _gear_per_env(sys, rng):
+    """Brax-style randomisation (the signature of Playground's randomisers): one actuator gear per env."""
+    scale = jax.vmap(lambda k: jax.random.uniform(k, (), minval=0.5, maxval=1.5))(rng)
+    gear = jax.vmap(lambda s: sys.actuator_gear * s)(scale)
+    in_axes = jax.tree.map(lambda _: None, sys).tree_replace({"actuator_gear": 0})
+    return sys.tree_replace({"actuator_gear": gear}), in_axes
+
+
+def test_domain_randomisation_reaches_the_playground_model():
+    env = TorchEnv(_Slider(), num_envs=3, episode_length=5, randomization_fn=_gear_per_env)
+    start = env.reset()["observation", "state"][:, 0].clone()
+    moved = env.step(torch.ones(3, 1))["next", "observation", "state"][:, 0] - start
+    # One push, three gears: three different displacements (the same gear would give equal ones).
+    assert (moved > 0).all() and len({round(float(m), 6) for m in moved}) == 3
+    assert env.num_compiles == 1
+
+
 # ------------------------------------------------------------------------------- trainers and configs
 
 
