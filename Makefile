@@ -8,7 +8,7 @@ OUT ?= runs/compare_inverted_pendulum
 
 install:
 	$(PIP) torch==2.13.0
-	$(PIP) torch==2.13.0 -e ".[test,torchrl,gymnasium,sb3,rsl-rl,export]"
+	$(PIP) torch==2.13.0 -e ".[test,torchrl,gymnasium,sb3,rsl-rl,export,playground]"
 
 run: install
 	$(PYTHON) -m brax_bridge.cli compare --env inverted_pendulum --out $(OUT)

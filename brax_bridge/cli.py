@@ -104,9 +104,16 @@ def _check_env(env: str | None) -> str:
 
     if not env:
         raise _fail("--env is required; run `brax-bridge envs` to list them")
-    if env not in envinfo.registered_names():
-        raise _fail(f"--env must be one of: {', '.join(envinfo.registered_names())}; got {env!r}")
+    problem = envinfo.check_name(env)
+    if problem is not None:
+        raise _fail(f"--env {problem}")
     return env
+
+
+def _folder_name(env: str) -> str:
+    """``env`` as part of a default folder name (``playground:CheetahRun`` -> ``playground_CheetahRun``: a colon
+    is not allowed in Windows paths and splits ``PATH``-like lists)."""
+    return env.replace(":", "_")
 
 
 def _check_trainer(trainer: str) -> str:
@@ -167,9 +174,9 @@ def envs_command(
     """
     from brax_bridge.application import envinfo
 
-    unknown = sorted(set(names or ()) - set(envinfo.registered_names()))
-    if unknown:
-        raise _fail(f"NAMES must be among: {', '.join(envinfo.registered_names())}; got {', '.join(unknown)}")
+    problems = [problem for name in names or () if (problem := envinfo.check_name(name)) is not None]
+    if problems:
+        raise _fail(f"NAMES: {'; '.join(problems)}")
 
     table = Table(title="brax_core environments")
     for header in ("name", "obs size", "action size", "episode length", "dt (s)"):
@@ -185,6 +192,9 @@ def envs_command(
     console.print(table)
     for info in broken:
         console.print(f"[yellow]{info.name}: unavailable ({info.error})[/]")
+    playground = [] if names else envinfo.playground_names()
+    if playground:
+        console.print(f"MuJoCo Playground tasks (describe one with `brax-bridge envs NAME`): {', '.join(playground)}")
 
 
 @app.command("train")
@@ -222,7 +232,7 @@ def train_command(
         torch_device = _check_device(device)
         resolved, used = _resolve(env, preset, hp)
         stamp = time.strftime("%Y%m%d-%H%M%S")
-        run_dir = str(out) if out is not None else os.path.join("runs", f"{env}-{trainer}-{stamp}")
+        run_dir = str(out) if out is not None else os.path.join("runs", f"{_folder_name(env)}-{trainer}-{stamp}")
         config = runs.make_config(env, trainer, seed, resolved, used, torch_device)
     runtime.enable_compile_cache()
     console.print(f"training [bold]{config['trainer']}[/] PPO on [bold]{config['env']}[/] "
@@ -287,7 +297,7 @@ def compare_command(
         raise _fail(f"--trainers must list distinct names from {', '.join(hparams.TRAINERS)}; got {trainers!r}")
     torch_device = _check_device(device)
     resolved, used = _resolve(env, preset, hp)
-    out_dir = str(out) if out is not None else os.path.join("runs", f"compare_{env}")
+    out_dir = str(out) if out is not None else os.path.join("runs", f"compare_{_folder_name(env)}")
     os.makedirs(out_dir, exist_ok=True)
     runtime.enable_compile_cache()
     console.print(f"comparing {' vs '.join(trainer_list)} PPO on [bold]{env}[/], seeds {seed_list}, "

@@ -167,7 +167,8 @@ class TorchEnv:
     """A batched, auto-resetting brax_core environment with a torch (TensorDict) interface.
 
     Args:
-      env: a registered environment name or a brax_core ``Env`` (unbatched; the bridge wraps it).
+      env: a registered environment name (MuJoCo Playground's tasks as ``"playground:CheetahRun"``), a brax_core
+        ``Env`` or a MuJoCo Playground ``MjxEnv`` (unbatched; the bridge wraps it).
       num_envs: number of environments stepped in parallel (the TensorDict batch size).
       episode_length: time limit (truncation); None takes the env class's ``default_episode_length`` (else 1000).
       action_repeat: environment steps per ``step`` call.
@@ -194,7 +195,7 @@ class TorchEnv:
 
     def __init__(
         self,
-        env: str | Env,
+        env: str | Env | Any,
         num_envs: int,
         episode_length: int | None = None,
         action_repeat: int = 1,
@@ -220,12 +221,16 @@ class TorchEnv:
         if isinstance(env, str):
             env_class = _envs.get_environment_class(env)  # unknown names fail here, listing the registered ones
             base = None
-        elif isinstance(env, Env):
+        elif _envs.is_env(env):
             if env_kwargs:
                 raise ValueError(f"env_kwargs {sorted(env_kwargs)} only apply when env is a name, not an Env object")
-            env_class, base = type(env), env
+            base = _envs.as_env(env)  # a Playground MjxEnv gets brax_core's State through PlaygroundEnv
+            env_class = base
         else:
-            raise TypeError(f"env must be a registered name or a brax_core Env, got {type(env).__name__}")
+            raise TypeError(
+                "env must be a registered name (or 'playground:<task>'), a brax_core Env or a MuJoCo Playground "
+                f"MjxEnv, got {type(env).__name__}"
+            )
         if episode_length is None:
             episode_length = int(getattr(env_class, "default_episode_length", 1000))
 
@@ -663,11 +668,12 @@ def _fields_to_tensordict(data: Any, num_envs: int, device: torch.device) -> Ten
 
 def as_torch_env(env: Any, num_envs: int | None = None, **kwargs: Any) -> TorchEnv:
     """The ``TorchEnv`` a library adapter drives: ``env`` itself when it is one (then nothing else may be given),
-    otherwise a new one of the registered name or brax_core ``Env`` with ``num_envs`` and ``TorchEnv``'s kwargs."""
+    otherwise a new one of the registered name, brax_core ``Env`` or Playground ``MjxEnv`` with ``num_envs`` and
+    ``TorchEnv``'s kwargs."""
     if isinstance(env, TorchEnv):
         if kwargs or (num_envs is not None and num_envs != env.num_envs):
             raise ValueError("pass either a TorchEnv alone or an env name/Env with num_envs and TorchEnv kwargs")
         return env
     if num_envs is None:
-        raise ValueError("num_envs is required when env is a name or a brax_core Env")
+        raise ValueError("num_envs is required when env is a name, a brax_core Env or a Playground MjxEnv")
     return TorchEnv(env, num_envs, **kwargs)

@@ -31,6 +31,11 @@ OPTIONAL_EXTRAS = {
     "onnx": None,
 }
 
+# Optional extras that modules import inside the function that needs them, never at module top: MuJoCo Playground
+# (the ``playground`` extra) is slow to import and loads torch and Brax, so ``brax_core.envs.playground`` loads it
+# when a Playground task is first asked for. Importing any of our modules must load none of them.
+IMPORTED_ON_USE = ("mujoco_playground",)
+
 # (file, imported module prefix) -> why a function-local import of our own packages is right there.
 LOCAL_IMPORTS_ALLOWED = {
     ("brax_bridge/cli.py", "brax_bridge.application"): (
@@ -110,7 +115,7 @@ def _probe(*stages: tuple[list[str], tuple[str, ...]]) -> list[dict]:
 
 @pytest.fixture(scope="module")
 def layer_imports() -> dict[str, dict]:
-    reports = _probe(*[(LAYERS[name], FORBIDDEN[name]) for name in LAYERS])
+    reports = _probe(*[(LAYERS[name], (*FORBIDDEN[name], *IMPORTED_ON_USE)) for name in LAYERS])
     return dict(zip(LAYERS, reports, strict=True))
 
 
@@ -188,6 +193,20 @@ def test_no_module_imports_from_a_layer_above():
             if isinstance(node, (ast.Import, ast.ImportFrom)):
                 imported = _imported(node, _package(path))
                 offenders += [f"{module} imports {n}" for n in imported if _within(n, FORBIDDEN[layer])]
+    assert offenders == []
+
+
+def test_extras_imported_on_use_stay_inside_functions():
+    offenders = []
+    for path in _sources():
+        tree = ast.parse(path.read_text())
+        inside = {id(node) for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+                  for node in ast.walk(f)}
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Import, ast.ImportFrom)) and id(node) not in inside:
+                names = _imported(node, _package(path))
+                offenders += [f"{path.relative_to(ROOT)}:{node.lineno} imports {n} at module level"
+                              for n in names if _within(n, IMPORTED_ON_USE)]
     assert offenders == []
 
 

@@ -64,9 +64,12 @@ def _validate(kw: dict[str, Any], world_size: int) -> dict[str, Any]:
     env = kw["environment"]
     if isinstance(env, str):
         envs.get_environment_class(env)  # unknown names raise here, listing the registered ones
-    elif not isinstance(env, envs.Env | TorchEnv):
+    elif envs.is_env(env):
+        kw["environment"] = envs.as_env(env)  # a Playground MjxEnv becomes a brax_core Env here
+    elif not isinstance(env, TorchEnv):
         raise TypeError(
-            f"environment must be a brax_core Env, a registered environment name or a brax_bridge.TorchEnv, got {env!r}"
+            "environment must be a brax_core Env, a MuJoCo Playground MjxEnv, a registered environment name "
+            f"('playground:<task>' too) or a brax_bridge.TorchEnv, got {env!r}"
         )
     for name in ("vision", "augment_pixels"):
         if kw[name] is not False:
@@ -141,8 +144,14 @@ def _validate(kw: dict[str, Any], world_size: int) -> dict[str, Any]:
     _callable("policy_params_fn", kw["policy_params_fn"])
     if kw["randomization_fn"] is not None:
         _callable("randomization_fn", kw["randomization_fn"])
-    if kw["eval_env"] is not None and not isinstance(kw["eval_env"], envs.Env | TorchEnv):
-        raise TypeError(f"eval_env must be a brax_core Env, a brax_bridge.TorchEnv or None, got {kw['eval_env']!r}")
+    if kw["eval_env"] is not None:
+        if envs.is_env(kw["eval_env"]):
+            kw["eval_env"] = envs.as_env(kw["eval_env"])
+        elif not isinstance(kw["eval_env"], TorchEnv):
+            raise TypeError(
+                "eval_env must be a brax_core Env, a MuJoCo Playground MjxEnv, a brax_bridge.TorchEnv or None, "
+                f"got {kw['eval_env']!r}"
+            )
     num_envs, batch_size = kw["num_envs"], kw["batch_size"]
     if num_envs % world_size != 0:
         raise ValueError(f"num_envs ({num_envs}) must be divisible by the number of processes ({world_size})")

@@ -22,6 +22,31 @@ def registered_names() -> list[str]:
     return envs.registered_names()
 
 
+def playground_names() -> list[str]:
+    """MuJoCo Playground's tasks as ``playground:<task>`` names; empty without the ``playground`` extra."""
+    try:
+        return envs.playground_names()
+    except ImportError:
+        return []
+
+
+def check_name(name: str) -> str | None:
+    """Why ``name`` names no environment (a message listing the accepted names), or None when it does."""
+    if name in registered_names():
+        return None
+    if name.startswith(envs.playground.PREFIX):
+        available = playground_names()
+        if not available:
+            return f"{name!r} needs MuJoCo Playground: pip install 'brax-bridge[playground]'"
+        if name not in available:
+            return f"{name!r} is not a Playground task; Playground's tasks: {', '.join(available)}"
+        return None
+    return (
+        f"must be one of: {', '.join(registered_names())} (or a MuJoCo Playground task as "
+        f"'{envs.playground.PREFIX}<task>'); got {name!r}"
+    )
+
+
 def describe(name: str) -> EnvInfo:
     """Sizes come from the model and from abstract evaluation of ``reset`` (``jax.eval_shape``): no compile."""
     try:
@@ -42,6 +67,8 @@ def describe(name: str) -> EnvInfo:
 
 
 def describe_all(names: list[str] | None = None) -> list[EnvInfo]:
-    """Facts for ``names`` (default: every registered environment), in registry order."""
+    """Facts for ``names`` (default: every registered environment), in registry order, then the Playground tasks
+    among ``names`` in the order given."""
     wanted = set(names) if names else None
-    return [describe(name) for name in envs.registered_names() if wanted is None or name in wanted]
+    found = [describe(name) for name in envs.registered_names() if wanted is None or name in wanted]
+    return found + [describe(name) for name in names or () if name.startswith(envs.playground.PREFIX)]

@@ -107,12 +107,13 @@ def checkpoint_step(trainer: str, path: str) -> int | None:
 
 def _call_trainer(config: Mapping[str, Any], progress_fn: Callable, ckpt: str, restore: str | None) -> Any:
     hp = configuration.run_config(config)
-    environment = envs.get_environment(config["env"])
     common = dict(progress_fn=progress_fn, save_checkpoint_path=ckpt, restore_checkpoint_path=restore)
     if config["trainer"] == "jax":
+        environment = envs.get_environment(config["env"])
         return ppo_train.train(environment=environment, **common, **configuration.jax_kwargs(hp))
     if config["trainer"] == "torch":
-        return torch_ppo.train(environment=environment, device=config.get("device") or runtime.default_device(),
+        # By name: the bridge shares one compiled step among TorchEnvs of one configuration (training, evaluation).
+        return torch_ppo.train(environment=config["env"], device=config.get("device") or runtime.default_device(),
                                **common, **configuration.torch_kwargs(hp))
     raise hparams.HParamError(f"--trainer must be one of {', '.join(hparams.TRAINERS)}; got {config['trainer']!r}")
 

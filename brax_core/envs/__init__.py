@@ -5,10 +5,12 @@ from __future__ import annotations
 import functools
 import importlib
 from collections.abc import Callable
+from typing import Any
 
 from brax_core import _quiet  # noqa: F401  (before any env module imports mujoco.mjx)
 
 # isort: split
+from brax_core.envs import playground
 from brax_core.envs.base import Env, PipelineEnv, State, Wrapper
 from brax_core.envs.wrappers import training
 
@@ -35,14 +37,29 @@ def register_environment(env_name: str, env_class: Callable[..., Env]) -> None:
 
 
 def registered_names() -> list[str]:
-    """The names ``get_environment`` accepts."""
+    """The names ``get_environment`` accepts, besides ``"playground:<task>"`` for MuJoCo Playground's tasks."""
     return sorted(_envs)
 
 
+def playground_names() -> list[str]:
+    """MuJoCo Playground's tasks as names ``get_environment`` accepts (``"playground:CheetahRun"``); needs the
+    ``playground`` extra."""
+    return [playground.PREFIX + name for name in playground.task_names()]
+
+
 def get_environment_class(env_name: str) -> Callable[..., Env]:
-    """The class (or factory) registered under ``env_name``."""
+    """The class (or factory) registered under ``env_name``.
+
+    ``"playground:<task>"`` names one of MuJoCo Playground's tasks (the ``playground`` extra): its factory takes
+    ``load``'s keyword arguments (``config_overrides``) and has the task's ``default_episode_length``.
+    """
+    if isinstance(env_name, str) and env_name.startswith(playground.PREFIX):
+        return playground.PlaygroundTask(env_name[len(playground.PREFIX) :])
     if env_name not in _envs:
-        raise ValueError(f"unknown environment {env_name!r}; registered environments: {', '.join(registered_names())}")
+        raise ValueError(
+            f"unknown environment {env_name!r}; registered environments: {', '.join(registered_names())} "
+            f"(and MuJoCo Playground's tasks as '{playground.PREFIX}<task>')"
+        )
     entry = _envs[env_name]
     if isinstance(entry, str):
         module, name = entry.split(":")
@@ -62,6 +79,26 @@ def get_environment(env_name: str, **kwargs) -> Env:
       ValueError: the name is not registered (the message lists the registered names).
     """
     return get_environment_class(env_name)(**kwargs)
+
+
+def as_env(env: Any) -> Env:
+    """``env`` as a brax_core ``Env``: a registered name (``"playground:<task>"`` too), a brax_core ``Env`` (as it is)
+    or a MuJoCo Playground ``MjxEnv`` (wrapped in ``PlaygroundEnv``); anything else raises ``TypeError``."""
+    if isinstance(env, str):
+        return get_environment(env)
+    if isinstance(env, Env):
+        return env
+    if playground.is_playground_env(env):
+        return playground.PlaygroundEnv(env)
+    raise TypeError(
+        "env must be a registered environment name, a brax_core Env or a MuJoCo Playground MjxEnv; "
+        f"got {type(env).__name__}"
+    )
+
+
+def is_env(env: Any) -> bool:
+    """Whether ``as_env`` accepts ``env`` as an environment object (a brax_core Env or a Playground MjxEnv)."""
+    return isinstance(env, Env) or playground.is_playground_env(env)
 
 
 def create(
@@ -90,6 +127,9 @@ def create_fn(env_name: str, **kwargs) -> Callable[..., Env]:
 
 __all__ = [
     "Env",
+    "as_env",
+    "is_env",
+    "playground_names",
     "PipelineEnv",
     "State",
     "Wrapper",

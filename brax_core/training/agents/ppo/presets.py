@@ -207,3 +207,22 @@ def network_kwargs(name: str) -> dict[str, Any]:
     if name not in PRESETS:
         raise ValueError(f"no PPO preset named {name!r}; presets: {sorted(PRESETS)}")
     return dict(PRESETS[name]["network_factory"].keywords)
+
+
+def from_playground(config: Any) -> dict[str, Any]:
+    """MuJoCo Playground's Brax PPO config as ``ppo.train`` keyword arguments, as Playground's training script
+    hands it to Brax.
+
+    ``config`` is Playground's ``ConfigDict`` (``mujoco_playground.config.dm_control_suite_params
+    .brax_ppo_config(name)``, or the locomotion and manipulation ones) or a plain dict. Its ``network_factory``
+    entry (keyword arguments of ``make_ppo_networks``) becomes a ``make_ppo_networks`` partial; every other key
+    passes through unchanged, for ``train`` to validate.
+    """
+    as_dict = config.to_dict() if hasattr(config, "to_dict") else dict(config)
+    kwargs = dict(as_dict)
+    factory = kwargs.pop("network_factory", None)
+    if factory is not None:
+        if not isinstance(factory, dict):
+            raise ValueError(f"network_factory must be a dict of make_ppo_networks arguments, got {factory!r}")
+        kwargs["network_factory"] = functools.partial(ppo_networks.make_ppo_networks, **factory)
+    return kwargs

@@ -187,14 +187,17 @@ def train(
     """PPO training.
 
     Args:
-      environment: the environment to train (an ``Env`` or a registered name).
+      environment: the environment to train: an ``Env``, a MuJoCo Playground ``MjxEnv`` (wrapped in
+        ``brax_core.envs.playground.PlaygroundEnv``) or a registered name (``"playground:CheetahRun"`` too).
       num_timesteps: the total number of environment steps to train for. A run restored from a checkpoint
         counts from the checkpoint's step count, so re-running the same command resumes where it stopped;
         ``0`` only builds (and restores) the networks.
       max_devices_per_host: maximum number of local devices to train on (default: all).
       wrap_env: ``True`` wraps ``environment`` for training with ``brax_core.envs.training.wrap``; ``False`` uses
         it as it is (it must already be batched and auto-resetting); a callable is used as the wrapper, called
-        like Brax's ``wrap_env_fn(env, episode_length=, action_repeat=, randomization_fn=)``.
+        like Brax's ``wrap_env_fn(env, episode_length=, action_repeat=, randomization_fn=)``. MuJoCo Playground's
+        ``wrapper.wrap_for_brax_training`` is accepted and means ``True`` (brax_core's wrappers, for Playground's
+        envs too).
       wrap_env_fn: Brax's name for a wrapper callable (same as passing it as ``wrap_env``).
       episode_length: the length of an environment episode (default: the env's ``default_episode_length``, else
         1000).
@@ -278,10 +281,12 @@ def train(
       metrics reported.
     """
     # ---- bad input, before anything compiles
-    if isinstance(environment, str):
-        environment = envs.get_environment(environment)
-    if not isinstance(environment, Env):
-        raise TypeError(f"environment must be a brax_core Env or a registered environment name, got {environment!r}")
+    if not (isinstance(environment, str) or envs.is_env(environment)):
+        raise TypeError(
+            "environment must be a brax_core Env, a MuJoCo Playground MjxEnv or a registered environment name "
+            f"('playground:<task>' too), got {environment!r}"
+        )
+    environment = envs.as_env(environment)
     if episode_length is None:
         episode_length = int(getattr(environment.unwrapped, "default_episode_length", 1000))
     hp = PPOConfig(
@@ -373,10 +378,14 @@ def train(
         network_factory = functools.partial(network_factory, use_distributional_critic=True)
     if randomization_fn is not None:
         _callable("randomization_fn", randomization_fn)
-    if eval_env is not None and not isinstance(eval_env, Env):
-        raise TypeError(f"eval_env must be a brax_core Env or None, got {eval_env!r}")
+    if eval_env is not None:
+        if not envs.is_env(eval_env):
+            raise TypeError(f"eval_env must be a brax_core Env, a MuJoCo Playground MjxEnv or None, got {eval_env!r}")
+        eval_env = envs.as_env(eval_env)
     if wrap_env_fn is not None:
         wrap_env = _callable("wrap_env_fn", wrap_env_fn)
+    if envs.playground.is_playground_training_wrapper(wrap_env):
+        wrap_env = True  # brax_core's own wrappers do what Playground's do, on the State PlaygroundEnv returns
     if not (isinstance(wrap_env, bool) or callable(wrap_env)):
         raise ValueError(f"wrap_env must be True, False or a wrapper callable, got {wrap_env!r}")
     devices = _devices(max_devices_per_host)

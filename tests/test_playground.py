@@ -1,0 +1,351 @@
+"""MuJoCo Playground's environments through brax_core's wrappers, the bridge, its adapters and both trainers.
+
+Compiling is what these tests cost (an MJX reset and step through the bridge: 30 s for CartpoleSwingup, 75 s for
+CheetahRun on two cores), so the default suite steps one Control Suite task (``CartpoleSwingup``) through the bridge
+and trains it at tiny size with each trainer; ``CheetahRun``'s weakly typed reset is checked abstractly (no compile)
+and with a small Playground env of our own. Stepping the other 24 tasks and training all 25 are marked ``slow``.
+The TorchRL adapter, torch_ppo and the command line reuse the compiled step of ``_check_task``'s CartpoleSwingup
+through the bridge's cache of compiled configurations (same name, sizes and time limit).
+"""
+
+import inspect
+import subprocess
+
+import jax
+import jax.numpy as jnp
+import mujoco
+import numpy as np
+import pytest
+import torch
+from mujoco import mjx
+from tensordict import TensorDict
+
+mujoco_playground = pytest.importorskip("mujoco_playground")
+
+import brax_bridge  # noqa: E402
+import torch_ppo  # noqa: E402
+from brax_bridge import TorchEnv  # noqa: E402
+from brax_bridge.torchrl import BraxBridgeEnv  # noqa: E402
+from brax_core import envs  # noqa: E402
+from brax_core.envs import playground  # noqa: E402
+from brax_core.envs.wrappers import training  # noqa: E402
+from brax_core.training.agents.ppo import presets  # noqa: E402
+from brax_core.training.agents.ppo import train as ppo  # noqa: E402
+
+CONTROL_SUITE = playground.control_suite_names()
+DEFAULT_TASKS = ("CartpoleSwingup",)
+N, LIMIT = 2, 3  # envs per TorchEnv; time limit (steps) so that the third step truncates
+# The wrappers' own info keys: Playground's step is given only the task's own ones.
+_WRAPPER_INFO = (*training._EPISODE_KEYS, *training._AUTORESET_KEYS)
+
+
+def test_there_are_25_control_suite_tasks():
+    assert len(CONTROL_SUITE) == 25 and set(DEFAULT_TASKS) <= set(CONTROL_SUITE)
+
+
+def _playground_state(state):
+    """A Playground State holding what the bridge's brax_core State holds (wrapper info keys left out)."""
+    info = {k: v for k, v in state.info.items() if k not in _WRAPPER_INFO}
+    return mujoco_playground.State(
+        data=state.pipeline_state, obs=state.obs, reward=state.reward, done=state.done,
+        metrics=dict(state.metrics), info=info,
+    )
+
+
+def _check_task(name: str) -> None:
+    """Reset and step task ``name`` through TorchEnv; outputs equal Playground's own jitted step from the same
+    state with the same actions; the time limit truncates with the reached observation; no copies; one compile."""
+    env = TorchEnv(f"playground:{name}", N, episode_length=LIMIT, seed=3)
+    assert isinstance(env.unwrapped_env, playground.PlaygroundEnv)
+    pg_env = env.unwrapped_env.playground_env
+    reference = jax.jit(jax.vmap(pg_env.step))
+    td = env.reset()
+    first_obs = td["observation"].clone()
+    # A copy of the start state (the bridge donates its state to the next step).
+    ref_state = _playground_state(jax.tree.map(lambda x: jnp.array(x, copy=True), env.state))
+    assert np.allclose(np.asarray(ref_state.obs), first_obs.numpy())
+    gen = torch.Generator().manual_seed(0)
+    before = brax_bridge.stats().copies
+    for t in range(LIMIT):
+        action = torch.rand(N, env.action_size, generator=gen) * 2 - 1
+        nxt = env.step(action)["next"]
+        ref_state = reference(ref_state, jnp.asarray(action.numpy()))
+        reached = nxt["final_observation"].numpy()
+        np.testing.assert_allclose(reached, np.asarray(ref_state.obs), rtol=1e-4, atol=1e-5, err_msg=f"{name} t={t}")
+        np.testing.assert_allclose(nxt["reward"].squeeze(-1).numpy(), np.asarray(ref_state.reward), rtol=1e-4,
+                                   atol=1e-5)
+        terminated = np.asarray(ref_state.done) > 0
+        ended = t == LIMIT - 1
+        assert np.array_equal(nxt["terminated"].squeeze(-1).numpy(), terminated)
+        assert np.array_equal(nxt["truncated"].squeeze(-1).numpy(), ended & ~terminated)
+        assert torch.equal(nxt["done"], nxt["terminated"] | nxt["truncated"])
+        if ended:
+            # The policy's next input is the new episode's first observation; the reached one is kept.
+            assert not np.allclose(nxt["observation"].numpy(), reached)
+        else:
+            assert torch.equal(nxt["observation"], nxt["final_observation"])
+    assert brax_bridge.stats().copies == before
+    assert env.num_compiles == 1  # no recompilation after the first step (strongly typed state)
+
+
+@pytest.mark.parametrize(
+    "name", [n if n in DEFAULT_TASKS else pytest.param(n, marks=pytest.mark.slow) for n in CONTROL_SUITE]
+)
+def test_control_suite_task_steps_like_playground(name):
+    _check_task(name)
+
+
+def test_torchrl_adapter_steps_a_playground_task():
+    # Same configuration as _check_task's CartpoleSwingup: the bridge reuses that compiled step.
+    env = BraxBridgeEnv("playground:CartpoleSwingup", N, episode_length=LIMIT)
+    rollout = env.rollout(LIMIT, break_when_any_done=False)
+    assert rollout.batch_size == torch.Size([N, LIMIT])
+    assert rollout["next", "observation"].shape == (N, LIMIT, 5)
+    assert rollout["next", "truncated"][:, -1].all() and not rollout["next", "truncated"][:, :-1].any()
+    assert env.observation_spec["observation"].shape == (N, 5)
+    assert env.base_env.bridge.num_compiles == 1
+
+
+def test_the_weak_time_of_a_playground_reset_is_made_strong():
+    env = playground.load("CheetahRun")
+    raw = jax.eval_shape(env.playground_env.reset, jax.random.PRNGKey(0))
+    assert raw.data.time.weak_type  # Playground's own reset: a recompile after the first step
+    ours = jax.eval_shape(env.reset, jax.random.PRNGKey(0))
+    assert not any(leaf.weak_type for leaf in jax.tree.leaves(ours))
+
+
+# ------------------------------------------------------------------------------- dict observations
+
+
+_SLIDER = """
+<mujoco>
+  <option timestep="0.01"/>
+  <worldbody>
+    <body>
+      <joint name="x" type="slide" axis="1 0 0"/>
+      <geom type="sphere" size="0.05" mass="1"/>
+    </body>
+  </worldbody>
+  <actuator><motor joint="x" gear="100" ctrlrange="-1 1"/></actuator>
+</mujoco>
+"""
+
+
+class _Slider(mujoco_playground.MjxEnv):
+    """A Playground env of our own with locomotion-style dict observations: a pushed mass that terminates past
+    |x| = 0.15 (pushed at full force: on its third step)."""
+
+    def __init__(self):
+        from ml_collections import config_dict
+
+        super().__init__(config_dict.create(ctrl_dt=0.02, sim_dt=0.01, episode_length=5))
+        self._mj_model = mujoco.MjModel.from_xml_string(_SLIDER)
+        self._mjx_model = mjx.put_model(self._mj_model, impl="jax")  # the attribute Playground's envs use
+
+    @property
+    def xml_path(self) -> str:
+        return "<inline>"
+
+    @property
+    def action_size(self) -> int:
+        return 1
+
+    @property
+    def mj_model(self):
+        return self._mj_model
+
+    @property
+    def mjx_model(self):
+        return self._mjx_model
+
+    def _obs(self, data):
+        state = jnp.concatenate([data.qpos, data.qvel])
+        return {"state": state, "privileged_state": jnp.concatenate([state, jnp.reshape(data.time, (1,))])}
+
+    def reset(self, rng):
+        data = mjx.make_data(self._mj_model, impl="jax")
+        # A weakly typed time (as CheetahRun's reset gives) and Python-float reward and done: the adapter's business.
+        data = data.replace(qpos=jax.random.uniform(rng, (1,), minval=-0.01, maxval=0.01), time=jnp.asarray(0.0))
+        data = mjx.forward(self._mjx_model, data)
+        return mujoco_playground.State(data, self._obs(data), 0.0, 0.0, {"x": 0.0}, {"rng": rng})
+
+    def step(self, state, action):
+        data = mujoco_playground.step(self._mjx_model, state.data, action, self.n_substeps)
+        x = data.qpos[0]
+        done = (jnp.abs(x) > 0.15).astype(jnp.float32)
+        return state.replace(data=data, obs=self._obs(data), reward=-(x**2), done=done, metrics={"x": x})
+
+
+@pytest.fixture(scope="module")
+def slider():
+    env = TorchEnv(_Slider(), num_envs=3, episode_length=5)
+    env.reset()
+    return env
+
+
+def test_dict_observations_cross_as_nested_keys_with_specs(slider):
+    td = slider.reset()
+    assert isinstance(td["observation"], TensorDict)
+    assert td["observation", "state"].shape == (3, 2) and td["observation", "privileged_state"].shape == (3, 3)
+    specs = slider.observation_spec
+    assert set(specs) == {"state", "privileged_state"}
+    assert specs["state"].shape == (3, 2) and specs["privileged_state"].shape == (3, 3)
+    assert all(s.dtype == torch.float32 for s in specs.values())
+    torchrl_specs = BraxBridgeEnv(slider).observation_spec  # wraps the ready TorchEnv: nothing compiles
+    assert torchrl_specs["observation", "privileged_state"].shape == (3, 3)
+    assert torchrl_specs["final_observation", "state"].shape == (3, 2)
+    action = torch.tensor([[1.0], [1.0], [0.0]])
+    before = brax_bridge.stats()
+    rows = [slider.step(action)["next"] for _ in range(5)]
+    after = brax_bridge.stats()
+    assert after.copies == before.copies and after.zero_copy > before.zero_copy
+    assert slider.num_compiles == 1  # its reset's Python-float time and reward were made strong
+    # Pushed envs terminate on step 3 (reached |x| > 0.15, then reset near 0); the idle one is truncated on step 5.
+    end = rows[2]
+    assert end["terminated"].squeeze(-1).tolist() == [True, True, False] and not end["truncated"].any()
+    assert (end["final_observation", "state"][:2, 0] > 0.15).all()
+    assert (end["observation", "state"][:2, 0].abs() <= 0.01).all()
+    assert end["final_observation", "privileged_state"].shape == (3, 3)
+    assert rows[4]["truncated"].squeeze(-1).tolist() == [False, False, True]
+    assert not rows[4]["terminated"][2]
+
+
+def test_a_playground_instance_goes_through_as_env_and_randomisation(slider):
+    env = envs.as_env(_Slider())
+    assert isinstance(env, playground.PlaygroundEnv)
+    assert env.observation_size == {"state": (2,), "privileged_state": (3,)}
+    assert env.default_episode_length == 5 and env.dt == pytest.approx(0.02)
+    heavy = env.sys.tree_replace({"actuator_gear": env.sys.actuator_gear * 2})
+    with env.using_sys(heavy) as inside:
+        assert inside.sys is heavy and inside.playground_env._mjx_model is heavy
+    assert env.sys is not heavy and env.playground_env._mjx_model is not heavy
+    with pytest.raises(TypeError, match="MuJoCo Playground MjxEnv"):
+        envs.as_env(object())
+
+
+def _gear_per_env(sys, rng):
+    """Brax-style randomisation (the signature of Playground's randomisers): one actuator gear per env."""
+    scale = jax.vmap(lambda k: jax.random.uniform(k, (), minval=0.5, maxval=1.5))(rng)
+    gear = jax.vmap(lambda s: sys.actuator_gear * s)(scale)
+    in_axes = jax.tree.map(lambda _: None, sys).tree_replace({"actuator_gear": 0})
+    return sys.tree_replace({"actuator_gear": gear}), in_axes
+
+
+def test_domain_randomisation_reaches_the_playground_model():
+    env = TorchEnv(_Slider(), num_envs=3, episode_length=5, randomization_fn=_gear_per_env)
+    start = env.reset()["observation", "state"][:, 0].clone()
+    moved = env.step(torch.ones(3, 1))["next", "observation", "state"][:, 0] - start
+    # One push, three gears: three different displacements (the same gear would give equal ones).
+    assert (moved > 0).all() and len({round(float(m), 6) for m in moved}) == 3
+    assert env.num_compiles == 1
+
+
+# ------------------------------------------------------------------------------- trainers and configs
+
+
+def test_jax_ppo_trains_with_playgrounds_own_config():
+    """Playground's train_jax_ppo flow: its config's keys straight into ppo.train, the env a Playground MjxEnv."""
+    config = playground.brax_ppo_config("CartpoleSwingup")  # dm_control_suite_params.brax_ppo_config
+    kwargs = presets.from_playground(config)
+    assert set(kwargs) == set(config.keys())  # every key accepted as it is
+    tiny = dict(num_timesteps=48, num_envs=4, batch_size=4, num_minibatches=2, unroll_length=3, num_evals=2,
+                num_eval_envs=4, episode_length=LIMIT, num_updates_per_batch=1, num_resets_per_eval=1)
+    kwargs.update(tiny)
+    pg_env = mujoco_playground.registry.load("CartpoleSwingup", config_overrides={"impl": "jax"})
+    reports = []
+    _, params, metrics = ppo.train(environment=pg_env, progress_fn=lambda s, m: reports.append(s),
+                                   wrap_env_fn=mujoco_playground.wrapper.wrap_for_brax_training, **kwargs)
+    assert reports[0] == 0 and reports[-1] >= 48
+    assert np.isfinite(metrics["eval/episode_reward"])
+    assert metrics["eval/avg_episode_length"] == LIMIT
+
+
+def test_torch_ppo_trains_a_playground_task():
+    reports = []
+    _, params, metrics = torch_ppo.train(
+        "playground:CartpoleSwingup", num_timesteps=24, num_envs=N, num_eval_envs=N, episode_length=LIMIT,
+        batch_size=N, num_minibatches=2, unroll_length=LIMIT, num_updates_per_batch=1, num_evals=2,
+        progress_fn=lambda s, m: reports.append((s, m)),
+    )
+    assert reports[-1][0] >= 24
+    assert np.isfinite(metrics["eval/episode_reward"]) and metrics["eval/avg_episode_length"] == LIMIT
+
+
+def test_locomotion_config_builds_networks_for_dict_observations():
+    config = playground.brax_ppo_config("Go1JoystickFlatTerrain")  # locomotion_params.brax_ppo_config
+    kwargs = presets.from_playground(config)
+    network = kwargs["network_factory"]
+    assert network.keywords["value_obs_key"] == "privileged_state"
+    nets = network({"state": (48,), "privileged_state": (123,)}, 12)
+    params = nets.policy_network.init(jax.random.PRNGKey(0))
+    assert params is not None
+    unknown = set(kwargs) - set(inspect.signature(ppo.train).parameters)
+    assert not unknown, f"Playground's locomotion config keys ppo.train does not take: {sorted(unknown)}"
+
+
+def test_command_line_trains_and_describes_a_playground_task(tmp_path):
+    from typer.testing import CliRunner
+
+    from brax_bridge import cli
+    from brax_bridge.application import rundir
+
+    invoke = lambda *args: CliRunner().invoke(cli.app, list(args), catch_exceptions=False)
+    # Sizes as the TorchEnv of _check_task: the run reuses its compiled step.
+    run_dir = tmp_path / "run"
+    result = invoke("train", "--env", "playground:CartpoleSwingup", "--trainer", "torch", "--out", str(run_dir),
+                    "--num-timesteps", "24", "--num-envs", str(N), "--num-eval-envs", str(N), "--episode-length",
+                    str(LIMIT), "--batch-size", str(N), "--num-minibatches", "2", "--unroll-length", str(LIMIT),
+                    "--num-evals", "2")
+    assert result.exit_code == 0, result.output
+    assert rundir.read_metrics(str(run_dir))[-1]["step"] >= 24
+    result = invoke("envs", "playground:CartpoleSwingup")
+    assert result.exit_code == 0, result.output
+    rows = [[c.strip() for c in line.split("│")[2:-1]] for line in result.output.splitlines() if line.count("│") == 6]
+    assert ["5", "1", "1000", "0.01"] in rows, result.output
+    assert "playground:CheetahRun" in invoke("envs").output
+    result = invoke("train", "--env", "playground:Nope")
+    assert result.exit_code == 2 and "not a Playground task" in result.output
+
+
+# ------------------------------------------------------------------------------- errors, offline
+
+
+def test_a_task_without_its_menagerie_models_fails_clearly_and_offline(monkeypatch, tmp_path):
+    mjx_env = mujoco_playground._src.mjx_env
+    monkeypatch.setattr(mjx_env, "MENAGERIE_PATH", mjx_env.MENAGERIE_PATH)  # restored after the test
+    monkeypatch.setenv(playground.MENAGERIE_ENV_VAR, str(tmp_path / "no_menagerie"))
+
+    def no_git(*args, **kwargs):
+        raise AssertionError(f"Playground tried to run {args!r}")
+
+    monkeypatch.setattr(subprocess, "Popen", no_git)
+    monkeypatch.setattr(subprocess, "run", no_git)
+    for make in (lambda: TorchEnv("playground:Go1JoystickFlatTerrain", 2),
+                 lambda: ppo.train("playground:Go1JoystickFlatTerrain", num_timesteps=10)):
+        with pytest.raises(playground.MenagerieMissingError) as err:
+            make()
+        message = str(err.value)
+        for part in ("Go1JoystickFlatTerrain", "unitree_go1", "git clone", playground.MENAGERIE_ENV_VAR,
+                     str(tmp_path / "no_menagerie")):
+            assert part in message
+    assert not (tmp_path / "no_menagerie").exists()
+
+
+def test_unknown_playground_names_list_the_tasks():
+    with pytest.raises(ValueError, match="unknown Playground task 'Nope'.*CartpoleSwingup"):
+        TorchEnv("playground:Nope", 2)
+    with pytest.raises(ValueError, match="config_overrides must be a dict"):
+        playground.load("CartpoleSwingup", config_overrides=[("episode_length", 5)])
+
+
+# ------------------------------------------------------------------------------- slow: every task, learning
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", CONTROL_SUITE)
+def test_every_control_suite_task_trains_with_both_trainers(name):
+    tiny = dict(num_timesteps=48, num_envs=4, batch_size=4, num_minibatches=2, unroll_length=3, num_evals=2,
+                num_eval_envs=4, episode_length=6, num_updates_per_batch=1)
+    _, _, jax_metrics = ppo.train(f"playground:{name}", **tiny)
+    _, _, torch_metrics = torch_ppo.train(f"playground:{name}", **tiny)
+    assert np.isfinite(jax_metrics["eval/episode_reward"]) and np.isfinite(torch_metrics["eval/episode_reward"])
