@@ -12,7 +12,8 @@ Rules:
   is detected by comparing data pointers after the import, so even a copy made inside JAX is counted.
 * dtypes keep their identity both ways. torch's 64-bit types (int64, float64, complex128, uint64) need JAX's
   x64 mode (``jax.config.update('jax_enable_x64', True)``); without it they raise ``TypeError`` unless
-  ``allow_cast=True``, which casts to the 32-bit type (counted as a copy). Nothing is downcast silently.
+  ``allow_cast=True``, which casts to the 32-bit type (counted as a copy) and refuses integers outside its
+  range. Nothing is downcast silently. Sparse tensors and typed PRNG keys are refused (no DLPack form).
 * Ordering. CPU: exporting a JAX array waits until the computation producing it has finished, so torch
   never reads a half-written buffer (this is the one host sync per step the bridge has, and torch needs the
   data anyway). GPU: no host sync; ``torch.from_dlpack`` passes torch's current stream and JAX makes that
