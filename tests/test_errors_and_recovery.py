@@ -93,7 +93,7 @@ def test_sparse_tensors_and_typed_keys_get_clear_errors():
 def test_a_state_read_before_steps_stays_readable():
     env, reference = _fast(seed=4), _fast(seed=4)
     state = env.state
-    obs_then = np.array(env.physics["qpos"])
+    obs_then = env.physics["qpos"].numpy().copy()
     action = torch.full((N, 1), 0.3)
     for _ in range(3):
         out = env.step(action)["next", "observation"]
