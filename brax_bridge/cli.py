@@ -238,7 +238,10 @@ def train_command(
     console.print(f"training [bold]{config['trainer']}[/] PPO on [bold]{config['env']}[/] "
                   f"({config['hyperparameters']['num_timesteps']:,} env steps, preset {config['preset']}) -> {run_dir}")
     with runs.sigint_stops(runs.StopFlag(), console) as stop:
-        summary = runs.train_run(run_dir, config, console, resume=resume is not None, stop=stop)
+        try:
+            summary = runs.train_run(run_dir, config, console, resume=resume is not None, stop=stop)
+        except rundir.RunDirError as err:  # e.g. --resume of a run that stopped before its first checkpoint
+            raise _fail(f"--resume: {err}" if resume is not None else str(err)) from None
     _print_summary(summary, run_dir)
     if summary["status"] == "aborted":
         raise typer.Exit(130)

@@ -12,7 +12,8 @@ Rules:
   is detected by comparing data pointers after the import, so even a copy made inside JAX is counted.
 * dtypes keep their identity both ways. torch's 64-bit types (int64, float64, complex128, uint64) need JAX's
   x64 mode (``jax.config.update('jax_enable_x64', True)``); without it they raise ``TypeError`` unless
-  ``allow_cast=True``, which casts to the 32-bit type (counted as a copy). Nothing is downcast silently.
+  ``allow_cast=True``, which casts to the 32-bit type (counted as a copy) and refuses integers outside its
+  range. Nothing is downcast silently. Sparse tensors and typed PRNG keys are refused (no DLPack form).
 * Ordering. CPU: exporting a JAX array waits until the computation producing it has finished, so torch
   never reads a half-written buffer (this is the one host sync per step the bridge has, and torch needs the
   data anyway). GPU: no host sync; ``torch.from_dlpack`` passes torch's current stream and JAX makes that
@@ -84,7 +85,13 @@ def _check_copy_arg(copy: bool | None) -> None:
 
 
 def array_to_tensor(x: jax.Array, copy: bool | None = None) -> torch.Tensor:
-    """One JAX array -> torch tensor (a view when possible)."""
+    """One JAX array -> torch tensor (a view when possible).
+
+    A typed PRNG key array (``jax.random.key``) raises ``TypeError``: torch has no key dtype; convert
+    ``jax.random.key_data(key)`` (its uint32 words) instead.
+    """
+    if not isinstance(x.dtype, np.dtype):  # an extended dtype (PRNG keys); a type check, no sync
+        _refuse_extended(x)
     if len(x.sharding.device_set) != 1:
         if copy is False:
             raise ValueError(f"array is sharded over {len(x.sharding.device_set)} devices; a zero-copy view needs one")
@@ -96,6 +103,15 @@ def array_to_tensor(x: jax.Array, copy: bool | None = None) -> torch.Tensor:
     tensor = torch.from_dlpack(x)
     _count(False, 0)
     return tensor
+
+
+def _refuse_extended(x: jax.Array) -> None:
+    if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
+        raise TypeError(
+            f"x is a typed PRNG key array (dtype {x.dtype}, shape {tuple(x.shape)}), which torch cannot hold; "
+            "convert jax.random.key_data(x) (its uint32 words) instead, and jax.random.wrap_key_data to go back"
+        )
+    raise TypeError(f"x has JAX extended dtype {x.dtype}, which has no torch equivalent")
 
 
 def jax_to_torch(tree: Any, copy: bool | None = None) -> Any:
@@ -165,7 +181,17 @@ _CPU = None
 
 
 def tensor_to_array(tensor: torch.Tensor, copy: bool | None = None, allow_cast: bool = False) -> jax.Array:
-    """One torch tensor -> JAX array (a view when possible); see the module rules."""
+    """One torch tensor -> JAX array (a view when possible); see the module rules.
+
+    Only dense (strided) tensors convert: a sparse or otherwise non-strided tensor raises ``TypeError``.
+    ``allow_cast=True`` narrows an integer tensor only when every value fits the 32-bit type; otherwise it raises
+    ``ValueError`` (a wrapped value would be a silently different number).
+    """
+    if tensor.layout != torch.strided:
+        raise TypeError(
+            f"tensor has layout {tensor.layout}; the bridge converts dense (torch.strided) tensors only, since "
+            "JAX arrays have no sparse layout: pass tensor.to_dense(), or its indices and values separately"
+        )
     if tensor.dtype in _WIDE_TORCH and not _x64_enabled():
         if not allow_cast:
             raise TypeError(
@@ -175,6 +201,7 @@ def tensor_to_array(tensor: torch.Tensor, copy: bool | None = None, allow_cast: 
             )
         if copy is False:
             raise ValueError(f"dtype {tensor.dtype} needs a cast (a copy) with x64 off, but copy=False")
+        _check_narrowing(tensor, _WIDE_TORCH[tensor.dtype])
         tensor = tensor.detach().to(_WIDE_TORCH[tensor.dtype])
         _count(True, tensor.numel() * tensor.element_size())
         return _import_copy(tensor)
@@ -203,6 +230,20 @@ def tensor_to_array(tensor: torch.Tensor, copy: bool | None = None, allow_cast: 
     else:
         _count(False, 0)
     return array
+
+
+def _check_narrowing(tensor: torch.Tensor, narrow: torch.dtype) -> None:
+    """Refuses an integer cast that would wrap. A host sync, but only on the casting path (a copy already)."""
+    if narrow.is_floating_point or narrow.is_complex or tensor.numel() == 0:
+        return
+    info = torch.iinfo(narrow)
+    low, high = int(tensor.min()), int(tensor.max())
+    if low < info.min or high > info.max:
+        raise ValueError(
+            f"allow_cast=True cannot narrow tensor ({tensor.dtype}, values in [{low}, {high}]) to {narrow}: values "
+            f"outside [{info.min}, {info.max}] would wrap around; enable jax.config.update('jax_enable_x64', True) "
+            "or bring the values into range first"
+        )
 
 
 def _why_not_shareable(tensor: torch.Tensor) -> str | None:

@@ -9,9 +9,11 @@ can be donated to the next step without invalidating earlier outputs.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
-from collections.abc import Callable, Mapping
+import threading
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import jax
@@ -188,9 +190,17 @@ class TorchEnv:
     ``torch._assert_async``, which fails the CUDA context asynchronously instead of synchronising every step).
     Actions must be float32 tensors of shape ``[num_envs, action_size]`` on ``device``; nothing is cast.
 
-    ``state`` is the live JAX state: outside differentiable mode the next ``step`` donates its buffers to XLA,
-    so read (or copy) it before stepping. ``physics`` returns torch views of the physics fields; buffers viewed
-    by torch are never donated, so the views stay valid (they show the state at the time they were taken).
+    ``state`` is the live JAX state. Outside differentiable mode a step donates the carried state's buffers to
+    XLA; a ``State`` read through ``state`` stays readable anyway, because the first step after a read donates a
+    private device copy instead (one copy of the state for that step; steps with no read in between copy nothing).
+
+    ``physics`` returns read-only snapshots: torch copies of the physics fields, so writing into them never
+    touches the simulation. To change the simulation on purpose, ``set_physics(qpos=..., qvel=...)`` replaces
+    fields of the carried state, and the next ``step`` starts from them.
+
+    Not thread-safe, and checked: a call of ``step``/``reset``/``set_physics``/``load_state_dict``/
+    ``set_episode_steps`` while another thread is inside one of them on the same env raises ``RuntimeError``
+    (their donated buffers would otherwise corrupt each other). Use one ``TorchEnv`` per thread, or a lock.
     """
 
     def __init__(
@@ -231,6 +241,8 @@ class TorchEnv:
                 "env must be a registered name (or 'playground:<task>'), a brax_core Env or a MuJoCo Playground "
                 f"MjxEnv, got {type(env).__name__}"
             )
+        if base is not None:
+            _refuse_training_wrappers(base)
         if episode_length is None:
             episode_length = int(getattr(env_class, "default_episode_length", 1000))
 
@@ -244,6 +256,8 @@ class TorchEnv:
         self._action_size = int(self._compiled.env.action_size)
         self._key = jax.device_put(jax.random.PRNGKey(seed), self._jax_device)
         self._state: State | None = None
+        self._state_read = False  # a State handed out by `state` must survive the next (donating) step
+        self._busy = threading.Lock()
         self._obs: torch.Tensor | TensorDictBase | None = None
         self._link = _diff.Link()
         self._token = torch.zeros((), device=self._device)
@@ -354,23 +368,59 @@ class TorchEnv:
 
     @property
     def state(self) -> State:
-        """The live JAX state (see the class note on donation)."""
+        """The live JAX state. It stays readable after later steps (see the class note on donation)."""
         self._require_reset()
+        self._state_read = True
         return self._state
 
     @property
     def physics(self) -> TensorDict:
-        """Zero-copy torch views of the physics (pipeline) state fields: ``qpos``, ``qvel``, ..."""
+        """A snapshot of the physics (pipeline) state fields as torch tensors: ``qpos``, ``qvel``, ...
+
+        Copies, not views: writing into them changes nothing in the simulation (use ``set_physics`` for that),
+        and later steps do not change them. Costs one device copy of the physics state per call.
+        """
         self._require_reset()
         return _fields_to_tensordict(self._state.pipeline_state, self._num_envs, self._device)
 
+    def set_physics(self, fields: Mapping[str, torch.Tensor] | None = None, **named: torch.Tensor) -> None:
+        """Replaces fields of the carried physics state; the next ``step`` starts from them.
+
+        ``fields`` (a dict or TensorDict, e.g. an edited ``physics`` snapshot) and/or keyword arguments map
+        field names of ``physics`` (``qpos=...``, nested ones as tuples of names in ``fields``) to tensors of
+        that field's shape and dtype on any device; the values are copied. Fields derived from positions
+        (body poses, contacts) keep their old values until the next step recomputes them from ``qpos``/``qvel``.
+        Observations are not recomputed either: the next step's outputs are the first to reflect the edit.
+        Gradients never flow across an edit (as across ``reset``).
+        """
+        self._require_reset()
+        updates: dict[Any, Any] = {}
+        if fields is not None:
+            if not isinstance(fields, (Mapping, TensorDictBase)):
+                raise TypeError(f"fields must be a dict or TensorDict of tensors or None, got {type(fields).__name__}")
+            items = fields.items(include_nested=True, leaves_only=True) if isinstance(fields, TensorDictBase) \
+                else fields.items()
+            updates.update(items)
+        updates.update(named)
+        if not updates:
+            raise ValueError("set_physics needs at least one field, e.g. set_physics(qpos=tensor)")
+        with self._exclusive("set_physics"):
+            pipeline = self._state.pipeline_state
+            for name, value in updates.items():
+                pipeline = _replace_field(pipeline, (name,) if isinstance(name, str) else tuple(name), value,
+                                          self._num_envs, self._jax_device)
+            self._state = self._state.replace(pipeline_state=pipeline)
+            self._state_read = False
+            self._link = _diff.Link()
+            self._token = torch.zeros((), device=self._device)
+
     def episode_info(self) -> TensorDict:
-        """Views of the wrappers' episode bookkeeping: ``episode_done``, ``steps`` and ``episode_metrics``."""
+        """A snapshot (copies) of the episode bookkeeping: ``episode_done``, ``steps``, ``episode_metrics``."""
         self._require_reset()
         info = self._state.info
         source = {k: info[k] for k in ("episode_done", "steps", "truncation") if k in info}
         source["episode_metrics"] = info.get("episode_metrics", {})
-        return TensorDict(_convert.jax_to_torch(source), batch_size=self.batch_size, device=self._device)
+        return TensorDict(_convert.jax_to_torch(source, copy=True), batch_size=self.batch_size, device=self._device)
 
     @property
     def num_compiles(self) -> int:
@@ -403,16 +453,32 @@ class TorchEnv:
         if self._state is None:
             raise RuntimeError("call reset() before stepping or reading the state")
 
+    @contextlib.contextmanager
+    def _exclusive(self, what: str) -> Iterator[None]:
+        # A non-blocking lock: about 0.1 us per call, and it turns a silent race on donated buffers into an error.
+        if not self._busy.acquire(blocking=False):
+            raise RuntimeError(
+                f"TorchEnv.{what} was called while another thread is inside step/reset/set_physics on the same "
+                "TorchEnv; it is not thread-safe (each call donates the state the other one uses): give each "
+                "thread its own TorchEnv, or serialise the calls with a lock"
+            )
+        try:
+            yield
+        finally:
+            self._busy.release()
+
     def reset(self, seed: int | None = None) -> TensorDict:
         """Resets every env; returns ``observation`` and all-False ``done``/``terminated``/``truncated``."""
         if seed is not None:
             if isinstance(seed, bool) or not isinstance(seed, int):
                 raise ValueError(f"seed must be an integer or None, got {seed!r}")
             self._key = jax.device_put(jax.random.PRNGKey(seed), self._jax_device)
-        self._key, self._state, obs = self._compiled.reset(self._key)
-        self._obs = self._obs_to_torch(obs)
-        self._link = _diff.Link()
-        self._token = torch.zeros((), device=self._device)
+        with self._exclusive("reset"):
+            self._key, self._state, obs = self._compiled.reset(self._key)
+            self._state_read = False
+            self._obs = self._obs_to_torch(obs)
+            self._link = _diff.Link()
+            self._token = torch.zeros((), device=self._device)
         false = torch.zeros((self._num_envs, 1), dtype=torch.bool, device=self._device)
         return _tensordict(
             {"observation": self._obs, "done": false, "terminated": false.clone(), "truncated": false.clone()},
@@ -451,12 +517,14 @@ class TorchEnv:
                 "of other shapes): it was saved from another environment or num_envs"
             )
         put = lambda t: jax.device_put(jnp.array(t.cpu().numpy(), copy=True), self._jax_device)
-        self._state = jax.tree.unflatten(treedef, [put(t) for t in stored])
-        self._key = put(state["key"])
-        # A copy, not a view: the carried state is donated to the next step and must not be shared with torch.
-        self._obs = self._obs_copy(self._state.obs)
-        self._link = _diff.Link()
-        self._token = torch.zeros((), device=self._device)
+        with self._exclusive("load_state_dict"):
+            self._state = jax.tree.unflatten(treedef, [put(t) for t in stored])
+            self._state_read = False
+            self._key = put(state["key"])
+            # A copy, not a view: the carried state is donated to the next step and must not be shared with torch.
+            self._obs = self._obs_copy(self._state.obs)
+            self._link = _diff.Link()
+            self._token = torch.zeros((), device=self._device)
         return self._obs
 
     def set_episode_steps(self, steps: torch.Tensor) -> None:
@@ -474,11 +542,13 @@ class TorchEnv:
         host = steps.detach().cpu().numpy().astype(np.float32)  # a rare call: a host round trip is fine here
         if (host < 0).any() or (host >= self._episode_length).any():
             raise ValueError(f"steps must lie in [0, {self._episode_length}) (the episode length); got {host.tolist()}")
-        info = dict(self._state.info)
-        info["steps"] = jax.device_put(jnp.asarray(host, dtype=info["steps"].dtype), self._jax_device)
-        # The auto-reset zeroes the count of envs still flagged done when the next step starts; the flag has no
-        # other use by then (the outputs were delivered and the episode totals restart on episode_done).
-        self._state = self._state.replace(info=info, done=jnp.zeros_like(self._state.done))
+        with self._exclusive("set_episode_steps"):
+            info = dict(self._state.info)
+            info["steps"] = jax.device_put(jnp.asarray(host, dtype=info["steps"].dtype), self._jax_device)
+            # The auto-reset zeroes the count of envs still flagged done when the next step starts; the flag has no
+            # other use by then (the outputs were delivered and the episode totals restart on episode_done).
+            self._state = self._state.replace(info=info, done=jnp.zeros_like(self._state.done))
+            self._state_read = False
 
     def detach(self) -> None:
         """Cuts the autograd chain at the current state (truncated backpropagation through time).
@@ -511,13 +581,14 @@ class TorchEnv:
             action = td.get("action")
         if not isinstance(action, torch.Tensor):
             raise TypeError(f"action must be a torch.Tensor or a TensorDict with 'action'; got {type(action).__name__}")
-        if self._differentiable and torch.is_grad_enabled() and (action.requires_grad or self._token.requires_grad):
-            next_td = self._step_differentiable(action)
-        else:
-            if self._differentiable:
-                self.detach()
-            next_td = self._step_plain(action, hold)
-        prev_obs, self._obs = self._obs, next_td.get("observation")
+        with self._exclusive("step"):
+            if self._differentiable and torch.is_grad_enabled() and (action.requires_grad or self._token.requires_grad):
+                next_td = self._step_differentiable(action)
+            else:
+                if self._differentiable:
+                    self.detach()
+                next_td = self._step_plain(action, hold)
+            prev_obs, self._obs = self._obs, next_td.get("observation")
         if td is None:
             root = {"observation": prev_obs, "action": action, "next": next_td}
             return _tensordict(root, self.batch_size, self._device)
@@ -535,11 +606,15 @@ class TorchEnv:
         return hold
 
     def _step_plain(self, action: torch.Tensor, hold: torch.Tensor | None = None) -> TensorDictBase:
+        action_jax = self._action_to_jax(action.detach())  # validates before anything is donated
+        carried = self._state
+        if self._state_read:
+            # A State handed out by `state` keeps its buffers; the step donates a copy of them instead.
+            carried, self._state_read = _copy_tree(carried), False
         if hold is None:
-            state, out = self._compiled.step(self._state, self._action_to_jax(action.detach()))
+            state, out = self._compiled.step(carried, action_jax)
         else:
-            action_jax = self._action_to_jax(action.detach())
-            state, out = self._compiled.held_step(self._state, action_jax, _convert.tensor_to_array(hold.contiguous()))
+            state, out = self._compiled.held_step(carried, action_jax, _convert.tensor_to_array(hold.contiguous()))
         self._state = state
         t = _convert.array_to_tensor
         return _tensordict(
@@ -649,16 +724,67 @@ def _action_bounds(action_size: int) -> tuple[torch.Tensor, torch.Tensor]:
     return -torch.ones(action_size), torch.ones(action_size)
 
 
+@jax.jit
+def _copy_tree(tree: Any) -> Any:
+    # Outputs of a jitted function never alias its (undonated) inputs: every leaf lands in a fresh buffer.
+    return jax.tree.map(jnp.copy, tree)
+
+
+def _refuse_training_wrappers(env: Env) -> None:
+    """TorchEnv adds the training wrappers itself; an env that already has them would be wrapped twice."""
+    training_wrappers = (_training.VmapWrapper, _training.EpisodeWrapper, _training.AutoResetWrapper,
+                         _training.DomainRandomizationVmapWrapper)
+    layer = env
+    while isinstance(layer, _envs.Wrapper):
+        if isinstance(layer, training_wrappers):
+            raise ValueError(
+                f"env is already wrapped for training ({type(layer).__name__}, as brax_core.envs.training.wrap "
+                "does); TorchEnv adds those wrappers itself: pass the unwrapped env (env.unwrapped, or the env "
+                "before wrap(...)) and give episode_length, action_repeat and randomization_fn to TorchEnv"
+            )
+        layer = layer.env
+
+
+def _field_items(data: Any) -> list[tuple[str, Any]]:
+    if dataclasses.is_dataclass(data):
+        return [(f.name, getattr(data, f.name)) for f in dataclasses.fields(data)]
+    return list(vars(data).items())
+
+
+def _replace_field(data: Any, path: tuple[str, ...], value: Any, num_envs: int, jax_device: Any) -> Any:
+    """``data`` with the batched field at ``path`` (names as ``physics`` shows them) replaced by a copy of ``value``."""
+    by_name = {name.lstrip("_"): (name, current) for name, current in _field_items(data)}
+    shown = "/".join(path)
+    if path[0] not in by_name:
+        raise KeyError(f"set_physics: no physics field {shown!r}; fields are {sorted(by_name)}")
+    name, current = by_name[path[0]]
+    if len(path) > 1:
+        if not (dataclasses.is_dataclass(current) and not isinstance(current, type)):
+            raise KeyError(f"set_physics: physics field {path[0]!r} has no nested field {shown!r}")
+        new = _replace_field(current, path[1:], value, num_envs, jax_device)
+    else:
+        if not isinstance(current, jax.Array) or current.ndim < 1 or current.shape[0] != num_envs:
+            raise KeyError(f"set_physics: {shown!r} is not a per-env tensor field of physics (see env.physics)")
+        if not isinstance(value, torch.Tensor):
+            raise TypeError(f"set_physics: {shown} must be a torch.Tensor, got {type(value).__name__}")
+        expected_dtype = _convert.jax_to_torch(jnp.zeros((), current.dtype)).dtype
+        if tuple(value.shape) != tuple(current.shape) or value.dtype != expected_dtype:
+            raise ValueError(
+                f"set_physics: {shown} must have shape {tuple(current.shape)} and dtype {expected_dtype}; "
+                f"got shape {tuple(value.shape)} and dtype {value.dtype}"
+            )
+        # A copy: the carried state is donated to the next step and must never share memory with torch.
+        new = jax.device_put(jnp.array(value.detach().cpu().numpy(), copy=True), jax_device)
+    return data.replace(**{name: new}) if hasattr(data, "replace") else dataclasses.replace(data, **{name: new})
+
+
 def _fields_to_tensordict(data: Any, num_envs: int, device: torch.device) -> TensorDict:
     source = {}
-    if dataclasses.is_dataclass(data):
-        items = [(f.name, getattr(data, f.name)) for f in dataclasses.fields(data)]
-    else:
-        items = list(vars(data).items())
-    for name, value in items:
+    for name, value in _field_items(data):
         if isinstance(value, jax.Array):
             if value.ndim >= 1 and value.shape[0] == num_envs:
-                source[name.lstrip("_")] = _convert.array_to_tensor(value)
+                # A copy: a snapshot that torch may write into without touching the simulation.
+                source[name.lstrip("_")] = _convert.array_to_tensor(value, copy=True)
         elif dataclasses.is_dataclass(value) and not isinstance(value, type):
             nested = _fields_to_tensordict(value, num_envs, device)
             if len(nested.keys()):

@@ -4,7 +4,8 @@ A checkpoint is one file ``<dir>/checkpoint_<env_steps:015d>.pt`` holding only t
 dicts (it loads with ``torch.load(weights_only=True)``): the modules (normaliser included), the optimiser, the
 env-step count, the torch RNG state, the bridge env's JAX state (flattened leaves) and the run configuration.
 ``config.json`` next to it repeats the configuration as JSON. Writes go to a temporary file in the same directory
-and are renamed into place with ``os.replace``, so a crash mid-save never leaves a file that loads as good.
+and are renamed into place with ``os.replace``, so a crash mid-save never leaves a file that loads as good; the
+temporary file such a crash leaves (``.tmp_*.part``) is deleted by a later ``save`` once it is ``STALE_TMP_S`` old.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import json
 import os
 import re
 import tempfile
+import time
 from typing import Any
 
 import torch
@@ -23,6 +25,9 @@ from torch_ppo.params import make_inference_fn, params_of
 FORMAT = "torch_ppo/1"
 _NAME = re.compile(r"^checkpoint_(\d+)\.pt$")
 _REQUIRED = ("format", "config", "modules", "optimizer", "env_steps", "rng_state")
+_TMP = re.compile(r"^\.tmp_.*\.part$")
+# A temporary file untouched this long belongs to no running save (a save writes it continuously, then renames).
+STALE_TMP_S = 600.0
 
 
 class CheckpointError(ValueError):
@@ -56,7 +61,31 @@ def save(directory: str | os.PathLike, state: dict[str, Any], max_to_keep: int |
     if max_to_keep is not None:
         for old in checkpoint_files(directory)[:-max_to_keep]:
             os.remove(old)
+    remove_stale_temporaries(directory)
     return path
+
+
+def remove_stale_temporaries(directory: str | os.PathLike, older_than_s: float = STALE_TMP_S) -> list[str]:
+    """Deletes the ``.tmp_*.part`` files that a killed save left in ``directory``; returns their paths.
+
+    Only files not modified for ``older_than_s`` seconds go: a save still running elsewhere (another process
+    writing into the same folder) keeps writing its file, so its modification time stays recent.
+    """
+    directory = os.fspath(directory)
+    if not os.path.isdir(directory):
+        return []
+    now, removed = time.time(), []
+    for name in os.listdir(directory):
+        path = os.path.join(directory, name)
+        if not _TMP.match(name):
+            continue
+        try:
+            if now - os.stat(path).st_mtime >= older_than_s:
+                os.remove(path)
+                removed.append(path)
+        except FileNotFoundError:  # renamed or removed by its writer meanwhile
+            continue
+    return removed
 
 
 def _atomic_write(path: str, write: Any) -> None:

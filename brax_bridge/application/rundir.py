@@ -118,17 +118,24 @@ def _line(row: Mapping[str, Any]) -> str:
 
 
 def read_metrics(run_dir: str) -> list[dict[str, Any]]:
+    """The rows of ``metrics.jsonl``.
+
+    A last line that is not valid JSON is what a crash in the middle of ``MetricsLog.append`` leaves; it is
+    dropped (a resumed run rewrites the file without it). An invalid line anywhere else raises ``RunDirError``.
+    """
     path = os.path.join(run_dir, METRICS)
     if not os.path.isfile(path):
         return []
+    with open(path, encoding="utf-8", errors="replace") as f:
+        lines = [(number, line) for number, line in enumerate(f, 1) if line.strip()]
     rows = []
-    with open(path, encoding="utf-8") as f:
-        for number, line in enumerate(f, 1):
-            if line.strip():
-                try:
-                    rows.append(json.loads(line))
-                except json.JSONDecodeError:
-                    raise RunDirError(f"{path} line {number} is not valid JSON") from None
+    for index, (number, line) in enumerate(lines):
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            if index == len(lines) - 1:
+                break  # a torn final write
+            raise RunDirError(f"{path} line {number} is not valid JSON") from None
     return rows
 
 

@@ -74,7 +74,30 @@ def _check_backend(backend: str) -> None:
 
 
 class Env(abc.ABC):
-    """Interface for a driven dynamical system."""
+    """Interface for a driven dynamical system.
+
+    Every environment's ``step`` checks its action first (at trace time, on static shapes and dtypes): an action
+    that is not an array of shape ``(action_size,)`` for one env (``(*batch, action_size)`` for a batched state)
+    with a floating dtype raises a ``TypeError``/``ValueError`` naming ``action`` before any physics runs.
+    Wrappers leave the check to the env they wrap (the training wrappers check batched actions themselves).
+    """
+
+    # False for wrappers: the env inside checks the action, or the wrapper does so for its batch itself.
+    _checks_step_action: bool = True
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        step = cls.__dict__.get("step")
+        if step is None or not cls._checks_step_action or getattr(step, "_checks_action", False):
+            return
+
+        @functools.wraps(step)
+        def checked_step(self: Env, state: State, action: jax.Array) -> State:
+            validate_action(action, self.action_size, tuple(jnp.shape(state.done)))
+            return step(self, state, action)
+
+        checked_step._checks_action = True
+        cls.step = checked_step
 
     @abc.abstractmethod
     def reset(self, rng: jax.Array) -> State:
@@ -257,6 +280,8 @@ def _traced_kinematics(sys: mjx.Model, pipeline_state: mjx.Data, with_com: bool)
 
 class Wrapper(Env):
     """Wraps an environment to add functionality."""
+
+    _checks_step_action = False
 
     def __init__(self, env: Env):
         self.env = env

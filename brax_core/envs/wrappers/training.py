@@ -306,7 +306,16 @@ class DomainRandomizationVmapWrapper(Wrapper):
             raise TypeError(
                 f"randomization_fn needs a physics (PipelineEnv) environment; got {type(env.unwrapped).__name__}"
             )
-        self._sys_v, self._in_axes = randomization_fn(self.env.unwrapped.sys)
+        sys = self.env.unwrapped.sys
+        result = randomization_fn(sys)
+        # Returning only the batched model is the usual porting slip; unpacking it would fail deep inside a pytree.
+        if not isinstance(result, tuple) or len(result) != 2 or not isinstance(result[0], type(sys)):
+            got = f"a tuple of {len(result)}" if isinstance(result, tuple) else type(result).__name__
+            raise TypeError(
+                f"randomization_fn must return (batched_sys, in_axes): the randomised {type(sys).__name__} and a "
+                f"matching tree of vmap axes (0 for batched fields, None for shared ones); it returned {got}"
+            )
+        self._sys_v, self._in_axes = result
         self.batch_size = _leading_batch_size(self._sys_v, self._in_axes)
 
     def _env_with(self, sys: mjx.Model):
