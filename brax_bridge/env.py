@@ -414,13 +414,19 @@ class TorchEnv:
             self._link = _diff.Link()
             self._token = torch.zeros((), device=self._device)
 
-    def episode_info(self) -> TensorDict:
-        """A snapshot (copies) of the episode bookkeeping: ``episode_done``, ``steps``, ``episode_metrics``."""
+    def episode_info(self, copy: bool = True) -> TensorDict:
+        """The episode bookkeeping: ``episode_done``, ``steps``, ``episode_metrics``.
+
+        ``copy=True`` (default): a snapshot that later steps and writes cannot touch. ``copy=False``: zero-copy
+        views of the current state, for readers on the hot path (the adapters' episode logs, torch_ppo's episode
+        totals) that read them before the next step and never write into them.
+        """
         self._require_reset()
         info = self._state.info
         source = {k: info[k] for k in ("episode_done", "steps", "truncation") if k in info}
         source["episode_metrics"] = info.get("episode_metrics", {})
-        return TensorDict(_convert.jax_to_torch(source, copy=True), batch_size=self.batch_size, device=self._device)
+        views = _convert.jax_to_torch(source, copy=True if copy else None)  # None: a view wherever one is possible
+        return TensorDict(views, batch_size=self.batch_size, device=self._device)
 
     @property
     def num_compiles(self) -> int:

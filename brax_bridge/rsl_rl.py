@@ -101,7 +101,7 @@ class RslRlVecEnv(VecEnv):
         # OnPolicyRunner's logger reads the done flags on the host every step anyway, so asking here costs nothing
         # extra; the episode totals are logged only from envs that finished.
         if bool(done.any()):
-            totals = self._bridge.episode_info().get("episode_metrics")
+            totals = self._bridge.episode_info(copy=False).get("episode_metrics")
             extras["log"] = {f"Episode/{k}": totals.get(k)[done] for k in totals.keys()}
             # like max_episode_length and episode_length_buf, in step calls (the bridge counts env steps)
             extras["log"]["Episode/length"] = torch.ceil(extras["log"]["Episode/length"] / self._bridge.action_repeat)

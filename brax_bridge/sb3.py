@@ -94,7 +94,7 @@ class VecEnv(vec_env.VecEnv):
             # SB3 wants per-env Python dicts, so this part is host-side by its API; it runs only when an episode ends
             final = _numpy(td.get("final_observation"))
             truncated = _numpy(td.get("truncated").squeeze(-1))
-            totals = self._bridge.episode_info()["episode_metrics"]
+            totals = self._bridge.episode_info(copy=False)["episode_metrics"]
             returns, lengths = _numpy(totals.get("sum_reward")), _numpy(totals.get("length"))
             seconds = round(time.time() - self._t_start, 6)
             repeat = self._bridge.action_repeat  # Monitor counts step calls; the bridge's totals count env steps

@@ -301,7 +301,7 @@ class _Evaluator:
             if steps % 16 == 0 and not bool(active.any()):
                 break
         if env_metrics is not None:  # episodes still running: their totals so far
-            info = self.env.episode_info().get("episode_metrics")
+            info = self.env.episode_info(copy=False).get("episode_metrics")
             for name in env_metrics:
                 env_metrics[name] = torch.where(active, info.get(name), env_metrics[name])
         moments = lambda x: (float(x.mean()), float(x.std(correction=0)))
@@ -322,7 +322,7 @@ class _Evaluator:
         """Env metrics summed over each episode (the wrappers' running totals, frozen at the first done)."""
         if self.metric_names is not None and not self.metric_names:
             return None  # the env reports no metrics of its own: skip reading the episode bookkeeping
-        info = self.env.episode_info().get("episode_metrics")
+        info = self.env.episode_info(copy=False).get("episode_metrics")
         if self.metric_names is None:
             self.metric_names = [k for k in info.keys() if k not in ("sum_reward", "length")]
             if not self.metric_names:
@@ -345,7 +345,7 @@ class _EpisodeTracker:
         self.count = torch.zeros((), device=env.device)
 
     def update(self) -> None:
-        info = self.env.episode_info()
+        info = self.env.episode_info(copy=False)
         done = info.get("episode_done").reshape(-1).to(torch.float32)
         for name, value in info.get("episode_metrics").items():
             total = (value.reshape(-1) * done).sum()
