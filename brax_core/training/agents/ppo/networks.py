@@ -37,10 +37,18 @@ _LECUN_UNIFORM_FACTORY = jax.nn.initializers.lecun_uniform
 _PLAIN_INITIALIZERS = (jax.nn.initializers.zeros, jax.nn.initializers.ones)
 
 
-def _kernel_init(
-    fn_name: str, fn: Any, kwargs_name: str, kwargs: Any, kernel_init: networks.Initializer | None
+def kernel_initializer(
+    fn_name: str, fn: Any, kwargs_name: str, kwargs: Any, kernel_init: networks.Initializer | None = None
 ) -> networks.Initializer:
-    """The initialiser ``fn(**kwargs)``, or ``kernel_init`` when that is given and ``fn`` is left at its default."""
+    """The initialiser ``fn(**kwargs)``, or ``kernel_init`` when that is given and ``fn`` is left at its default.
+
+    ``fn`` is a factory such as ``jax.nn.initializers.lecun_uniform``, or its name in ``jax.nn.initializers``.
+    """
+    if isinstance(fn, str):
+        found = getattr(jax.nn.initializers, fn, None)
+        if not callable(found):
+            raise ValueError(f"{fn_name} {fn!r} is not a jax.nn.initializers factory")
+        fn = found
     if not callable(fn):
         raise ValueError(
             f"{fn_name} must be an initialiser factory such as jax.nn.initializers.lecun_uniform (one of "
@@ -152,17 +160,17 @@ def make_ppo_networks(
     if kernel_init is not None and not callable(kernel_init):
         raise ValueError(f"kernel_init must be an initialiser (e.g. jax.nn.initializers.lecun_uniform()) or None, "
                          f"got {kernel_init!r}")
-    policy_init = _kernel_init(
+    policy_init = kernel_initializer(
         "policy_network_kernel_init_fn", policy_network_kernel_init_fn,
         "policy_network_kernel_init_kwargs", policy_network_kernel_init_kwargs, kernel_init,
     )
-    value_init = _kernel_init(
+    value_init = kernel_initializer(
         "value_network_kernel_init_fn", value_network_kernel_init_fn,
         "value_network_kernel_init_kwargs", value_network_kernel_init_kwargs, kernel_init,
     )
     mean_init = None
     if mean_kernel_init_fn is not None:
-        mean_init = _kernel_init(
+        mean_init = kernel_initializer(
             "mean_kernel_init_fn", mean_kernel_init_fn, "mean_kernel_init_kwargs", mean_kernel_init_kwargs, None
         )
     elif mean_kernel_init_kwargs:

@@ -22,7 +22,7 @@ import jax.numpy as jnp
 from flax import linen
 
 from brax_core.training import distribution, networks, types
-from brax_core.training.agents.ppo.networks import PPONetworks
+from brax_core.training.agents.ppo.networks import PPONetworks, kernel_initializer
 
 PIXEL_PREFIX = "pixels/"
 GLOBAL_POOLS = ("avg", "max", "spatial_softmax", "none")
@@ -213,22 +213,6 @@ def _shape(size: Any) -> tuple[int, ...]:
     return (int(size),) if isinstance(size, int) else tuple(int(d) for d in size)
 
 
-def _initializer(name: str, factory: Any, kwargs: Mapping[str, Any] | None) -> networks.Initializer:
-    """Brax passes initialiser *factories* (``jax.nn.initializers.lecun_uniform``) and their keyword arguments."""
-    if isinstance(factory, str):
-        found = getattr(jax.nn.initializers, factory, None)
-        if not callable(found):
-            raise ValueError(f"{name} {factory!r} is not a jax.nn.initializers factory")
-        factory = found
-    if not callable(factory):
-        raise ValueError(
-            f"{name} must be an initialiser factory (e.g. jax.nn.initializers.lecun_uniform), got {factory!r}"
-        )
-    if kwargs is not None and not isinstance(kwargs, Mapping):
-        raise ValueError(f"{name.replace('_fn', '_kwargs')} must be a mapping or None, got {kwargs!r}")
-    return factory(**dict(kwargs or {}))
-
-
 def _positive_ints(name: str, values: Any, length: int | None = None) -> tuple[int, ...]:
     out = networks.validate_layer_sizes(name, values)
     if length is not None and len(out) != length:
@@ -362,16 +346,20 @@ def make_ppo_networks_vision(
     _choice("cnn_global_pool", cnn_global_pool, GLOBAL_POOLS)
     activation = networks.validate_activation(activation)
     cnn_act = networks.validate_activation(cnn_activation)
-    policy_init = _initializer(
-        "policy_network_kernel_init_fn", policy_network_kernel_init_fn, policy_network_kernel_init_kwargs
+
+    def initializer(name: str, factory: Any, kwargs: Mapping[str, Any] | None) -> networks.Initializer:
+        return kernel_initializer(f"{name}_fn", factory, f"{name}_kwargs", kwargs)
+
+    policy_init = initializer(
+        "policy_network_kernel_init", policy_network_kernel_init_fn, policy_network_kernel_init_kwargs
     )
-    value_init = _initializer(
-        "value_network_kernel_init_fn", value_network_kernel_init_fn, value_network_kernel_init_kwargs
+    value_init = initializer(
+        "value_network_kernel_init", value_network_kernel_init_fn, value_network_kernel_init_kwargs
     )
-    cnn_init = _initializer("cnn_kernel_init_fn", cnn_kernel_init_fn, cnn_kernel_init_kwargs)
+    cnn_init = initializer("cnn_kernel_init", cnn_kernel_init_fn, cnn_kernel_init_kwargs)
     output_init = None
     if output_kernel_init_fn is not None:
-        output_init = _initializer("output_kernel_init_fn", output_kernel_init_fn, output_kernel_init_kwargs)
+        output_init = initializer("output_kernel_init", output_kernel_init_fn, output_kernel_init_kwargs)
 
     parametric_action_distribution = distribution.NormalTanhDistribution(event_size=action_size)
     cnn = dict(
