@@ -239,3 +239,32 @@ def test_perturbed_init_noise_is_bounded_and_its_kind_is_validated():
     assert np.all(np.abs(np.asarray(state.qvel)) <= 0.01) and np.any(np.asarray(state.qvel) != 0)
     with pytest.raises(ValueError, match="qvel_noise must be 'uniform' or 'normal'"):
         env.perturbed_init(jax.random.PRNGKey(0), 0.01, qvel_noise="gaussian")
+
+
+class _DivergesAfterDone(Fast):
+    """``fast`` whose steps after its first done pay NaN, as a finished physics episode that keeps stepping can."""
+
+    def step(self, state, action):
+        nstate = super().step(state, action)
+        done = nstate.pipeline_state.qpos[0] > 0.0  # the first push ends the episode
+        was_done = state.done > 0
+        reward = jnp.where(was_done, jnp.float32(jnp.nan), nstate.reward)
+        return nstate.replace(reward=reward, done=jnp.where(done, 1.0, 0.0).astype(jnp.float32))
+
+
+def test_nan_after_an_episode_ended_reaches_no_total():
+    push = jnp.ones((2, 1), jnp.float32)
+    evaluated = training.EvalWrapper(training.wrap(_DivergesAfterDone(), episode_length=100, action_repeat=3))
+    state = jax.jit(evaluated.reset)(_keys(2))
+    step = jax.jit(evaluated.step)
+    first = step(state, push)
+    state = first
+    for _ in range(4):
+        state = step(state, push)
+    totals = state.info["eval_metrics"].episode_metrics
+    # the first sub-step ends the episode: its reward is the episode's whole total, in the action-repeat sum
+    # (later sub-steps pay NaN), the running episode totals and the eval totals alike
+    np.testing.assert_array_equal(first.reward, first.info["episode_metrics"]["sum_reward"])
+    assert np.all(np.isfinite(np.asarray(first.reward)))
+    np.testing.assert_array_equal(totals["reward"], first.reward)
+    np.testing.assert_array_equal(state.info["episode_metrics"]["sum_reward"], first.reward)  # each episode alike

@@ -39,10 +39,39 @@ SLOW_QVEL_ATOL = 5e-2
 SPEC = {
     # name: (observation size, action size, dt, metric names)
     "halfcheetah": (17, 6, 0.05, {"x_position", "x_velocity", "reward_run", "reward_ctrl"}),
-    "ant": (27, 8, 0.05, {"reward_forward", "reward_survive", "reward_ctrl", "reward_contact", "x_position",
-                          "y_position", "distance_from_origin", "x_velocity", "y_velocity", "forward_reward"}),
-    "humanoid": (244, 17, 0.015, {"forward_reward", "reward_linvel", "reward_quadctrl", "reward_alive",
-                                  "x_position", "y_position", "distance_from_origin", "x_velocity", "y_velocity"}),
+    "ant": (
+        27,
+        8,
+        0.05,
+        {
+            "reward_forward",
+            "reward_survive",
+            "reward_ctrl",
+            "reward_contact",
+            "x_position",
+            "y_position",
+            "distance_from_origin",
+            "x_velocity",
+            "y_velocity",
+            "forward_reward",
+        },
+    ),
+    "humanoid": (
+        244,
+        17,
+        0.015,
+        {
+            "forward_reward",
+            "reward_linvel",
+            "reward_quadctrl",
+            "reward_alive",
+            "x_position",
+            "y_position",
+            "distance_from_origin",
+            "x_velocity",
+            "y_velocity",
+        },
+    ),
 }
 
 
@@ -314,8 +343,9 @@ def test_ant_reset_reward_and_termination(ant):
     np.testing.assert_allclose(after.metrics["reward_ctrl"], -ctrl_cost, rtol=1e-5)
     np.testing.assert_allclose(after.reward, velocity + 1.0 - ctrl_cost, rtol=1e-4, atol=1e-4)
     np.testing.assert_array_equal(after.done, 0.0)
-    np.testing.assert_array_equal(after.obs, np.concatenate([after.pipeline_state.qpos[:, 2:],
-                                                             after.pipeline_state.qvel], axis=-1))
+    np.testing.assert_array_equal(
+        after.obs, np.concatenate([after.pipeline_state.qpos[:, 2:], after.pipeline_state.qvel], axis=-1)
+    )
 
     # slot 0 below the healthy range, slot 1 above it: both terminate (not truncate) on the next step
     ended = c.step(_displaced(c.first, [0.1, 1.5]), jnp.zeros((BATCH, 8), jnp.float32))
@@ -424,3 +454,27 @@ def test_humanoid_reward_observation_and_termination(humanoid_step):
         ended = c.step(c.state_at(qpos, np.zeros(m.nv)), zero)
         assert float(ended.done) == 1.0
         assert float(ended.metrics["reward_alive"]) == 5.0  # paid on the terminating step too (Brax, Gymnasium)
+
+
+@pytest.mark.parametrize("fixture", ["cheetah", "ant"])
+def test_a_diverged_step_ends_its_episode_and_auto_resets(fixture, request):
+    # The second env's runaway velocity overflows to inf/NaN in one step; the wrapped step ends that episode with
+    # reward 0 and auto-resets it, leaving the first env untouched.
+    c = request.getfixturevalue(fixture)
+    ps = c.first.pipeline_state
+    state = c.first.replace(pipeline_state=ps.replace(qvel=ps.qvel.at[1, 0].set(3e38)))
+    after = c.step(state, jnp.zeros((BATCH, c.env.action_size), jnp.float32))
+    np.testing.assert_array_equal(after.done, [0.0, 1.0])
+    assert float(after.reward[1]) == 0.0 and float(after.reward[0]) != 0.0
+    assert np.all(np.isfinite(np.asarray(after.pipeline_state.qpos[1])))  # auto-reset to a fresh start
+    assert np.any(np.asarray(after.obs[1]) != 0.0)
+    assert all(np.all(np.isfinite(np.asarray(leaf))) for leaf in jax.tree.leaves((after.obs, after.metrics)))
+
+
+def test_a_diverged_humanoid_step_ends_its_episode_with_finite_outputs(humanoid_step):
+    h = humanoid_step
+    state = h.state_at(h.env.mj_model.qpos0, np.full(h.env.mj_model.nv, 3e38))
+    after = h.step(state, jnp.zeros((h.env.action_size,), jnp.float32))
+    assert not np.all(np.isfinite(np.asarray(after.pipeline_state.qpos)))
+    assert float(after.done) == 1.0 and float(after.reward) == 0.0
+    assert not np.any(np.asarray(after.obs)) and all(float(v) == 0.0 for v in after.metrics.values())

@@ -346,3 +346,17 @@ def test_locomotion_termination_thresholds(name, qpos_changes, healthy):
         qpos[index] = value
     state = types.SimpleNamespace(qpos=jnp.asarray(qpos), qvel=jnp.zeros(env.sys.nv, jnp.float32))
     assert bool(env.is_healthy(state)) is healthy
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_a_diverged_step_ends_its_episode_with_finite_outputs(name, rollouts):
+    # A runaway velocity overflows the integrator to inf/NaN in one step (a fallen pendulum driven round its hinge
+    # gets there by itself): the step must end the episode, pay 0 and hand out zeros instead of NaN.
+    r = rollouts(name)
+    state = r.reset_fn(jax.random.PRNGKey(0))
+    state = state.replace(pipeline_state=state.pipeline_state.replace(qvel=state.pipeline_state.qvel.at[0].set(3e38)))
+    state = r.step_fn(state, jnp.zeros((r.env.action_size,), jnp.float32))
+    assert not np.all(np.isfinite(np.asarray(state.pipeline_state.qpos)))  # the simulation did diverge
+    assert float(state.done) == 1.0 and float(state.reward) == 0.0
+    np.testing.assert_array_equal(state.obs, np.zeros(SIZES[name][0], np.float32))
+    assert all(float(value) == 0.0 for value in state.metrics.values())

@@ -292,7 +292,8 @@ class _Evaluator:
                 loc = loc + scale * torch.randn(loc.shape, generator=generator, device=device)
             nxt = self.env.step(modules.policy.postprocess(loc)).get("next")
             done = nxt.get("done").squeeze(-1)
-            reward_sum += nxt.get("reward").squeeze(-1) * active
+            # where, not a product: a finished episode's env keeps stepping, and 0 * NaN is NaN
+            reward_sum += torch.where(active, nxt.get("reward").squeeze(-1), 0.0)
             length += active * float(self.action_repeat)
             env_metrics = self._track_env_metrics(env_metrics, active, done)
             active &= ~done

@@ -109,13 +109,12 @@ class Ant(PipelineEnv):
         low, high = self._healthy_z_range
         healthy = (torso[2] >= low) & (torso[2] <= high)
         obs = self._get_obs(pipeline_state)
-        broken = ~jnp.all(jnp.isfinite(obs))
         if self._terminate_when_unhealthy:
             healthy_reward = jnp.float32(self._healthy_reward)
-            done = ~healthy | broken
+            done = ~healthy
         else:
             healthy_reward = jnp.where(healthy, self._healthy_reward, 0.0)
-            done = broken
+            done = jnp.zeros((), bool)
         ctrl_cost = self._ctrl_cost_weight * jnp.sum(jnp.square(action))
         contact_cost = jnp.zeros((), jnp.float32)
 
@@ -134,12 +133,14 @@ class Ant(PipelineEnv):
             "forward_reward": f32(forward_reward),
         }
         reward = forward_reward + healthy_reward - ctrl_cost - contact_cost
-        return state.replace(
-            pipeline_state=pipeline_state,
-            obs=obs,
-            reward=f32(reward),
-            done=jnp.where(done, 1.0, 0.0).astype(jnp.float32),
-            metrics=metrics,
+        return self.end_if_diverged(
+            state.replace(
+                pipeline_state=pipeline_state,
+                obs=obs,
+                reward=f32(reward),
+                done=jnp.where(done, 1.0, 0.0).astype(jnp.float32),
+                metrics=metrics,
+            )
         )
 
     def _get_obs(self, pipeline_state) -> jax.Array:

@@ -215,6 +215,29 @@ class PipelineEnv(Env):
         """
         return _traced_kinematics(self.sys, pipeline_state, with_com)
 
+    @staticmethod
+    def end_if_diverged(state: State) -> State:
+        """Ends the episode of a state whose simulation diverged, with finite outputs in place of NaN or inf.
+
+        A diverged step (a pole driven round its hinge until the integrator blows up) would otherwise hand NaN
+        to the trainer: one NaN reward or observation poisons the advantages, the observation normaliser and,
+        in an evaluation that keeps stepping finished episodes, the episode totals. Such a step is done, with
+        reward 0 and zero observations and metrics; an auto-reset replaces its physics on the next step.
+        """
+        diverged = ~jnp.isfinite(state.reward)
+        for leaf in jax.tree.leaves(state.obs):
+            diverged = diverged | ~jnp.all(jnp.isfinite(leaf))
+
+        def zero_if_diverged(x: jax.Array) -> jax.Array:
+            return jnp.where(diverged, jnp.zeros_like(x), x)
+
+        return state.replace(
+            obs=jax.tree.map(zero_if_diverged, state.obs),
+            reward=zero_if_diverged(state.reward),
+            done=jnp.where(diverged, jnp.ones_like(state.done), state.done),
+            metrics=jax.tree.map(zero_if_diverged, state.metrics),
+        )
+
     @contextlib.contextmanager
     def using_sys(self, sys: mjx.Model) -> Iterator[PipelineEnv]:
         """Temporarily simulates ``sys`` (e.g. a randomised model inside ``vmap``).

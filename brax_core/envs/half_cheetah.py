@@ -82,7 +82,6 @@ class Halfcheetah(PipelineEnv):
         forward_reward = self._forward_reward_weight * x_velocity
         ctrl_cost = self._ctrl_cost_weight * jnp.sum(jnp.square(action))
         obs = self._get_obs(pipeline_state)
-        broken = ~jnp.all(jnp.isfinite(obs))
         f32 = lambda x: jnp.asarray(x, jnp.float32)
         metrics = {
             **state.metrics,
@@ -91,12 +90,14 @@ class Halfcheetah(PipelineEnv):
             "reward_run": f32(forward_reward),
             "reward_ctrl": f32(-ctrl_cost),
         }
-        return state.replace(
-            pipeline_state=pipeline_state,
-            obs=obs,
-            reward=f32(forward_reward - ctrl_cost),
-            done=jnp.where(broken, 1.0, 0.0).astype(jnp.float32),
-            metrics=metrics,
+        return self.end_if_diverged(
+            state.replace(
+                pipeline_state=pipeline_state,
+                obs=obs,
+                reward=f32(forward_reward - ctrl_cost),
+                done=jnp.zeros((), jnp.float32),
+                metrics=metrics,
+            )
         )
 
     def _get_obs(self, pipeline_state) -> jax.Array:

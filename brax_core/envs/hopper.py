@@ -101,7 +101,7 @@ class Hopper(PipelineEnv):
             done = jnp.where(healthy, 0.0, 1.0)
         else:
             reward_healthy = jnp.where(healthy, self._healthy_reward, 0.0)
-            done = jnp.where(jnp.all(jnp.isfinite(pipeline_state.qvel)), 0.0, 1.0)
+            done = jnp.zeros((), jnp.float32)
         reward_ctrl = -self._ctrl_cost_weight * jnp.sum(jnp.square(action))
 
         obs = self._get_obs(pipeline_state)
@@ -115,8 +115,14 @@ class Hopper(PipelineEnv):
             "x_position": pipeline_state.qpos[0].astype(f32),
             "x_velocity": x_velocity.astype(f32),
         }
-        return state.replace(
-            pipeline_state=pipeline_state, obs=obs, reward=reward.astype(f32), done=done.astype(f32), metrics=metrics
+        return self.end_if_diverged(
+            state.replace(
+                pipeline_state=pipeline_state,
+                obs=obs,
+                reward=reward.astype(f32),
+                done=done.astype(f32),
+                metrics=metrics,
+            )
         )
 
     def is_healthy(self, pipeline_state: mjx.Data) -> jax.Array:

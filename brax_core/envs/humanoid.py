@@ -113,13 +113,12 @@ class Humanoid(PipelineEnv):
         torso_z = pipeline_state.xpos[1, 2]
         healthy = (torso_z >= low) & (torso_z <= high)
         obs = self._get_obs(pipeline_state)
-        broken = ~jnp.all(jnp.isfinite(obs))
         if self._terminate_when_unhealthy:
             healthy_reward = jnp.float32(self._healthy_reward)
-            done = ~healthy | broken
+            done = ~healthy
         else:
             healthy_reward = jnp.where(healthy, self._healthy_reward, 0.0)
-            done = broken
+            done = jnp.zeros((), bool)
         ctrl_cost = self._ctrl_cost_weight * jnp.sum(jnp.square(ctrl))
 
         f32 = lambda x: jnp.asarray(x, jnp.float32)
@@ -135,12 +134,14 @@ class Humanoid(PipelineEnv):
             "x_velocity": f32(velocity[0]),
             "y_velocity": f32(velocity[1]),
         }
-        return state.replace(
-            pipeline_state=pipeline_state,
-            obs=obs,
-            reward=f32(forward_reward + healthy_reward - ctrl_cost),
-            done=jnp.where(done, 1.0, 0.0).astype(jnp.float32),
-            metrics=metrics,
+        return self.end_if_diverged(
+            state.replace(
+                pipeline_state=pipeline_state,
+                obs=obs,
+                reward=f32(forward_reward + healthy_reward - ctrl_cost),
+                done=jnp.where(done, 1.0, 0.0).astype(jnp.float32),
+                metrics=metrics,
+            )
         )
 
     def _get_obs(self, pipeline_state) -> jax.Array:

@@ -23,7 +23,8 @@
 
   The three terms are reported in ``metrics`` (``alive_bonus``, ``distance_penalty``, ``velocity_penalty``) and
   ``metrics['tip_z']`` holds the tip height.
-* Termination: the tip height falls to 1 m or below (upright it is 1.2 m), or the state stops being finite.
+* Termination: the tip height falls to 1 m or below (upright it is 1.2 m), or the state stops being finite
+  (``PipelineEnv.end_if_diverged``: that step pays 0 and observes zeros).
 * Reset: ``qpos`` uniform in ``[-0.01, 0.01]``; ``qvel`` normal with standard deviation 0.01.
 * Defaults: ``episode_length`` 1000, ``n_frames`` 2, timestep 0.01 s (``dt`` 0.02 s).
 * Model (``assets/inverted_double_pendulum.xml``): contacts disabled (nothing touches), Euler integration,
@@ -88,8 +89,7 @@ class InvertedDoublePendulum(PipelineEnv):
         distance_penalty = 0.01 * x**2 + (z - 2.0) ** 2
         velocity_penalty = 1e-3 * w1**2 + 5e-3 * w2**2
         fallen = z <= 1.0
-        broken = ~jnp.all(jnp.isfinite(obs))
-        done = jnp.where(fallen | broken, 1.0, 0.0).astype(jnp.float32)
+        done = jnp.where(fallen, 1.0, 0.0).astype(jnp.float32)
         alive_bonus = (self._alive_bonus * (1.0 - done)).astype(jnp.float32)
         reward = (alive_bonus - distance_penalty - velocity_penalty).astype(jnp.float32)
         metrics = {
@@ -99,7 +99,9 @@ class InvertedDoublePendulum(PipelineEnv):
             "velocity_penalty": velocity_penalty.astype(jnp.float32),
             "tip_z": z.astype(jnp.float32),
         }
-        return state.replace(pipeline_state=pipeline_state, obs=obs, reward=reward, done=done, metrics=metrics)
+        return self.end_if_diverged(
+            state.replace(pipeline_state=pipeline_state, obs=obs, reward=reward, done=done, metrics=metrics)
+        )
 
     def tip_position(self, pipeline_state: mjx.Data) -> jax.Array:
         """World position (3,) of the upper pole's free end for the state's ``qpos``."""

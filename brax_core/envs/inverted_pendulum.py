@@ -40,10 +40,9 @@ class InvertedPendulum(PipelineEnv):
         pipeline_state = self.pipeline_step(state.pipeline_state, self.action_to_ctrl(action))
         obs = self._get_obs(pipeline_state)
         fallen = jnp.abs(obs[1]) > 0.2
-        broken = ~jnp.all(jnp.isfinite(obs))
-        done = jnp.where(fallen | broken, 1.0, 0.0).astype(jnp.float32)
+        done = jnp.where(fallen, 1.0, 0.0).astype(jnp.float32)
         reward = jnp.ones((), jnp.float32)
-        return state.replace(pipeline_state=pipeline_state, obs=obs, reward=reward, done=done)
+        return self.end_if_diverged(state.replace(pipeline_state=pipeline_state, obs=obs, reward=reward, done=done))
 
     @staticmethod
     def _get_obs(pipeline_state) -> jax.Array:

@@ -90,13 +90,15 @@ class Reacher(PipelineEnv):
         reward_dist = -_safe_norm(obs[8:11])
         reward_ctrl = -jnp.sum(jnp.square(action))
         reward = (reward_dist + reward_ctrl).astype(jnp.float32)
-        done = jnp.where(jnp.all(jnp.isfinite(obs)), 0.0, 1.0).astype(jnp.float32)
+        done = jnp.zeros((), jnp.float32)
         metrics = {
             **state.metrics,
             "reward_dist": reward_dist.astype(jnp.float32),
             "reward_ctrl": reward_ctrl.astype(jnp.float32),
         }
-        return state.replace(pipeline_state=pipeline_state, obs=obs, reward=reward, done=done, metrics=metrics)
+        return self.end_if_diverged(
+            state.replace(pipeline_state=pipeline_state, obs=obs, reward=reward, done=done, metrics=metrics)
+        )
 
     def fingertip(self, pipeline_state: mjx.Data) -> tuple[jax.Array, jax.Array, jax.Array]:
         """World fingertip position (3,), fingertip linear velocity (3,) and target position (3,) for the state's

@@ -129,7 +129,8 @@ class EpisodeWrapper(Wrapper):
         def repeat(carry: tuple[State, jax.Array, jax.Array], _: None):
             current, reward_sum, was_done = carry
             nstate = _same_metric_keys(self.env, current, self.env.step(current, action))
-            reward_sum = reward_sum + _float(nstate.reward) * (1.0 - was_done)
+            # where, not a product: the sub-steps after a done keep stepping, and 0 * NaN is NaN
+            reward_sum = reward_sum + jnp.where(was_done > 0, 0.0, _float(nstate.reward))
             was_done = jnp.maximum(was_done, _float(nstate.done))
             return (nstate, reward_sum, was_done), None
 
@@ -147,13 +148,18 @@ class EpisodeWrapper(Wrapper):
         state.info["truncation"] = truncation
 
         # Restart the running totals where the previous step ended an episode.
-        fresh = 1.0 - _float(state.info["episode_done"])
+        # (where, not a product, so a NaN from an earlier episode cannot outlive it)
+        ended = state.info["episode_done"] > 0
+
+        def restart(total: jax.Array) -> jax.Array:
+            return jnp.where(ended, jnp.zeros_like(total), total)
+
         metrics = dict(state.info["episode_metrics"])
-        metrics["sum_reward"] = metrics["sum_reward"] * fresh + reward
-        metrics["length"] = metrics["length"] * fresh + self.action_repeat
+        metrics["sum_reward"] = restart(metrics["sum_reward"]) + reward
+        metrics["length"] = restart(metrics["length"]) + self.action_repeat
         for name, value in state.metrics.items():
             if name in metrics:
-                metrics[name] = metrics[name] * fresh + _float(value)
+                metrics[name] = restart(metrics[name]) + _float(value)
         state.info["episode_metrics"] = metrics
         state.info["episode_done"] = done
         return state.replace(done=done)
@@ -274,8 +280,12 @@ class EvalWrapper(Wrapper):
         nstate.metrics["reward"] = _float(nstate.reward)
         active = state_metrics.active_episodes
         episode_steps = state_metrics.episode_steps + active * _action_repeat(self.env)
+        # where, not a product with `active`: a finished episode's env keeps stepping, and a NaN it reaches there
+        # (0 * NaN is NaN) must not reach the totals
         episode_metrics = jax.tree.map(
-            lambda total, value: total + _float(value) * active, state_metrics.episode_metrics, nstate.metrics
+            lambda total, value: total + jnp.where(active > 0, _float(value), 0.0),
+            state_metrics.episode_metrics,
+            nstate.metrics,
         )
         active_episodes = active * (1.0 - _float(nstate.done))
         nstate.info["eval_metrics"] = EvalMetrics(
