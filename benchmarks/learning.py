@@ -166,8 +166,8 @@ def plot(env: str, runs: list[dict[str, Any]], random_reward: float, out: str) -
 def table(results: dict[str, Any]) -> str:
     lines = [
         "| env | trainer | seeds | final reward (median) | threshold | steps to threshold | time to threshold (s) | "
-        "env steps run | train steps/s | random policy |",
-        "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "env steps run | budget (min) | train steps/s | random policy |",
+        "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for env, entry in results.items():
         for trainer in ("jax", "torch"):
@@ -184,7 +184,8 @@ def table(results: dict[str, Any]) -> str:
             run_steps = statistics.median(r["curve"][-1][0] for r in runs)
             lines.append(
                 f"| {env} | {trainer} | {len(runs)} | {statistics.median(finals):,.1f} | {THRESHOLDS[env]:,.0f} | "
-                f"{steps} | {wall} | {run_steps:,.0f} | {sps_text} | {entry['random_reward']:,.1f} |"
+                f"{steps} | {wall} | {run_steps:,.0f} | {entry.get('minutes', '-')} | {sps_text} | "
+                f"{entry['random_reward']:,.1f} |"
             )
     return "\n".join(lines)
 
@@ -225,7 +226,8 @@ def main(argv: list[str] | None = None) -> None:
     results_path = os.path.join(args.out, "results.json")
     results: dict[str, Any] = json.load(open(results_path)) if os.path.exists(results_path) else {}
     for env in [] if args.report_only else args.envs:
-        entry = {"random_reward": random_policy_reward(env), "runs": []}
+        command = " ".join(["python benchmarks/learning.py", *(argv if argv is not None else sys.argv[1:])])
+        entry = {"random_reward": random_policy_reward(env), "runs": [], "minutes": args.minutes, "command": command}
         for seed in args.seeds:
             for trainer in args.trainers:
                 out = os.path.join(args.out, f"{env}_{trainer}_{seed}.json")
@@ -256,8 +258,13 @@ def main(argv: list[str] | None = None) -> None:
     for env, entry in results.items():
         plot(env, entry["runs"], entry["random_reward"], args.out)
     loads = [r[k] for e in results.values() for r in e["runs"] for k in ("load_before", "load_after")]
+    if not loads:
+        raise SystemExit(f"no runs in {results_path}: train some first (without --report-only)")
+    commands = sorted({e.get("command", "") for e in results.values()} - {""})
     body = (
-        f"Command: `python benchmarks/learning.py {' '.join(argv if argv is not None else sys.argv[1:])}`\n\n"
+        "Commands (one process per run, one run at a time):\n\n"
+        + "".join(f"- `{c}`\n" for c in commands)
+        + "\n"
         f"Machine: {platform.machine()} CPU, {os.cpu_count()} cores, no GPU; 1-minute load average "
         f"{min(loads):.1f}-{max(loads):.1f} during the runs. Each run starts a fresh process (start-up included) "
         "and stops at its preset's step budget or at the first evaluation after the wall-time budget. Curves: "
