@@ -37,7 +37,7 @@ from jax.sharding import PartitionSpec as P
 from brax_core import compile as compile_options
 from brax_core import envs
 from brax_core.envs import training as env_training
-from brax_core.envs.base import Env
+from brax_core.envs.base import Env, Wrapper
 from brax_core.training import acting, gradients, types
 from brax_core.training.acme import running_statistics
 from brax_core.training.agents.ppo import checkpoint, networks_vision
@@ -161,19 +161,22 @@ def _make_reset_fn(env: Env, mesh: Mesh, local_envs: int, jit: Callable[..., Any
 
 
 def _observation_size(environment: Env, batched_obs: Any | None) -> Any:
-    """``environment.observation_size``, read off ``batched_obs`` (the abstract observations of the trainer's own
-    batched reset, ``[envs, ...]``) where that is the same thing.
+    """``environment.observation_size``, found from ``batched_obs`` (the abstract observations ``[envs, ...]`` of
+    the trainer's own batched reset, or ``None``) where possible.
 
-    ``Env.observation_size`` finds the size by tracing ``reset``; the trainer's reset trace shows the same
-    shapes, so reusing it saves a trace of the physics. Envs that define the size themselves are asked.
+    ``Env.observation_size`` traces ``reset`` once to find the shapes and caches them; the trainer's reset trace
+    shows the same per-env shapes (its wrappers keep observations as they are), so filling that cache from it
+    saves a trace of the physics. Subclasses that build on the base property (``fast``) use the cache too;
+    wrappers answer for the env they wrap, so they are asked as they are.
     """
-    if batched_obs is None or type(environment).observation_size is not Env.observation_size:
-        return environment.observation_size
-    if "_observation_size_cache" in environment.__dict__:
-        return environment.observation_size
-    if isinstance(batched_obs, Mapping):
-        return {k: tuple(v.shape[1:]) for k, v in batched_obs.items()}
-    return int(batched_obs.shape[-1])
+    if batched_obs is not None and not isinstance(environment, Wrapper):
+        if "_observation_size_cache" not in environment.__dict__:
+            if isinstance(batched_obs, Mapping):
+                size: Any = {k: tuple(v.shape[1:]) for k, v in batched_obs.items()}
+            else:
+                size = int(batched_obs.shape[-1])
+            environment.__dict__["_observation_size_cache"] = size
+    return environment.observation_size
 
 
 # ------------------------------------------------------------------------------------------------- train
