@@ -14,6 +14,11 @@ the parameters are replicated. (The env code's scans start from unvarying consta
 with ``check_vma=False``; every replicated output is the result of a cross-device mean or sum, and a
 two-device test checks that the devices' copies agree.) One compiled call runs a whole epoch (or, with
 ``log_training_metrics``, one metrics interval) of training steps; the host only sees its results.
+
+Reading order: ``train`` checks its arguments and wires the named steps together; ``_make_training_step``
+(collect unrolls) and ``make_ppo_update`` (normaliser and SGD on them) are the algorithm; ``_make_training_fn``,
+``_make_reset_fn`` and ``_make_eval_run`` put them on the device mesh; ``_schedule`` splits the run into compiled
+calls, and the loop at the end of ``train`` runs them, evaluates and saves checkpoints.
 """
 
 from __future__ import annotations
@@ -514,60 +519,9 @@ def train(
     if save_checkpoint_path is not None:
         # Only a run that saves needs every network argument to be nameable in JSON.
         config = checkpoint.network_config(obs_size, action_size, normalize_observations, network_factory).to_dict()
-        config["training"] = {
-            "episode_length": episode_length,
-            "action_repeat": action_repeat,
-            "num_envs": num_envs,
-            "learning_rate": learning_rate,
-            "entropy_cost": entropy_cost,
-            "discounting": discounting,
-            "unroll_length": unroll_length,
-            "batch_size": batch_size,
-            "num_minibatches": num_minibatches,
-            "num_updates_per_batch": num_updates_per_batch,
-            "reward_scaling": reward_scaling,
-            "clipping_epsilon": clipping_epsilon,
-            "gae_lambda": gae_lambda,
-            "max_grad_norm": max_grad_norm,
-            "normalize_advantage": normalize_advantage,
-            "vf_loss_coefficient": vf_loss_coefficient,
-            "bootstrap_on_timeout": bootstrap_on_timeout,
-            "normalize_observations_std_eps": hp.normalize_observations_std_eps,
-            "normalize_observations_mode": hp.normalize_observations_mode,
-            "normalize_until_count": hp.normalize_until_count,
-            "clipping_epsilon_value": clipping_epsilon_value,
-            "use_distributional_critic": use_distributional_critic,
-            "desired_kl": hp.desired_kl,
-            "learning_rate_schedule": hp.learning_rate_schedule,
-            "learning_rate_schedule_min_lr": hp.learning_rate_schedule_min_lr,
-            "learning_rate_schedule_max_lr": hp.learning_rate_schedule_max_lr,
-            "seed": seed,
-        }
+        config["training"] = {name: getattr(hp, name) for name in _SAVED_TRAINING_FIELDS}
 
-    if isinstance(obs_size, Mapping):
-        # Image views get no running statistics (Brax's layout: networks normalise state keys only).
-        obs_template: Any = {
-            k: jax.ShapeDtypeStruct(tuple(v) if not isinstance(v, int) else (v,), jnp.float32)
-            for k, v in networks_vision.remove_pixels(obs_size).items()
-        }
-    else:
-        obs_template = jax.ShapeDtypeStruct((int(obs_size),), jnp.float32)
-
-    @functools.partial(jit, out_shardings=replicated)
-    def init_training_state(key_init: jax.Array) -> TrainingState:
-        key_policy, key_value = jax.random.split(key_init)
-        params = ppo_losses.PPONetworkParams(
-            policy=ppo_network.policy_network.init(key_policy), value=ppo_network.value_network.init(key_value)
-        )
-        return TrainingState(
-            optimizer_state=optimizer.init(params),
-            params=params,
-            normalizer_params=running_statistics.init_state(obs_template),
-            env_steps=jnp.zeros((2,), jnp.uint32),
-            training_step=jnp.zeros((), jnp.int32),
-        )
-
-    training_state = init_training_state(key_init)
+    training_state = _init_training_state(ppo_network, optimizer, obs_size, key_init, jit, replicated)
     env_steps = 0
     restored_env_state_from = None
 
@@ -643,54 +597,16 @@ def train(
         augment_pixels=augment_pixels,
     )
 
-    def training_step(ts: TrainingState, env_state: Any, key: jax.Array):
-        key_sgd, key_generate = jax.random.split(key)
-        policy = make_policy((ts.normalizer_params, ts.params.policy))
-
-        def unroll(carry, _):
-            state, k = carry
-            k, k_unroll = jax.random.split(k)
-            state, data = acting.generate_unroll(env, state, policy, k_unroll, unroll_length, extra_fields)
-            return (state, k), data
-
-        (env_state, _), data = jax.lax.scan(unroll, (env_state, key_generate), (), length=num_unrolls)
-        # [unrolls, T, envs, ...] -> [unrolls * envs, T, ...]: the batch-major layout the loss expects.
-        data = jax.tree.map(lambda x: jnp.reshape(jnp.swapaxes(x, 1, 2), (-1,) + x.shape[1:2] + x.shape[3:]), data)
-        ts, metrics = update(ts, data, key_sgd)
-        if log_training_metrics:
-            done = data.extras["state_extras"]["episode_done"]
-            episodes = data.extras["state_extras"]["episode_metrics"]
-            metrics["episode_count"] = jnp.sum(done)
-            for name, value in episodes.items():
-                metrics[f"episode_sum/{name}"] = jnp.sum(value * done)
-        ts = ts.replace(
-            env_steps=_add_steps(ts.env_steps, env_step_per_training_step), training_step=ts.training_step + 1
-        )
-        return ts, env_state, metrics
-
-    def run_training_steps(ts: TrainingState, env_state: Any, key_run: jax.Array, num_steps: int):
-        device_index = jax.lax.axis_index(_AXIS)
-
-        def one(carry, _):
-            ts, env_state = carry
-            key = jax.random.fold_in(jax.random.fold_in(key_run, ts.training_step), device_index)
-            ts, env_state, metrics = training_step(ts, env_state, key)
-            return (ts, env_state), metrics
-
-        (ts, env_state), metrics = jax.lax.scan(one, (ts, env_state), (), length=num_steps)
-        summed = {k: jax.lax.psum(jnp.sum(v), _AXIS) for k, v in metrics.items() if k.startswith("episode")}
-        averaged = {k: jax.lax.pmean(jnp.mean(v), _AXIS) for k, v in metrics.items() if not k.startswith("episode")}
-        return ts, env_state, {**averaged, **summed}
-
-    def compile_training(num_steps: int):
-        fn = jax.shard_map(
-            functools.partial(run_training_steps, num_steps=num_steps),
-            mesh=mesh,
-            in_specs=(P(), P(_AXIS), P()),
-            out_specs=(P(), P(_AXIS), P()),
-            check_vma=False,
-        )
-        return jit(fn, donate_argnums=(0, 1))
+    training_step = _make_training_step(
+        env,
+        make_policy,
+        update,
+        unroll_length=unroll_length,
+        num_unrolls=num_unrolls,
+        extra_fields=tuple(extra_fields),
+        log_training_metrics=log_training_metrics,
+        env_steps_per_training_step=env_step_per_training_step,
+    )
 
     # ---- evaluation
     evaluator = None
@@ -703,26 +619,19 @@ def train(
         wrapped_eval_env = env_training.EvalWrapper(eval_base)
         eval_steps = -(-episode_length // action_repeat)
 
-        def per_device_eval(policy_params: Any, key: jax.Array) -> dict[str, jax.Array]:
-            key = jax.random.fold_in(key, jax.lax.axis_index(_AXIS))
-            policy = make_policy(policy_params, deterministic=deterministic_eval)
-            state = acting.evaluation_rollout(wrapped_eval_env, policy, key, local_eval_envs, eval_steps)
-            return acting.summarize_eval(state.info["eval_metrics"], axis_name=_AXIS)
-
-        eval_run = jit(jax.shard_map(per_device_eval, mesh=mesh, in_specs=(P(), P()), out_specs=P(), check_vma=False))
+        eval_policy = functools.partial(make_policy, deterministic=deterministic_eval)
+        eval_run = _make_eval_run(wrapped_eval_env, eval_policy, local_eval_envs, eval_steps, mesh, jit)
 
     # ---- schedule: total training steps split into epochs (and metrics intervals) of equal compiled length
-    remaining_training_steps = -(-remaining // env_step_per_training_step)
-    num_evals_after_init = max(num_evals - 1, 1)
-    segments = num_evals_after_init * max(num_resets_per_eval, 1)
-    steps_per_segment = -(-remaining_training_steps // segments)
-    steps_per_call = steps_per_segment
-    if log_training_metrics:
-        every = 1 if training_metrics_steps is None else max(1, training_metrics_steps // env_step_per_training_step)
-        steps_per_call = min(every, steps_per_segment)
-        steps_per_segment = -(-steps_per_segment // steps_per_call) * steps_per_call
-    calls_per_segment = steps_per_segment // steps_per_call
-    training_fn = compile_training(steps_per_call)
+    num_evals_after_init, steps_per_call, calls_per_segment = _schedule(
+        -(-remaining // env_step_per_training_step),
+        num_evals=num_evals,
+        num_resets_per_eval=num_resets_per_eval,
+        steps_between_reports=(
+            max(1, (training_metrics_steps or 0) // env_step_per_training_step) if log_training_metrics else None
+        ),
+    )
+    training_fn = _make_training_fn(training_step, steps_per_call, mesh, jit)
 
     # Reset, training and evaluation are traced here and compiled side by side (XLA compiles without the GIL).
     sharded = NamedSharding(mesh, P(_AXIS))
@@ -800,6 +709,177 @@ def train(
     if saver is not None:
         saver.close()
     return make_policy, current_params(training_state), metrics
+
+
+# Training hyperparameters recorded in a checkpoint's config (the schema's names and validated values).
+_SAVED_TRAINING_FIELDS = (
+    "episode_length",
+    "action_repeat",
+    "num_envs",
+    "learning_rate",
+    "entropy_cost",
+    "discounting",
+    "unroll_length",
+    "batch_size",
+    "num_minibatches",
+    "num_updates_per_batch",
+    "reward_scaling",
+    "clipping_epsilon",
+    "gae_lambda",
+    "max_grad_norm",
+    "normalize_advantage",
+    "vf_loss_coefficient",
+    "bootstrap_on_timeout",
+    "normalize_observations_std_eps",
+    "normalize_observations_mode",
+    "normalize_until_count",
+    "clipping_epsilon_value",
+    "use_distributional_critic",
+    "desired_kl",
+    "learning_rate_schedule",
+    "learning_rate_schedule_min_lr",
+    "learning_rate_schedule_max_lr",
+    "seed",
+)
+
+
+def _init_training_state(
+    ppo_network: ppo_networks.PPONetworks,
+    optimizer: optax.GradientTransformation,
+    obs_size: Any,
+    key: jax.Array,
+    jit: Callable[..., Any],
+    replicated: NamedSharding,
+) -> TrainingState:
+    """Fresh parameters, optimiser state and observation statistics, replicated over the devices."""
+    if isinstance(obs_size, Mapping):
+        # Image views get no running statistics (Brax's layout: networks normalise state keys only).
+        obs_template: Any = {
+            k: jax.ShapeDtypeStruct(tuple(v) if not isinstance(v, int) else (v,), jnp.float32)
+            for k, v in networks_vision.remove_pixels(obs_size).items()
+        }
+    else:
+        obs_template = jax.ShapeDtypeStruct((int(obs_size),), jnp.float32)
+
+    def init(key: jax.Array) -> TrainingState:
+        key_policy, key_value = jax.random.split(key)
+        params = ppo_losses.PPONetworkParams(
+            policy=ppo_network.policy_network.init(key_policy), value=ppo_network.value_network.init(key_value)
+        )
+        return TrainingState(
+            optimizer_state=optimizer.init(params),
+            params=params,
+            normalizer_params=running_statistics.init_state(obs_template),
+            env_steps=jnp.zeros((2,), jnp.uint32),
+            training_step=jnp.zeros((), jnp.int32),
+        )
+
+    return jit(init, out_shardings=replicated)(key)
+
+
+def _make_training_step(
+    env: Env,
+    make_policy: Callable[..., types.Policy],
+    update: Callable[..., tuple[TrainingState, dict[str, jax.Array]]],
+    *,
+    unroll_length: int,
+    num_unrolls: int,
+    extra_fields: tuple[str, ...],
+    log_training_metrics: bool,
+    env_steps_per_training_step: int,
+) -> Callable[..., tuple[TrainingState, Any, dict[str, jax.Array]]]:
+    """One device's training step: collect ``num_unrolls`` unrolls from every env with the current policy, then
+    update on them (``make_ppo_update``). ``training_step(ts, env_state, key) -> (ts, env_state, metrics)``."""
+
+    def training_step(ts: TrainingState, env_state: Any, key: jax.Array):
+        key_sgd, key_generate = jax.random.split(key)
+        policy = make_policy((ts.normalizer_params, ts.params.policy))
+
+        def unroll(carry, _):
+            state, k = carry
+            k, k_unroll = jax.random.split(k)
+            state, data = acting.generate_unroll(env, state, policy, k_unroll, unroll_length, extra_fields)
+            return (state, k), data
+
+        (env_state, _), data = jax.lax.scan(unroll, (env_state, key_generate), (), length=num_unrolls)
+        # [unrolls, T, envs, ...] -> [unrolls * envs, T, ...]: the batch-major layout the loss expects.
+        data = jax.tree.map(lambda x: jnp.reshape(jnp.swapaxes(x, 1, 2), (-1,) + x.shape[1:2] + x.shape[3:]), data)
+        ts, metrics = update(ts, data, key_sgd)
+        if log_training_metrics:
+            done = data.extras["state_extras"]["episode_done"]
+            episodes = data.extras["state_extras"]["episode_metrics"]
+            metrics["episode_count"] = jnp.sum(done)
+            for name, value in episodes.items():
+                metrics[f"episode_sum/{name}"] = jnp.sum(value * done)
+        ts = ts.replace(
+            env_steps=_add_steps(ts.env_steps, env_steps_per_training_step), training_step=ts.training_step + 1
+        )
+        return ts, env_state, metrics
+
+    return training_step
+
+
+def _make_training_fn(training_step: Callable[..., Any], num_steps: int, mesh: Mesh, jit: Callable[..., Any]) -> Any:
+    """The compiled call of ``num_steps`` training steps on every device:
+    ``training_fn(ts, env_state, key_run) -> (ts, env_state, metrics)``, metrics reduced over the devices."""
+
+    def run_training_steps(ts: TrainingState, env_state: Any, key_run: jax.Array):
+        device_index = jax.lax.axis_index(_AXIS)
+
+        def one(carry, _):
+            ts, env_state = carry
+            # The step's key follows its count, not the call it runs in: resumed runs repeat unbroken ones.
+            key = jax.random.fold_in(jax.random.fold_in(key_run, ts.training_step), device_index)
+            ts, env_state, metrics = training_step(ts, env_state, key)
+            return (ts, env_state), metrics
+
+        (ts, env_state), metrics = jax.lax.scan(one, (ts, env_state), (), length=num_steps)
+        summed = {k: jax.lax.psum(jnp.sum(v), _AXIS) for k, v in metrics.items() if k.startswith("episode")}
+        averaged = {k: jax.lax.pmean(jnp.mean(v), _AXIS) for k, v in metrics.items() if not k.startswith("episode")}
+        return ts, env_state, {**averaged, **summed}
+
+    fn = jax.shard_map(
+        run_training_steps,
+        mesh=mesh,
+        in_specs=(P(), P(_AXIS), P()),
+        out_specs=(P(), P(_AXIS), P()),
+        check_vma=False,
+    )
+    return jit(fn, donate_argnums=(0, 1))
+
+
+def _make_eval_run(
+    eval_env: Env,
+    eval_policy: Callable[[Any], types.Policy],
+    local_eval_envs: int,
+    eval_steps: int,
+    mesh: Mesh,
+    jit: Callable[..., Any],
+) -> Any:
+    """The jitted evaluation of ``local_eval_envs`` episodes per device: ``(policy_params, key) -> eval metrics``
+    (means and stds over every device's episodes)."""
+
+    def per_device_eval(policy_params: Any, key: jax.Array) -> dict[str, jax.Array]:
+        key = jax.random.fold_in(key, jax.lax.axis_index(_AXIS))
+        state = acting.evaluation_rollout(eval_env, eval_policy(policy_params), key, local_eval_envs, eval_steps)
+        return acting.summarize_eval(state.info["eval_metrics"], axis_name=_AXIS)
+
+    return jit(jax.shard_map(per_device_eval, mesh=mesh, in_specs=(P(), P()), out_specs=P(), check_vma=False))
+
+
+def _schedule(
+    training_steps: int, *, num_evals: int, num_resets_per_eval: int, steps_between_reports: int | None
+) -> tuple[int, int, int]:
+    """``training_steps`` split into epochs (and, with ``steps_between_reports``, metrics intervals) of equal
+    compiled length: ``(epochs, steps_per_call, calls_per_segment)``, a segment being the steps between resets."""
+    epochs = max(num_evals - 1, 1)
+    segments = epochs * max(num_resets_per_eval, 1)
+    steps_per_segment = -(-training_steps // segments)
+    steps_per_call = steps_per_segment
+    if steps_between_reports is not None:
+        steps_per_call = min(steps_between_reports, steps_per_segment)
+        steps_per_segment = -(-steps_per_segment // steps_per_call) * steps_per_call
+    return epochs, steps_per_call, steps_per_segment // steps_per_call
 
 
 def make_ppo_update(
