@@ -6,6 +6,9 @@ import subprocess
 import sys
 import textwrap
 
+import numpy as np
+import pytest
+
 SCRIPT = textwrap.dedent(
     """
     import json, os, sys
@@ -30,14 +33,71 @@ SCRIPT = textwrap.dedent(
     same = all(
         np.array_equal(np.asarray(leaf.addressable_shards[0].data), np.asarray(leaf.addressable_shards[1].data))
         for leaf in leaves)
-    print("RESULT" + json.dumps({"spread": sorted(set(spread)), "same": same, "reports": reports,
-                                 "count": float(params.normalizer_params.count),
-                                 "device_error": device_error}))
+    train_result = {"spread": sorted(set(spread)), "same": same, "reports": reports,
+                    "count": float(params.normalizer_params.count), "device_error": device_error}
+
+    # One PPO update of the same global batch, on one device and split over two. Whole `train()` runs cannot be
+    # compared: every device collects its own rollouts from its own keys (as in Brax), so the two runs see different
+    # data by construction. The update itself is where data parallelism must not change the result: gradients and
+    # observation statistics are averaged over the devices. Three parts of PPO stay per device by design (as in Brax)
+    # and are set here so that they cannot differ: one minibatch per pass (the per-device shuffle then only reorders
+    # a mean), no advantage normalisation (its statistics are per minibatch and device) and no entropy bonus (its
+    # estimate samples per device). Plain SGD keeps the update linear in the gradient, so rounding differences in
+    # the cross-device mean stay rounding-sized (Adam's first step is about lr * sign(g) and would amplify them).
+    import functools
+    import jax.numpy as jnp, optax
+    from jax.sharding import Mesh, PartitionSpec as P
+    from brax_core.training import types
+    from brax_core.training.acme import running_statistics
+    from brax_core.training.agents.ppo import losses, networks
+
+    obs_size, action_size, batch, horizon = 5, 2, 8, 6
+    net = networks.make_ppo_networks(
+        obs_size, action_size, preprocess_observations_fn=running_statistics.normalize,
+        policy_hidden_layer_sizes=(16,), value_hidden_layer_sizes=(16,))
+    optimizer = optax.sgd(0.05)
+    loss_fn = functools.partial(
+        losses.compute_ppo_loss, ppo_network=net, entropy_cost=0.0, discounting=0.97, reward_scaling=1.0,
+        gae_lambda=0.95, clipping_epsilon=0.3, normalize_advantage=False)
+    update = ppo.make_ppo_update(
+        net, optimizer, loss_fn, num_minibatches=1, num_updates_per_batch=3,
+        normalizer_update=functools.partial(running_statistics.update, pmap_axis_name="i"))
+
+    keys = jax.random.split(jax.random.PRNGKey(3), 8)
+    start = losses.PPONetworkParams(policy=net.policy_network.init(keys[0]), value=net.value_network.init(keys[1]))
+    ts = ppo.TrainingState(
+        optimizer_state=optimizer.init(start), params=start,
+        normalizer_params=running_statistics.init_state(jax.ShapeDtypeStruct((obs_size,), jnp.float32)),
+        env_steps=jnp.zeros((2,), jnp.uint32), training_step=jnp.zeros((), jnp.int32))
+    obs = 2.0 + 3.0 * jax.random.normal(keys[2], (batch, horizon + 1, obs_size))
+    data = types.Transition(
+        observation=obs[:, :-1], next_observation=obs[:, 1:],
+        action=jax.random.normal(keys[3], (batch, horizon, action_size)),
+        reward=jax.random.normal(keys[4], (batch, horizon)),
+        discount=(jax.random.uniform(keys[5], (batch, horizon)) > 0.1).astype(jnp.float32),
+        extras={"policy_extras": {"raw_action": jax.random.normal(keys[6], (batch, horizon, action_size)),
+                                  "log_prob": -jax.random.uniform(keys[7], (batch, horizon))},
+                "state_extras": {"truncation": jnp.zeros((batch, horizon))}})
+
+    def run(n_devices):
+        mesh = Mesh(np.asarray(jax.devices()[:n_devices]), ("i",))
+        f = jax.shard_map(lambda ts, d, k: update(ts, d, k)[0], mesh=mesh, in_specs=(P(), P("i"), P()),
+                          out_specs=P(), check_vma=False)
+        out = jax.jit(f)(ts, data, jax.random.PRNGKey(11))
+        return [np.asarray(x.addressable_shards[0].data).tolist()
+                for x in jax.tree.leaves((out.params, out.normalizer_params))]
+
+    update_result = {"one": run(1), "two": run(2), "start": [
+        np.asarray(x).tolist() for x in jax.tree.leaves((ts.params, ts.normalizer_params))]}
+
+    print("RESULT" + json.dumps({"train": train_result, "update": update_result}))
     """
 )
 
 
-def test_two_devices_train_with_identical_parameters():
+@pytest.fixture(scope="module")
+def two_devices():
+    """The script's results; one subprocess (one JAX start-up and compile cache load) serves both tests."""
     env = dict(os.environ)
     env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=2").strip()
     env["JAX_PLATFORMS"] = "cpu"
@@ -47,10 +107,26 @@ def test_two_devices_train_with_identical_parameters():
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     line = [x for x in proc.stdout.splitlines() if x.startswith("RESULT")][-1]
-    result = json.loads(line[len("RESULT") :])
+    return json.loads(line[len("RESULT") :])
+
+
+def test_two_devices_train_with_identical_parameters(two_devices):
+    result = two_devices["train"]
     assert result["spread"] == [2]  # every parameter lives on both devices ...
     assert result["same"]  # ... with bit-identical copies (averaged gradients, shared normaliser)
     # 4 training steps of 1280 env steps, split over the devices: the normaliser saw every one of them.
     assert result["count"] == 4 * 1280
     assert [s for s, _ in result["reports"]] == [2 * 1280, 4 * 1280]
     assert result["device_error"] == "num_envs (1) must be divisible by the number of devices (2)"
+
+
+def test_two_device_update_equals_one_device_update_of_the_same_batch(two_devices):
+    # Whole runs differ by construction; see the script's comment on why the update is compared instead.
+    result = two_devices["update"]
+    assert len(result["one"]) == len(result["two"]) == len(result["start"])
+    moved = 0
+    for one, two, start in zip(result["one"], result["two"], result["start"], strict=True):
+        np.testing.assert_allclose(np.asarray(two), np.asarray(one), rtol=1e-5, atol=1e-5)
+        moved += int(not np.allclose(np.asarray(one), np.asarray(start)))
+    # The update did something to check: most parameter leaves and the normaliser's statistics changed.
+    assert moved >= len(result["start"]) // 2, moved

@@ -52,6 +52,31 @@ def _assert_trees_close(a, b, rtol=1e-6, atol=1e-7):
         np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=rtol, atol=atol)
 
 
+class _CountingFast(Fast):
+    """``fast`` counting how often its ``reset`` and ``step`` run in Python, i.e. how often they are traced."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.calls = {"reset": 0, "step": 0}
+
+    def reset(self, rng):
+        self.calls["reset"] += 1
+        return super().reset(rng)
+
+    def step(self, state, action):
+        self.calls["step"] += 1
+        return super().step(state, action)
+
+
+def test_env_is_traced_once_per_compiled_use():
+    # The minimum with evaluation: the training step traces `step` and, for its auto-reset, `reset`; the
+    # training reset traces `reset`; the evaluation traces `reset` and `step`. The observation size comes from
+    # the training reset's trace, not from a trace of its own.
+    env = _CountingFast()
+    ppo.train(env, num_timesteps=STEP, num_evals=2, num_eval_envs=32, **_tiny())
+    assert env.calls == {"reset": 3, "step": 2}
+
+
 def test_fast_env_learns_and_reports_brax_metrics():
     reports, saved_policies = [], []
 
@@ -369,16 +394,35 @@ def test_latest_step_reads_the_newest_completed_step_directory(tmp_path):
 def test_brax_train_options_train_tiny_runs():
     """Each of Brax 0.14.2's further options trains (tiny networks, two training steps): ADAPTIVE_KL with the EMA
     normaliser frozen after its first batch and the clipped value loss; the quantile critic."""
-    nets = functools.partial(ppo_networks.make_ppo_networks, policy_hidden_layer_sizes=(4,),
-                             value_hidden_layer_sizes=(4,))
-    small = dict(num_envs=4, batch_size=4, num_minibatches=2, unroll_length=4, episode_length=50, num_evals=1,
-                 num_eval_envs=4, log_training_metrics=True, network_factory=nets)
+    nets = functools.partial(
+        ppo_networks.make_ppo_networks, policy_hidden_layer_sizes=(4,), value_hidden_layer_sizes=(4,)
+    )
+    small = dict(
+        num_envs=4,
+        batch_size=4,
+        num_minibatches=2,
+        unroll_length=4,
+        episode_length=50,
+        num_evals=1,
+        num_eval_envs=4,
+        log_training_metrics=True,
+        network_factory=nets,
+    )
     reports = []
     _, params, _ = ppo.train(
-        "fast", num_timesteps=64, progress_fn=lambda step, m: reports.append(m), learning_rate=1e-3,
-        learning_rate_schedule="ADAPTIVE_KL", learning_rate_schedule_max_lr=1.2e-3, normalize_observations=True,
-        normalize_observations_mode="ema", normalize_observations_std_eps=1e-2, normalize_until_count=40,
-        clipping_epsilon_value=0.2, use_pmap_on_reset=False, **small,
+        "fast",
+        num_timesteps=64,
+        progress_fn=lambda step, m: reports.append(m),
+        learning_rate=1e-3,
+        learning_rate_schedule="ADAPTIVE_KL",
+        learning_rate_schedule_max_lr=1.2e-3,
+        normalize_observations=True,
+        normalize_observations_mode="ema",
+        normalize_observations_std_eps=1e-2,
+        normalize_until_count=40,
+        clipping_epsilon_value=0.2,
+        use_pmap_on_reset=False,
+        **small,
     )
     # 32 observations per training step: the second batch would take the count to 64 > 40, so it stays at 32.
     assert float(params.normalizer_params.count) == 32.0
@@ -386,7 +430,10 @@ def test_brax_train_options_train_tiny_runs():
     assert reports[-1]["training/learning_rate"] == pytest.approx(1.2e-3)
     assert 0.0 < reports[-1]["training/kl_mean"] < 0.005
     _, params, _ = ppo.train(
-        "fast", num_timesteps=64, use_distributional_critic=True, clipping_epsilon_value=1.0,
+        "fast",
+        num_timesteps=64,
+        use_distributional_critic=True,
+        clipping_epsilon_value=1.0,
         **{**small, "network_factory": functools.partial(nets, num_quantiles=3)},
     )
     assert params.value_params["params"]["hidden_1"]["kernel"].shape == (4, 3)

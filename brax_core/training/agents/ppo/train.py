@@ -14,6 +14,11 @@ the parameters are replicated. (The env code's scans start from unvarying consta
 with ``check_vma=False``; every replicated output is the result of a cross-device mean or sum, and a
 two-device test checks that the devices' copies agree.) One compiled call runs a whole epoch (or, with
 ``log_training_metrics``, one metrics interval) of training steps; the host only sees its results.
+
+Reading order: ``train`` checks its arguments and wires the named steps together; ``_make_training_step``
+(collect unrolls) and ``make_ppo_update`` (normaliser and SGD on them) are the algorithm; ``_make_training_fn``,
+``_make_reset_fn`` and ``_make_eval_run`` put them on the device mesh; ``_schedule`` splits the run into compiled
+calls, and the loop at the end of ``train`` runs them, evaluates and saves checkpoints.
 """
 
 from __future__ import annotations
@@ -37,7 +42,7 @@ from jax.sharding import PartitionSpec as P
 from brax_core import compile as compile_options
 from brax_core import envs
 from brax_core.envs import training as env_training
-from brax_core.envs.base import Env
+from brax_core.envs.base import Env, Wrapper
 from brax_core.training import acting, gradients, types
 from brax_core.training.acme import running_statistics
 from brax_core.training.agents.ppo import checkpoint, networks_vision
@@ -53,7 +58,7 @@ from brax_core.training.validation import positive_int as _positive_int
 _AXIS = "i"
 _TWO_32 = 1 << 32
 
-__all__ = ["PPOTrainingParams", "TrainingState", "train"]
+__all__ = ["PPOTrainingParams", "TrainingState", "make_ppo_update", "train"]
 
 
 @flax.struct.dataclass
@@ -115,6 +120,68 @@ def _devices(max_devices_per_host: int | None) -> list[jax.Device]:
         local = per_process[index]
         chosen.extend(local if max_devices_per_host is None else local[:max_devices_per_host])
     return chosen
+
+
+def _wrap_for(
+    env: Env,
+    n_local: int,
+    rng: jax.Array | None,
+    *,
+    wrap_env: bool | Callable[..., Env],
+    episode_length: int,
+    action_repeat: int,
+    randomization_fn: Callable[..., Any] | None,
+    for_eval: bool = False,
+) -> Env:
+    """``env`` batched over one device's ``n_local`` envs, as ``wrap_env`` asks (randomised when ``rng`` is set)."""
+    v_randomization_fn = None
+    if randomization_fn is not None and rng is not None:
+        v_randomization_fn = functools.partial(randomization_fn, rng=jax.random.split(rng, n_local))
+    if wrap_env is True and for_eval:
+        # Evaluation stops once every episode has ended, so it needs no auto-reset: leaving it out keeps a
+        # second physics reset out of the compiled evaluation.
+        env = env_training.EpisodeWrapper(env, episode_length, action_repeat)
+        if v_randomization_fn is None:
+            return env_training.VmapWrapper(env)
+        return env_training.DomainRandomizationVmapWrapper(env, v_randomization_fn)
+    if wrap_env is True:
+        return env_training.wrap(
+            env, episode_length=episode_length, action_repeat=action_repeat, randomization_fn=v_randomization_fn
+        )
+    if wrap_env is False:
+        return env
+    return wrap_env(
+        env, episode_length=episode_length, action_repeat=action_repeat, randomization_fn=v_randomization_fn
+    )
+
+
+def _make_reset_fn(env: Env, mesh: Mesh, local_envs: int, jit: Callable[..., Any]) -> Any:
+    """The jitted reset of every device's ``local_envs`` envs, each device from its own keys."""
+
+    def per_device_reset(key: jax.Array):
+        key = jax.random.fold_in(key, jax.lax.axis_index(_AXIS))
+        return env.reset(jax.random.split(key, local_envs))
+
+    return jit(jax.shard_map(per_device_reset, mesh=mesh, in_specs=P(), out_specs=P(_AXIS), check_vma=False))
+
+
+def _observation_size(environment: Env, batched_obs: Any | None) -> Any:
+    """``environment.observation_size``, found from ``batched_obs`` (the abstract observations ``[envs, ...]`` of
+    the trainer's own batched reset, or ``None``) where possible.
+
+    ``Env.observation_size`` traces ``reset`` once to find the shapes and caches them; the trainer's reset trace
+    shows the same per-env shapes (its wrappers keep observations as they are), so filling that cache from it
+    saves a trace of the physics. Subclasses that build on the base property (``fast``) use the cache too;
+    wrappers answer for the env they wrap, so they are asked as they are.
+    """
+    if batched_obs is not None and not isinstance(environment, Wrapper):
+        if "_observation_size_cache" not in environment.__dict__:
+            if isinstance(batched_obs, Mapping):
+                size: Any = {k: tuple(v.shape[1:]) for k, v in batched_obs.items()}
+            else:
+                size = int(batched_obs.shape[-1])
+            environment.__dict__["_observation_size_cache"] = size
+    return environment.observation_size
 
 
 # ------------------------------------------------------------------------------------------------- train
@@ -335,14 +402,15 @@ def train(
     unroll_length, batch_size, num_minibatches = hp.unroll_length, hp.batch_size, hp.num_minibatches
     num_updates_per_batch, num_resets_per_eval = hp.num_updates_per_batch, hp.num_resets_per_eval
     normalize_observations, reward_scaling, clipping_epsilon = (
-        hp.normalize_observations, hp.reward_scaling, hp.clipping_epsilon
+        hp.normalize_observations,
+        hp.reward_scaling,
+        hp.clipping_epsilon,
     )
     gae_lambda, max_grad_norm, normalize_advantage = hp.gae_lambda, hp.max_grad_norm, hp.normalize_advantage
     vf_loss_coefficient, bootstrap_on_timeout = hp.vf_loss_coefficient, hp.bootstrap_on_timeout
     deterministic_eval, log_training_metrics = hp.deterministic_eval, hp.log_training_metrics
     training_metrics_steps, max_to_keep = hp.training_metrics_steps, hp.max_to_keep
     clipping_epsilon_value, use_distributional_critic = hp.clipping_epsilon_value, hp.use_distributional_critic
-    adaptive_kl = hp.learning_rate_schedule == ppo_optimizer.LRSchedule.ADAPTIVE_KL
     normalizer_update = functools.partial(
         running_statistics.update,
         pmap_axis_name=_AXIS,
@@ -407,13 +475,36 @@ def train(
     )
 
     env_step_per_training_step = batch_size * unroll_length * num_minibatches * action_repeat
+    env_options = dict(
+        wrap_env=wrap_env,
+        episode_length=episode_length,
+        action_repeat=action_repeat,
+        randomization_fn=randomization_fn,
+    )
     local_envs = num_envs // device_count
     local_eval_envs = num_eval_envs // device_count if evaluate else 0
-    local_batch = batch_size * num_minibatches // device_count
     num_unrolls = batch_size * num_minibatches // num_envs
 
+    mesh = Mesh(np.asarray(devices), (_AXIS,))
+    jit = functools.partial(jax.jit, compiler_options=_compiler_options(devices, num_timesteps - env_steps_restored))
+    replicated = NamedSharding(mesh, P())
+
+    optimizer = ppo_optimizer.make_optimizer(learning_rate, max_grad_norm, hp.learning_rate_schedule)
+
+    key = jax.random.PRNGKey(seed)
+    key_init, key_run, key_env, key_eval, key_randomize = jax.random.split(key, 5)
+
+    # ---- environments. Built before the networks so that the observation size comes from the reset the
+    # trainer traces anyway: a separate probe would trace the env's reset (MJX forward dynamics) once more.
+    remaining = num_timesteps - env_steps_restored
+    env = reset_fn = abstract_env_state = None
+    if remaining > 0:
+        env = _wrap_for(environment, local_envs, key_randomize, **env_options)
+        reset_fn = _make_reset_fn(env, mesh, local_envs, jit)
+        abstract_env_state = reset_fn.eval_shape(key_env)
+
     # ---- networks and their (checkpoint) configuration
-    obs_size = environment.observation_size
+    obs_size = _observation_size(environment, abstract_env_state.obs if wrap_env is True and env is not None else None)
     action_size = environment.action_size
     if (vision or augment_pixels) and not networks_vision.has_pixels(obs_size):
         flag = "vision=True" if vision else "augment_pixels=True"
@@ -428,68 +519,9 @@ def train(
     if save_checkpoint_path is not None:
         # Only a run that saves needs every network argument to be nameable in JSON.
         config = checkpoint.network_config(obs_size, action_size, normalize_observations, network_factory).to_dict()
-        config["training"] = {
-            "episode_length": episode_length,
-            "action_repeat": action_repeat,
-            "num_envs": num_envs,
-            "learning_rate": learning_rate,
-            "entropy_cost": entropy_cost,
-            "discounting": discounting,
-            "unroll_length": unroll_length,
-            "batch_size": batch_size,
-            "num_minibatches": num_minibatches,
-            "num_updates_per_batch": num_updates_per_batch,
-            "reward_scaling": reward_scaling,
-            "clipping_epsilon": clipping_epsilon,
-            "gae_lambda": gae_lambda,
-            "max_grad_norm": max_grad_norm,
-            "normalize_advantage": normalize_advantage,
-            "vf_loss_coefficient": vf_loss_coefficient,
-            "bootstrap_on_timeout": bootstrap_on_timeout,
-            "normalize_observations_std_eps": hp.normalize_observations_std_eps,
-            "normalize_observations_mode": hp.normalize_observations_mode,
-            "normalize_until_count": hp.normalize_until_count,
-            "clipping_epsilon_value": clipping_epsilon_value,
-            "use_distributional_critic": use_distributional_critic,
-            "desired_kl": hp.desired_kl,
-            "learning_rate_schedule": hp.learning_rate_schedule,
-            "learning_rate_schedule_min_lr": hp.learning_rate_schedule_min_lr,
-            "learning_rate_schedule_max_lr": hp.learning_rate_schedule_max_lr,
-            "seed": seed,
-        }
+        config["training"] = {name: getattr(hp, name) for name in _SAVED_TRAINING_FIELDS}
 
-    mesh = Mesh(np.asarray(devices), (_AXIS,))
-    jit = functools.partial(jax.jit, compiler_options=_compiler_options(devices, num_timesteps - env_steps_restored))
-    replicated = NamedSharding(mesh, P())
-
-    optimizer = ppo_optimizer.make_optimizer(learning_rate, max_grad_norm, hp.learning_rate_schedule)
-
-    key = jax.random.PRNGKey(seed)
-    key_init, key_run, key_env, key_eval, key_randomize = jax.random.split(key, 5)
-    if isinstance(obs_size, Mapping):
-        # Image views get no running statistics (Brax's layout: networks normalise state keys only).
-        obs_template: Any = {
-            k: jax.ShapeDtypeStruct(tuple(v) if not isinstance(v, int) else (v,), jnp.float32)
-            for k, v in networks_vision.remove_pixels(obs_size).items()
-        }
-    else:
-        obs_template = jax.ShapeDtypeStruct((int(obs_size),), jnp.float32)
-
-    @functools.partial(jit, out_shardings=replicated)
-    def init_training_state(key_init: jax.Array) -> TrainingState:
-        key_policy, key_value = jax.random.split(key_init)
-        params = ppo_losses.PPONetworkParams(
-            policy=ppo_network.policy_network.init(key_policy), value=ppo_network.value_network.init(key_value)
-        )
-        return TrainingState(
-            optimizer_state=optimizer.init(params),
-            params=params,
-            normalizer_params=running_statistics.init_state(obs_template),
-            env_steps=jnp.zeros((2,), jnp.uint32),
-            training_step=jnp.zeros((), jnp.int32),
-        )
-
-    training_state = init_training_state(key_init)
+    training_state = _init_training_state(ppo_network, optimizer, obs_size, key_init, jit, replicated)
     env_steps = 0
     restored_env_state_from = None
 
@@ -521,7 +553,6 @@ def train(
         }
         saver.save(env_steps, current_params(ts), state, {**config, "env_steps": env_steps}, env_state)
 
-    remaining = num_timesteps - env_steps
     if remaining <= 0:
         if num_timesteps > 0 and restore_checkpoint_path is not None:
             logging.info(
@@ -532,29 +563,6 @@ def train(
             saver.close()
         return make_policy, current_params(training_state), {}
 
-    # ---- environments
-    def wrap_for(env: Env, n_local: int, rng: jax.Array | None, for_eval: bool = False) -> Env:
-        v_randomization_fn = None
-        if randomization_fn is not None and rng is not None:
-            v_randomization_fn = functools.partial(randomization_fn, rng=jax.random.split(rng, n_local))
-        if wrap_env is True and for_eval:
-            # Evaluation stops once every episode has ended, so it needs no auto-reset: leaving it out keeps a
-            # second physics reset out of the compiled evaluation.
-            env = env_training.EpisodeWrapper(env, episode_length, action_repeat)
-            if v_randomization_fn is None:
-                return env_training.VmapWrapper(env)
-            return env_training.DomainRandomizationVmapWrapper(env, v_randomization_fn)
-        if wrap_env is True:
-            return env_training.wrap(
-                env, episode_length=episode_length, action_repeat=action_repeat, randomization_fn=v_randomization_fn
-            )
-        if wrap_env is False:
-            return env
-        return wrap_env(
-            env, episode_length=episode_length, action_repeat=action_repeat, randomization_fn=v_randomization_fn
-        )
-
-    env = wrap_for(environment, local_envs, key_randomize)
     extra_fields = ["truncation"]
     if log_training_metrics:
         extra_fields += ["episode_metrics", "episode_done"]
@@ -573,162 +581,62 @@ def train(
         clipping_epsilon_value=clipping_epsilon_value,
         use_distributional_critic=use_distributional_critic,
     )
-    loss_and_pgrad_fn = gradients.loss_and_pgrad(loss_fn, pmap_axis_name=_AXIS, has_aux=True)
+    update = make_ppo_update(
+        ppo_network,
+        optimizer,
+        loss_fn,
+        num_minibatches=num_minibatches,
+        num_updates_per_batch=num_updates_per_batch,
+        normalizer_update=normalizer_update if normalize_observations else None,
+        learning_rate_schedule=hp.learning_rate_schedule,
+        desired_kl=hp.desired_kl,
+        learning_rate_schedule_min_lr=hp.learning_rate_schedule_min_lr,
+        learning_rate_schedule_max_lr=hp.learning_rate_schedule_max_lr,
+        clipping_epsilon_value=clipping_epsilon_value,
+        use_distributional_critic=use_distributional_critic,
+        augment_pixels=augment_pixels,
+    )
 
-    def minibatch_step(carry, data: types.Transition, normalizer_params):
-        optimizer_state, params, key = carry
-        key, key_loss = jax.random.split(key)
-        (_, metrics), grads = loss_and_pgrad_fn(params, normalizer_params, data, key_loss)
-        if adaptive_kl:
-            # The rate for this minibatch's step already follows its KL (measured before the step), as in Brax.
-            optimizer_state, metrics["learning_rate"] = ppo_optimizer.adaptive_kl_learning_rate(
-                optimizer_state,
-                jax.lax.pmean(metrics["kl_mean"], _AXIS),
-                hp.desired_kl,
-                hp.learning_rate_schedule_min_lr,
-                hp.learning_rate_schedule_max_lr,
-            )
-        updates, optimizer_state = optimizer.update(grads, optimizer_state, params)
-        params = optax.apply_updates(params, updates)
-        return (optimizer_state, params, key), metrics
-
-    def sgd_step(carry, _, data: types.Transition, normalizer_params):
-        optimizer_state, params, key = carry
-        if augment_pixels:
-            key, key_shift = jax.random.split(key)
-            data = data._replace(
-                observation=random_shift_pixels(data.observation, key_shift),
-                next_observation=random_shift_pixels(data.next_observation, key_shift),
-            )
-        key, key_perm, key_grad = jax.random.split(key, 3)
-        permutation = jax.random.permutation(key_perm, local_batch)
-        shuffled = jax.tree.map(lambda x: jnp.reshape(x[permutation], (num_minibatches, -1) + x.shape[1:]), data)
-        (optimizer_state, params, _), metrics = jax.lax.scan(
-            functools.partial(minibatch_step, normalizer_params=normalizer_params),
-            (optimizer_state, params, key_grad),
-            shuffled,
-        )
-        return (optimizer_state, params, key), metrics
-
-    def _with_behaviour_outputs(data: types.Transition, ts: TrainingState) -> types.Transition:
-        """Adds what the loss compares against the behaviour policy: its values (clipped value loss) and its
-        distribution parameters (ADAPTIVE_KL). The parameters did not change during collection, so one pass over
-        the batch gives what the actor would have recorded step by step."""
-        extras = dict(data.extras["policy_extras"])
-        if clipping_epsilon_value is not None and not use_distributional_critic:
-            extras["value"] = ppo_network.value_network.apply(ts.normalizer_params, ts.params.value, data.observation)
-        if adaptive_kl:
-            extras["distribution_params"] = ppo_network.policy_network.apply(
-                ts.normalizer_params, ts.params.policy, data.observation
-            )
-        return data._replace(extras={**data.extras, "policy_extras": extras})
-
-    def training_step(ts: TrainingState, env_state: Any, key: jax.Array):
-        key_sgd, key_generate = jax.random.split(key)
-        policy = make_policy((ts.normalizer_params, ts.params.policy))
-
-        def unroll(carry, _):
-            state, k = carry
-            k, k_unroll = jax.random.split(k)
-            state, data = acting.generate_unroll(env, state, policy, k_unroll, unroll_length, extra_fields)
-            return (state, k), data
-
-        (env_state, _), data = jax.lax.scan(unroll, (env_state, key_generate), (), length=num_unrolls)
-        # [unrolls, T, envs, ...] -> [unrolls * envs, T, ...]: the batch-major layout the loss expects.
-        data = jax.tree.map(lambda x: jnp.reshape(jnp.swapaxes(x, 1, 2), (-1,) + x.shape[1:2] + x.shape[3:]), data)
-        data = _with_behaviour_outputs(data, ts)
-        normalizer_params = ts.normalizer_params
-        if normalize_observations and not adaptive_kl:
-            normalizer_params = normalizer_update(normalizer_params, networks_vision.remove_pixels(data.observation))
-        (optimizer_state, params, _), metrics = jax.lax.scan(
-            functools.partial(sgd_step, data=data, normalizer_params=normalizer_params),
-            (ts.optimizer_state, ts.params, key_sgd),
-            (),
-            length=num_updates_per_batch,
-        )
-        if normalize_observations and adaptive_kl:
-            normalizer_params = normalizer_update(normalizer_params, networks_vision.remove_pixels(data.observation))
-        metrics = jax.tree.map(jnp.mean, metrics)
-        if log_training_metrics:
-            done = data.extras["state_extras"]["episode_done"]
-            episodes = data.extras["state_extras"]["episode_metrics"]
-            metrics["episode_count"] = jnp.sum(done)
-            for name, value in episodes.items():
-                metrics[f"episode_sum/{name}"] = jnp.sum(value * done)
-        new_ts = TrainingState(
-            optimizer_state=optimizer_state,
-            params=params,
-            normalizer_params=normalizer_params,
-            env_steps=_add_steps(ts.env_steps, env_step_per_training_step),
-            training_step=ts.training_step + 1,
-        )
-        return new_ts, env_state, metrics
-
-    def run_training_steps(ts: TrainingState, env_state: Any, key_run: jax.Array, num_steps: int):
-        device_index = jax.lax.axis_index(_AXIS)
-
-        def one(carry, _):
-            ts, env_state = carry
-            key = jax.random.fold_in(jax.random.fold_in(key_run, ts.training_step), device_index)
-            ts, env_state, metrics = training_step(ts, env_state, key)
-            return (ts, env_state), metrics
-
-        (ts, env_state), metrics = jax.lax.scan(one, (ts, env_state), (), length=num_steps)
-        summed = {k: jax.lax.psum(jnp.sum(v), _AXIS) for k, v in metrics.items() if k.startswith("episode")}
-        averaged = {k: jax.lax.pmean(jnp.mean(v), _AXIS) for k, v in metrics.items() if not k.startswith("episode")}
-        return ts, env_state, {**averaged, **summed}
-
-    def compile_training(num_steps: int):
-        fn = jax.shard_map(
-            functools.partial(run_training_steps, num_steps=num_steps),
-            mesh=mesh,
-            in_specs=(P(), P(_AXIS), P()),
-            out_specs=(P(), P(_AXIS), P()),
-            check_vma=False,
-        )
-        return jit(fn, donate_argnums=(0, 1))
-
-    def per_device_reset(key: jax.Array):
-        key = jax.random.fold_in(key, jax.lax.axis_index(_AXIS))
-        return env.reset(jax.random.split(key, local_envs))
-
-    reset_fn = jit(jax.shard_map(per_device_reset, mesh=mesh, in_specs=P(), out_specs=P(_AXIS), check_vma=False))
+    training_step = _make_training_step(
+        env,
+        make_policy,
+        update,
+        unroll_length=unroll_length,
+        num_unrolls=num_unrolls,
+        extra_fields=tuple(extra_fields),
+        log_training_metrics=log_training_metrics,
+        env_steps_per_training_step=env_step_per_training_step,
+    )
 
     # ---- evaluation
     evaluator = None
     if evaluate:
         if eval_env is None:
-            eval_base = wrap_for(environment, local_eval_envs, jax.random.fold_in(key_randomize, 1), for_eval=True)
+            eval_key = jax.random.fold_in(key_randomize, 1)
+            eval_base = _wrap_for(environment, local_eval_envs, eval_key, for_eval=True, **env_options)
         else:
-            eval_base = wrap_for(eval_env, local_eval_envs, None, for_eval=True)
+            eval_base = _wrap_for(eval_env, local_eval_envs, None, for_eval=True, **env_options)
         wrapped_eval_env = env_training.EvalWrapper(eval_base)
         eval_steps = -(-episode_length // action_repeat)
 
-        def per_device_eval(policy_params: Any, key: jax.Array) -> dict[str, jax.Array]:
-            key = jax.random.fold_in(key, jax.lax.axis_index(_AXIS))
-            policy = make_policy(policy_params, deterministic=deterministic_eval)
-            state = acting.evaluation_rollout(wrapped_eval_env, policy, key, local_eval_envs, eval_steps)
-            return acting.summarize_eval(state.info["eval_metrics"], axis_name=_AXIS)
-
-        eval_run = jit(jax.shard_map(per_device_eval, mesh=mesh, in_specs=(P(), P()), out_specs=P(), check_vma=False))
+        eval_policy = functools.partial(make_policy, deterministic=deterministic_eval)
+        eval_run = _make_eval_run(wrapped_eval_env, eval_policy, local_eval_envs, eval_steps, mesh, jit)
 
     # ---- schedule: total training steps split into epochs (and metrics intervals) of equal compiled length
-    remaining_training_steps = -(-remaining // env_step_per_training_step)
-    num_evals_after_init = max(num_evals - 1, 1)
-    segments = num_evals_after_init * max(num_resets_per_eval, 1)
-    steps_per_segment = -(-remaining_training_steps // segments)
-    steps_per_call = steps_per_segment
-    if log_training_metrics:
-        every = 1 if training_metrics_steps is None else max(1, training_metrics_steps // env_step_per_training_step)
-        steps_per_call = min(every, steps_per_segment)
-        steps_per_segment = -(-steps_per_segment // steps_per_call) * steps_per_call
-    calls_per_segment = steps_per_segment // steps_per_call
-    training_fn = compile_training(steps_per_call)
+    num_evals_after_init, steps_per_call, calls_per_segment = _schedule(
+        -(-remaining // env_step_per_training_step),
+        num_evals=num_evals,
+        num_resets_per_eval=num_resets_per_eval,
+        steps_between_reports=(
+            max(1, (training_metrics_steps or 0) // env_step_per_training_step) if log_training_metrics else None
+        ),
+    )
+    training_fn = _make_training_fn(training_step, steps_per_call, mesh, jit)
 
     # Reset, training and evaluation are traced here and compiled side by side (XLA compiles without the GIL).
     sharded = NamedSharding(mesh, P(_AXIS))
     abstract_env_state = jax.tree.map(
-        lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sharded), reset_fn.eval_shape(key_env)
+        lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sharded), abstract_env_state
     )
     jobs = [(reset_fn, (key_env,)), (training_fn, (training_state, abstract_env_state, key_run))]
     if evaluate:
@@ -801,6 +709,276 @@ def train(
     if saver is not None:
         saver.close()
     return make_policy, current_params(training_state), metrics
+
+
+# Training hyperparameters recorded in a checkpoint's config (the schema's names and validated values).
+_SAVED_TRAINING_FIELDS = (
+    "episode_length",
+    "action_repeat",
+    "num_envs",
+    "learning_rate",
+    "entropy_cost",
+    "discounting",
+    "unroll_length",
+    "batch_size",
+    "num_minibatches",
+    "num_updates_per_batch",
+    "reward_scaling",
+    "clipping_epsilon",
+    "gae_lambda",
+    "max_grad_norm",
+    "normalize_advantage",
+    "vf_loss_coefficient",
+    "bootstrap_on_timeout",
+    "normalize_observations_std_eps",
+    "normalize_observations_mode",
+    "normalize_until_count",
+    "clipping_epsilon_value",
+    "use_distributional_critic",
+    "desired_kl",
+    "learning_rate_schedule",
+    "learning_rate_schedule_min_lr",
+    "learning_rate_schedule_max_lr",
+    "seed",
+)
+
+
+def _init_training_state(
+    ppo_network: ppo_networks.PPONetworks,
+    optimizer: optax.GradientTransformation,
+    obs_size: Any,
+    key: jax.Array,
+    jit: Callable[..., Any],
+    replicated: NamedSharding,
+) -> TrainingState:
+    """Fresh parameters, optimiser state and observation statistics, replicated over the devices."""
+    if isinstance(obs_size, Mapping):
+        # Image views get no running statistics (Brax's layout: networks normalise state keys only).
+        obs_template: Any = {
+            k: jax.ShapeDtypeStruct(tuple(v) if not isinstance(v, int) else (v,), jnp.float32)
+            for k, v in networks_vision.remove_pixels(obs_size).items()
+        }
+    else:
+        obs_template = jax.ShapeDtypeStruct((int(obs_size),), jnp.float32)
+
+    def init(key: jax.Array) -> TrainingState:
+        key_policy, key_value = jax.random.split(key)
+        params = ppo_losses.PPONetworkParams(
+            policy=ppo_network.policy_network.init(key_policy), value=ppo_network.value_network.init(key_value)
+        )
+        return TrainingState(
+            optimizer_state=optimizer.init(params),
+            params=params,
+            normalizer_params=running_statistics.init_state(obs_template),
+            env_steps=jnp.zeros((2,), jnp.uint32),
+            training_step=jnp.zeros((), jnp.int32),
+        )
+
+    return jit(init, out_shardings=replicated)(key)
+
+
+def _make_training_step(
+    env: Env,
+    make_policy: Callable[..., types.Policy],
+    update: Callable[..., tuple[TrainingState, dict[str, jax.Array]]],
+    *,
+    unroll_length: int,
+    num_unrolls: int,
+    extra_fields: tuple[str, ...],
+    log_training_metrics: bool,
+    env_steps_per_training_step: int,
+) -> Callable[..., tuple[TrainingState, Any, dict[str, jax.Array]]]:
+    """One device's training step: collect ``num_unrolls`` unrolls from every env with the current policy, then
+    update on them (``make_ppo_update``). ``training_step(ts, env_state, key) -> (ts, env_state, metrics)``."""
+
+    def training_step(ts: TrainingState, env_state: Any, key: jax.Array):
+        key_sgd, key_generate = jax.random.split(key)
+        policy = make_policy((ts.normalizer_params, ts.params.policy))
+
+        def unroll(carry, _):
+            state, k = carry
+            k, k_unroll = jax.random.split(k)
+            state, data = acting.generate_unroll(env, state, policy, k_unroll, unroll_length, extra_fields)
+            return (state, k), data
+
+        (env_state, _), data = jax.lax.scan(unroll, (env_state, key_generate), (), length=num_unrolls)
+        # [unrolls, T, envs, ...] -> [unrolls * envs, T, ...]: the batch-major layout the loss expects.
+        data = jax.tree.map(lambda x: jnp.reshape(jnp.swapaxes(x, 1, 2), (-1,) + x.shape[1:2] + x.shape[3:]), data)
+        ts, metrics = update(ts, data, key_sgd)
+        if log_training_metrics:
+            done = data.extras["state_extras"]["episode_done"]
+            episodes = data.extras["state_extras"]["episode_metrics"]
+            metrics["episode_count"] = jnp.sum(done)
+            for name, value in episodes.items():
+                metrics[f"episode_sum/{name}"] = jnp.sum(value * done)
+        ts = ts.replace(
+            env_steps=_add_steps(ts.env_steps, env_steps_per_training_step), training_step=ts.training_step + 1
+        )
+        return ts, env_state, metrics
+
+    return training_step
+
+
+def _make_training_fn(training_step: Callable[..., Any], num_steps: int, mesh: Mesh, jit: Callable[..., Any]) -> Any:
+    """The compiled call of ``num_steps`` training steps on every device:
+    ``training_fn(ts, env_state, key_run) -> (ts, env_state, metrics)``, metrics reduced over the devices."""
+
+    def run_training_steps(ts: TrainingState, env_state: Any, key_run: jax.Array):
+        device_index = jax.lax.axis_index(_AXIS)
+
+        def one(carry, _):
+            ts, env_state = carry
+            # The step's key follows its count, not the call it runs in: resumed runs repeat unbroken ones.
+            key = jax.random.fold_in(jax.random.fold_in(key_run, ts.training_step), device_index)
+            ts, env_state, metrics = training_step(ts, env_state, key)
+            return (ts, env_state), metrics
+
+        (ts, env_state), metrics = jax.lax.scan(one, (ts, env_state), (), length=num_steps)
+        summed = {k: jax.lax.psum(jnp.sum(v), _AXIS) for k, v in metrics.items() if k.startswith("episode")}
+        averaged = {k: jax.lax.pmean(jnp.mean(v), _AXIS) for k, v in metrics.items() if not k.startswith("episode")}
+        return ts, env_state, {**averaged, **summed}
+
+    fn = jax.shard_map(
+        run_training_steps,
+        mesh=mesh,
+        in_specs=(P(), P(_AXIS), P()),
+        out_specs=(P(), P(_AXIS), P()),
+        check_vma=False,
+    )
+    return jit(fn, donate_argnums=(0, 1))
+
+
+def _make_eval_run(
+    eval_env: Env,
+    eval_policy: Callable[[Any], types.Policy],
+    local_eval_envs: int,
+    eval_steps: int,
+    mesh: Mesh,
+    jit: Callable[..., Any],
+) -> Any:
+    """The jitted evaluation of ``local_eval_envs`` episodes per device: ``(policy_params, key) -> eval metrics``
+    (means and stds over every device's episodes)."""
+
+    def per_device_eval(policy_params: Any, key: jax.Array) -> dict[str, jax.Array]:
+        key = jax.random.fold_in(key, jax.lax.axis_index(_AXIS))
+        state = acting.evaluation_rollout(eval_env, eval_policy(policy_params), key, local_eval_envs, eval_steps)
+        return acting.summarize_eval(state.info["eval_metrics"], axis_name=_AXIS)
+
+    return jit(jax.shard_map(per_device_eval, mesh=mesh, in_specs=(P(), P()), out_specs=P(), check_vma=False))
+
+
+def _schedule(
+    training_steps: int, *, num_evals: int, num_resets_per_eval: int, steps_between_reports: int | None
+) -> tuple[int, int, int]:
+    """``training_steps`` split into epochs (and, with ``steps_between_reports``, metrics intervals) of equal
+    compiled length: ``(epochs, steps_per_call, calls_per_segment)``, a segment being the steps between resets."""
+    epochs = max(num_evals - 1, 1)
+    segments = epochs * max(num_resets_per_eval, 1)
+    steps_per_segment = -(-training_steps // segments)
+    steps_per_call = steps_per_segment
+    if steps_between_reports is not None:
+        steps_per_call = min(steps_between_reports, steps_per_segment)
+        steps_per_segment = -(-steps_per_segment // steps_per_call) * steps_per_call
+    return epochs, steps_per_call, steps_per_segment // steps_per_call
+
+
+def make_ppo_update(
+    ppo_network: ppo_networks.PPONetworks,
+    optimizer: optax.GradientTransformation,
+    loss_fn: Callable[..., Any],
+    *,
+    num_minibatches: int,
+    num_updates_per_batch: int,
+    normalizer_update: Callable[..., running_statistics.RunningStatisticsState] | None = None,
+    learning_rate_schedule: ppo_optimizer.LRSchedule | None = None,
+    desired_kl: float = 0.01,
+    learning_rate_schedule_min_lr: float = 1e-5,
+    learning_rate_schedule_max_lr: float = 1e-2,
+    clipping_epsilon_value: float | None = None,
+    use_distributional_critic: bool = False,
+    augment_pixels: bool = False,
+    axis_name: str = _AXIS,
+) -> Callable[[TrainingState, types.Transition, jax.Array], tuple[TrainingState, dict[str, jax.Array]]]:
+    """The PPO update of one collected batch: ``update(ts, data, key) -> (ts, metrics)``.
+
+    ``data`` is one device's share of the batch, batch-major (``[unrolls, T, ...]``). The update runs inside a
+    ``shard_map`` over ``axis_name``: gradients and observation statistics are averaged over that axis, so one
+    device holding the whole batch and several devices holding equal shares of it compute the same update (up to
+    the per-device parts PPO keeps local, as in Brax: minibatch shuffling, advantage normalisation and the
+    sampled entropy estimate). ``normalizer_update`` is ``running_statistics.update`` with its options bound
+    (``None``: the observation statistics are left as they are). The step counters of ``ts`` are not changed.
+    """
+    adaptive_kl = learning_rate_schedule == ppo_optimizer.LRSchedule.ADAPTIVE_KL
+    loss_and_pgrad_fn = gradients.loss_and_pgrad(loss_fn, pmap_axis_name=axis_name, has_aux=True)
+
+    def minibatch_step(carry, data: types.Transition, normalizer_params):
+        optimizer_state, params, key = carry
+        key, key_loss = jax.random.split(key)
+        (_, metrics), grads = loss_and_pgrad_fn(params, normalizer_params, data, key_loss)
+        if adaptive_kl:
+            # The rate for this minibatch's step already follows its KL (measured before the step), as in Brax.
+            optimizer_state, metrics["learning_rate"] = ppo_optimizer.adaptive_kl_learning_rate(
+                optimizer_state,
+                jax.lax.pmean(metrics["kl_mean"], axis_name),
+                desired_kl,
+                learning_rate_schedule_min_lr,
+                learning_rate_schedule_max_lr,
+            )
+        updates, optimizer_state = optimizer.update(grads, optimizer_state, params)
+        params = optax.apply_updates(params, updates)
+        return (optimizer_state, params, key), metrics
+
+    def sgd_step(carry, _, data: types.Transition, normalizer_params):
+        optimizer_state, params, key = carry
+        if augment_pixels:
+            key, key_shift = jax.random.split(key)
+            data = data._replace(
+                observation=random_shift_pixels(data.observation, key_shift),
+                next_observation=random_shift_pixels(data.next_observation, key_shift),
+            )
+        key, key_perm, key_grad = jax.random.split(key, 3)
+        local_batch = jax.tree.leaves(data.reward)[0].shape[0]
+        permutation = jax.random.permutation(key_perm, local_batch)
+        shuffled = jax.tree.map(lambda x: jnp.reshape(x[permutation], (num_minibatches, -1) + x.shape[1:]), data)
+        (optimizer_state, params, _), metrics = jax.lax.scan(
+            functools.partial(minibatch_step, normalizer_params=normalizer_params),
+            (optimizer_state, params, key_grad),
+            shuffled,
+        )
+        return (optimizer_state, params, key), metrics
+
+    def with_behaviour_outputs(data: types.Transition, ts: TrainingState) -> types.Transition:
+        """Adds what the loss compares against the behaviour policy: its values (clipped value loss) and its
+        distribution parameters (ADAPTIVE_KL). The parameters did not change during collection, so one pass over
+        the batch gives what the actor would have recorded step by step."""
+        extras = dict(data.extras["policy_extras"])
+        if clipping_epsilon_value is not None and not use_distributional_critic:
+            extras["value"] = ppo_network.value_network.apply(ts.normalizer_params, ts.params.value, data.observation)
+        if adaptive_kl:
+            extras["distribution_params"] = ppo_network.policy_network.apply(
+                ts.normalizer_params, ts.params.policy, data.observation
+            )
+        return data._replace(extras={**data.extras, "policy_extras": extras})
+
+    def update(ts: TrainingState, data: types.Transition, key: jax.Array) -> tuple[TrainingState, dict[str, jax.Array]]:
+        data = with_behaviour_outputs(data, ts)
+        normalizer_params = ts.normalizer_params
+        # ADAPTIVE_KL measures the KL against the behaviour policy, so the statistics it was collected with stay
+        # in place until after SGD.
+        if normalizer_update is not None and not adaptive_kl:
+            normalizer_params = normalizer_update(normalizer_params, networks_vision.remove_pixels(data.observation))
+        (optimizer_state, params, _), metrics = jax.lax.scan(
+            functools.partial(sgd_step, data=data, normalizer_params=normalizer_params),
+            (ts.optimizer_state, ts.params, key),
+            (),
+            length=num_updates_per_batch,
+        )
+        if normalizer_update is not None and adaptive_kl:
+            normalizer_params = normalizer_update(normalizer_params, networks_vision.remove_pixels(data.observation))
+        ts = ts.replace(optimizer_state=optimizer_state, params=params, normalizer_params=normalizer_params)
+        return ts, jax.tree.map(jnp.mean, metrics)
+
+    return update
 
 
 def random_shift_pixels(observation: Any, key: jax.Array, max_shift: int = 4) -> Any:
