@@ -268,9 +268,18 @@ class TorchEnv:
         key = None
         kwargs_key = tuple(sorted(env_kwargs.items()))
         if isinstance(env, str) and randomization_fn is None and _hashable((kwargs_key, reward_fn)):
-            key = (env, kwargs_key, self._num_envs, self._episode_length, self._jax_device,
-                   compile_options.cpu_opt_level_setting(),
-                   self._action_repeat, full_reset, reward_fn, self._differentiable)
+            key = (
+                env,
+                kwargs_key,
+                self._num_envs,
+                self._episode_length,
+                self._jax_device,
+                compile_options.cpu_opt_level_setting(),
+                self._action_repeat,
+                full_reset,
+                reward_fn,
+                self._differentiable,
+            )
             if key in _COMPILED:
                 return _COMPILED[key]
         if base is None:
@@ -398,8 +407,11 @@ class TorchEnv:
         if fields is not None:
             if not isinstance(fields, (Mapping, TensorDictBase)):
                 raise TypeError(f"fields must be a dict or TensorDict of tensors or None, got {type(fields).__name__}")
-            items = fields.items(include_nested=True, leaves_only=True) if isinstance(fields, TensorDictBase) \
+            items = (
+                fields.items(include_nested=True, leaves_only=True)
+                if isinstance(fields, TensorDictBase)
                 else fields.items()
+            )
             updates.update(items)
         updates.update(named)
         if not updates:
@@ -407,8 +419,9 @@ class TorchEnv:
         with self._exclusive("set_physics"):
             pipeline = self._state.pipeline_state
             for name, value in updates.items():
-                pipeline = _replace_field(pipeline, (name,) if isinstance(name, str) else tuple(name), value,
-                                          self._num_envs, self._jax_device)
+                pipeline = _replace_field(
+                    pipeline, (name,) if isinstance(name, str) else tuple(name), value, self._num_envs, self._jax_device
+                )
             self._state = self._state.replace(pipeline_state=pipeline)
             self._state_read = False
             self._link = _diff.Link()
@@ -683,8 +696,10 @@ class TorchEnv:
             torch._assert_async(~torch.isnan(action).any(), "NaN in action passed to TorchEnv.step")
         elif torch.isnan(action).any():
             rows = torch.isnan(action).any(-1).nonzero().flatten().tolist()
-            raise ValueError(f"action contains NaN in env(s) {rows[:10]}{'...' if len(rows) > 10 else ''}; "
-                             "not stepping the physics with it")
+            raise ValueError(
+                f"action contains NaN in env(s) {rows[:10]}{'...' if len(rows) > 10 else ''}; "
+                "not stepping the physics with it"
+            )
         return _convert.tensor_to_array(action)
 
     def _obs_to_torch(self, obs: Any) -> torch.Tensor | TensorDictBase:
@@ -709,8 +724,10 @@ class TorchEnv:
         return self._zero_ct
 
     def __repr__(self) -> str:
-        return (f"TorchEnv({type(self.unwrapped_env).__name__}, num_envs={self._num_envs}, device={self._device}, "
-                f"episode_length={self._episode_length}, differentiable={self._differentiable})")
+        return (
+            f"TorchEnv({type(self.unwrapped_env).__name__}, num_envs={self._num_envs}, device={self._device}, "
+            f"episode_length={self._episode_length}, differentiable={self._differentiable})"
+        )
 
 
 def _host_tensor(array: Any) -> torch.Tensor:
@@ -738,8 +755,12 @@ def _copy_tree(tree: Any) -> Any:
 
 def _refuse_training_wrappers(env: Env) -> None:
     """TorchEnv adds the training wrappers itself; an env that already has them would be wrapped twice."""
-    training_wrappers = (_training.VmapWrapper, _training.EpisodeWrapper, _training.AutoResetWrapper,
-                         _training.DomainRandomizationVmapWrapper)
+    training_wrappers = (
+        _training.VmapWrapper,
+        _training.EpisodeWrapper,
+        _training.AutoResetWrapper,
+        _training.DomainRandomizationVmapWrapper,
+    )
     layer = env
     while isinstance(layer, _envs.Wrapper):
         if isinstance(layer, training_wrappers):

@@ -47,8 +47,12 @@ def _playground_state(state):
     """A Playground State holding what the bridge's brax_core State holds (wrapper info keys left out)."""
     info = {k: v for k, v in state.info.items() if k not in _WRAPPER_INFO}
     return mujoco_playground.State(
-        data=state.pipeline_state, obs=state.obs, reward=state.reward, done=state.done,
-        metrics=dict(state.metrics), info=info,
+        data=state.pipeline_state,
+        obs=state.obs,
+        reward=state.reward,
+        done=state.done,
+        metrics=dict(state.metrics),
+        info=info,
     )
 
 
@@ -72,8 +76,9 @@ def _check_task(name: str) -> None:
         ref_state = reference(ref_state, jnp.asarray(action.numpy()))
         reached = nxt["final_observation"].numpy()
         np.testing.assert_allclose(reached, np.asarray(ref_state.obs), rtol=1e-4, atol=1e-5, err_msg=f"{name} t={t}")
-        np.testing.assert_allclose(nxt["reward"].squeeze(-1).numpy(), np.asarray(ref_state.reward), rtol=1e-4,
-                                   atol=1e-5)
+        np.testing.assert_allclose(
+            nxt["reward"].squeeze(-1).numpy(), np.asarray(ref_state.reward), rtol=1e-4, atol=1e-5
+        )
         terminated = np.asarray(ref_state.done) > 0
         ended = t == LIMIT - 1
         assert np.array_equal(nxt["terminated"].squeeze(-1).numpy(), terminated)
@@ -248,13 +253,27 @@ def test_jax_ppo_trains_with_playgrounds_own_config():
     config = playground.brax_ppo_config("CartpoleSwingup")  # dm_control_suite_params.brax_ppo_config
     kwargs = presets.from_playground(config)
     assert set(kwargs) == set(config.keys())  # every key accepted as it is
-    tiny = dict(num_timesteps=48, num_envs=4, batch_size=4, num_minibatches=2, unroll_length=3, num_evals=2,
-                num_eval_envs=4, episode_length=LIMIT, num_updates_per_batch=1, num_resets_per_eval=1)
+    tiny = dict(
+        num_timesteps=48,
+        num_envs=4,
+        batch_size=4,
+        num_minibatches=2,
+        unroll_length=3,
+        num_evals=2,
+        num_eval_envs=4,
+        episode_length=LIMIT,
+        num_updates_per_batch=1,
+        num_resets_per_eval=1,
+    )
     kwargs.update(tiny)
     pg_env = mujoco_playground.registry.load("CartpoleSwingup", config_overrides={"impl": "jax"})
     reports = []
-    _, params, metrics = ppo.train(environment=pg_env, progress_fn=lambda s, m: reports.append(s),
-                                   wrap_env_fn=mujoco_playground.wrapper.wrap_for_brax_training, **kwargs)
+    _, params, metrics = ppo.train(
+        environment=pg_env,
+        progress_fn=lambda s, m: reports.append(s),
+        wrap_env_fn=mujoco_playground.wrapper.wrap_for_brax_training,
+        **kwargs,
+    )
     assert reports[0] == 0 and reports[-1] >= 48
     assert np.isfinite(metrics["eval/episode_reward"])
     assert metrics["eval/avg_episode_length"] == LIMIT
@@ -263,8 +282,16 @@ def test_jax_ppo_trains_with_playgrounds_own_config():
 def test_torch_ppo_trains_a_playground_task():
     reports = []
     _, params, metrics = torch_ppo.train(
-        "playground:CartpoleSwingup", num_timesteps=24, num_envs=N, num_eval_envs=N, episode_length=LIMIT,
-        batch_size=N, num_minibatches=2, unroll_length=LIMIT, num_updates_per_batch=1, num_evals=2,
+        "playground:CartpoleSwingup",
+        num_timesteps=24,
+        num_envs=N,
+        num_eval_envs=N,
+        episode_length=LIMIT,
+        batch_size=N,
+        num_minibatches=2,
+        unroll_length=LIMIT,
+        num_updates_per_batch=1,
+        num_evals=2,
         progress_fn=lambda s, m: reports.append((s, m)),
     )
     assert reports[-1][0] >= 24
@@ -292,10 +319,31 @@ def test_command_line_trains_and_describes_a_playground_task(tmp_path):
     invoke = lambda *args: CliRunner().invoke(cli.app, list(args), catch_exceptions=False)
     # Sizes as the TorchEnv of _check_task: the run reuses its compiled step.
     run_dir = tmp_path / "run"
-    result = invoke("train", "--env", "playground:CartpoleSwingup", "--trainer", "torch", "--out", str(run_dir),
-                    "--num-timesteps", "24", "--num-envs", str(N), "--num-eval-envs", str(N), "--episode-length",
-                    str(LIMIT), "--batch-size", str(N), "--num-minibatches", "2", "--unroll-length", str(LIMIT),
-                    "--num-evals", "2")
+    result = invoke(
+        "train",
+        "--env",
+        "playground:CartpoleSwingup",
+        "--trainer",
+        "torch",
+        "--out",
+        str(run_dir),
+        "--num-timesteps",
+        "24",
+        "--num-envs",
+        str(N),
+        "--num-eval-envs",
+        str(N),
+        "--episode-length",
+        str(LIMIT),
+        "--batch-size",
+        str(N),
+        "--num-minibatches",
+        "2",
+        "--unroll-length",
+        str(LIMIT),
+        "--num-evals",
+        "2",
+    )
     assert result.exit_code == 0, result.output
     assert rundir.read_metrics(str(run_dir))[-1]["step"] >= 24
     result = invoke("envs", "playground:CartpoleSwingup")
@@ -320,13 +368,20 @@ def test_a_task_without_its_menagerie_models_fails_clearly_and_offline(monkeypat
 
     monkeypatch.setattr(subprocess, "Popen", no_git)
     monkeypatch.setattr(subprocess, "run", no_git)
-    for make in (lambda: TorchEnv("playground:Go1JoystickFlatTerrain", 2),
-                 lambda: ppo.train("playground:Go1JoystickFlatTerrain", num_timesteps=10)):
+    for make in (
+        lambda: TorchEnv("playground:Go1JoystickFlatTerrain", 2),
+        lambda: ppo.train("playground:Go1JoystickFlatTerrain", num_timesteps=10),
+    ):
         with pytest.raises(playground.MenagerieMissingError) as err:
             make()
         message = str(err.value)
-        for part in ("Go1JoystickFlatTerrain", "unitree_go1", "git clone", playground.MENAGERIE_ENV_VAR,
-                     str(tmp_path / "no_menagerie")):
+        for part in (
+            "Go1JoystickFlatTerrain",
+            "unitree_go1",
+            "git clone",
+            playground.MENAGERIE_ENV_VAR,
+            str(tmp_path / "no_menagerie"),
+        ):
             assert part in message
     assert not (tmp_path / "no_menagerie").exists()
 
@@ -344,8 +399,17 @@ def test_unknown_playground_names_list_the_tasks():
 @pytest.mark.slow
 @pytest.mark.parametrize("name", CONTROL_SUITE)
 def test_every_control_suite_task_trains_with_both_trainers(name):
-    tiny = dict(num_timesteps=48, num_envs=4, batch_size=4, num_minibatches=2, unroll_length=3, num_evals=2,
-                num_eval_envs=4, episode_length=6, num_updates_per_batch=1)
+    tiny = dict(
+        num_timesteps=48,
+        num_envs=4,
+        batch_size=4,
+        num_minibatches=2,
+        unroll_length=3,
+        num_evals=2,
+        num_eval_envs=4,
+        episode_length=6,
+        num_updates_per_batch=1,
+    )
     _, _, jax_metrics = ppo.train(f"playground:{name}", **tiny)
     _, _, torch_metrics = torch_ppo.train(f"playground:{name}", **tiny)
     assert np.isfinite(jax_metrics["eval/episode_reward"]) and np.isfinite(torch_metrics["eval/episode_reward"])

@@ -298,21 +298,43 @@ def test_latest_step_reads_the_newest_checkpoint_name(tmp_path):
 
 def test_brax_train_options_train_tiny_runs():
     """The JAX trainer's tiny runs of Brax 0.14.2's further options (``test_ppo_train``), with the torch trainer."""
-    small = dict(num_envs=4, batch_size=4, num_minibatches=2, unroll_length=4, episode_length=50, num_evals=1,
-                 num_eval_envs=4, log_training_metrics=True, policy_hidden_layer_sizes=(4,),
-                 value_hidden_layer_sizes=(4,))
+    small = dict(
+        num_envs=4,
+        batch_size=4,
+        num_minibatches=2,
+        unroll_length=4,
+        episode_length=50,
+        num_evals=1,
+        num_eval_envs=4,
+        log_training_metrics=True,
+        policy_hidden_layer_sizes=(4,),
+        value_hidden_layer_sizes=(4,),
+    )
     reports = []
     _, params, _ = torch_ppo.train(
-        "fast", num_timesteps=64, progress_fn=lambda step, m: reports.append(m), learning_rate=1e-3,
-        learning_rate_schedule="ADAPTIVE_KL", learning_rate_schedule_max_lr=1.2e-3, normalize_observations=True,
-        normalize_observations_mode="ema", normalize_observations_std_eps=1e-2, normalize_until_count=40,
-        clipping_epsilon_value=0.2, use_pmap_on_reset=False, **small,
+        "fast",
+        num_timesteps=64,
+        progress_fn=lambda step, m: reports.append(m),
+        learning_rate=1e-3,
+        learning_rate_schedule="ADAPTIVE_KL",
+        learning_rate_schedule_max_lr=1.2e-3,
+        normalize_observations=True,
+        normalize_observations_mode="ema",
+        normalize_observations_std_eps=1e-2,
+        normalize_until_count=40,
+        clipping_epsilon_value=0.2,
+        use_pmap_on_reset=False,
+        **small,
     )
     assert float(params.normalizer_params["count"]) == 32.0
     assert reports[-1]["training/learning_rate"] == pytest.approx(1.2e-3)
     assert 0.0 < reports[-1]["training/kl_mean"] < 0.005
     _, params, _ = torch_ppo.train(
-        "fast", num_timesteps=64, use_distributional_critic=True, clipping_epsilon_value=1.0, num_quantiles=3,
+        "fast",
+        num_timesteps=64,
+        use_distributional_critic=True,
+        clipping_epsilon_value=1.0,
+        num_quantiles=3,
         **small,
     )
     assert params.value_params["hidden_1.weight"].shape == (3, 4)

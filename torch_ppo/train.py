@@ -47,9 +47,18 @@ _LR_FACTOR = 1.5  # ADAPTIVE_KL's step, as brax_core.training.agents.ppo.optimiz
 
 # PPOModules' options beyond sizes, activation and normalisation: taken by name from train's arguments.
 _NETWORK_OPTIONS = (
-    "distribution_type", "noise_std_type", "init_noise_std", "state_dependent_std", "mean_clip_scale",
-    "policy_obs_key", "value_obs_key", "policy_network_kernel_init_fn", "policy_network_kernel_init_kwargs",
-    "value_network_kernel_init_fn", "value_network_kernel_init_kwargs", "mean_kernel_init_fn",
+    "distribution_type",
+    "noise_std_type",
+    "init_noise_std",
+    "state_dependent_std",
+    "mean_clip_scale",
+    "policy_obs_key",
+    "value_obs_key",
+    "policy_network_kernel_init_fn",
+    "policy_network_kernel_init_kwargs",
+    "value_network_kernel_init_fn",
+    "value_network_kernel_init_kwargs",
+    "mean_kernel_init_fn",
     "mean_kernel_init_kwargs",
 )
 

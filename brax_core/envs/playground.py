@@ -58,9 +58,7 @@ def _playground() -> Any:
     try:
         import mujoco_playground
     except ImportError as e:
-        raise ImportError(
-            "Playground tasks need MuJoCo Playground: pip install 'brax-bridge[playground]'"
-        ) from e
+        raise ImportError("Playground tasks need MuJoCo Playground: pip install 'brax-bridge[playground]'") from e
     return mujoco_playground
 
 
@@ -154,9 +152,9 @@ def is_playground_training_wrapper(fn: Any) -> bool:
     PPO as ``wrap_env_fn``). It wraps with Brax's own wrappers, which expect Playground's State; brax_core's
     ``envs.training.wrap`` does the same job (vmap or domain randomisation, time limit, auto-reset) for
     ``PlaygroundEnv``'s brax_core State, so the trainers use that instead."""
-    return getattr(fn, "__name__", None) == "wrap_for_brax_training" and str(
-        getattr(fn, "__module__", "")
-    ).startswith("mujoco_playground")
+    return getattr(fn, "__name__", None) == "wrap_for_brax_training" and str(getattr(fn, "__module__", "")).startswith(
+        "mujoco_playground"
+    )
 
 
 class PlaygroundTask:
@@ -291,7 +289,6 @@ class PlaygroundEnv(PipelineEnv):
 
     def __repr__(self) -> str:
         return f"PlaygroundEnv({self.name})"
-
 
 
 def brax_ppo_config(name: str) -> Any:
