@@ -678,17 +678,14 @@ class _Trainer:
         rows = data.shape[0]
         params = list(self.modules.parameters())
         for _ in range(kw["num_updates_per_batch"]):
-            perm = torch.randperm(rows, generator=self.generator, device=self.device)
-            shuffled = data[perm].reshape(num_minibatches, rows // num_minibatches, unroll_length)
+            shuffled = data[self._minibatch_order(rows)].reshape(
+                num_minibatches, rows // num_minibatches, unroll_length
+            )
             for i in range(num_minibatches):
                 minibatch = shuffled[i]
                 tensors = unpack_batch(minibatch)
                 old_value, old_loc, old_scale = unpack_behaviour(minibatch)
-                noise = torch.randn(
-                    (unroll_length, self.local_batch, self.modules.action_size),
-                    generator=self.generator,
-                    device=self.device,
-                )
+                noise = self._entropy_noise((unroll_length, self.local_batch, self.modules.action_size))
                 terms = self.loss_module(*tensors, noise, old_value=old_value, old_loc=old_loc, old_scale=old_scale)
                 self.optimizer.zero_grad(set_to_none=True)
                 terms.total_loss.backward()
@@ -700,6 +697,16 @@ class _Trainer:
                     value = learning_rate if name == "learning_rate" else getattr(terms, name).detach()
                     self.loss_sums[name] = self.loss_sums[name] + value if name in self.loss_sums else value
                 self.num_loss_terms += 1
+
+    # The two random draws of SGD, as methods so that a check of the data-parallel update can fix them (the
+    # same minibatches and entropy samples in one process as split over several).
+    def _minibatch_order(self, rows: int) -> torch.Tensor:
+        """The row permutation of one pass over the batch."""
+        return torch.randperm(rows, generator=self.generator, device=self.device)
+
+    def _entropy_noise(self, shape: tuple[int, ...]) -> torch.Tensor:
+        """The standard-normal sample of one minibatch's entropy estimate, ``[unroll_length, rows, action_size]``."""
+        return torch.randn(shape, generator=self.generator, device=self.device)
 
     def _adapt_learning_rate(self, kl_mean: torch.Tensor) -> torch.Tensor:
         """Applies the ADAPTIVE_KL rule to Adam's tensor rate in place, from the minibatch's KL averaged over
@@ -718,7 +725,11 @@ class _Trainer:
         return lr.detach().clone()
 
     def _training_step(self) -> None:
-        data = self._collect()
+        self._update(self._collect())
+
+    def _update(self, data: TensorDictBase) -> None:
+        """The update of one training step from this process's rows of the batch: normaliser and SGD (over all
+        processes together when distributed)."""
         group = self.dist.group if self.dist.enabled else None
         if self.kw["clipping_epsilon_value"] is not None and not self.kw["use_distributional_critic"]:
             # The critic's values before this batch's SGD, with the normaliser the actor used (one batched pass).
