@@ -280,9 +280,9 @@ def test_jax_ppo_trains_with_playgrounds_own_config():
 
 
 def test_torch_ppo_trains_a_playground_task():
-    reports = []
-    _, params, metrics = torch_ppo.train(
-        "playground:CartpoleSwingup",
+    """Also with Playground's ``wrap_for_brax_training`` as ``wrap_env_fn`` (what its training script passes), which
+    means brax_core's own wrappers as in the JAX trainer: the same run, parameter for parameter."""
+    tiny = dict(
         num_timesteps=24,
         num_envs=N,
         num_eval_envs=N,
@@ -292,10 +292,72 @@ def test_torch_ppo_trains_a_playground_task():
         unroll_length=LIMIT,
         num_updates_per_batch=1,
         num_evals=2,
-        progress_fn=lambda s, m: reports.append((s, m)),
+    )
+    reports = []
+    _, params, metrics = torch_ppo.train(
+        "playground:CartpoleSwingup", progress_fn=lambda s, m: reports.append((s, m)), **tiny
     )
     assert reports[-1][0] >= 24
     assert np.isfinite(metrics["eval/episode_reward"]) and metrics["eval/avg_episode_length"] == LIMIT
+    _, wrapped_params, _ = torch_ppo.train(
+        "playground:CartpoleSwingup", wrap_env_fn=mujoco_playground.wrapper.wrap_for_brax_training, **tiny
+    )
+    for part, wrapped in zip(params, wrapped_params, strict=True):
+        for key in part:
+            torch.testing.assert_close(wrapped[key], part[key], rtol=0, atol=0, msg=key)
+    # A TorchEnv is wrapped already: a wrapper cannot apply to it, and train says so.
+    env = TorchEnv("playground:CartpoleSwingup", N, episode_length=LIMIT)
+    with pytest.raises(ValueError, match="wrap_env_fn cannot apply to a ready TorchEnv"):
+        torch_ppo.train(env, num_timesteps=24, num_envs=N, wrap_env_fn=lambda env, **kw: env)
+
+
+def test_config_overrides_decide_the_episode_length():
+    """``config_overrides={"episode_length": n}`` is the bridge's time limit (its episode wrapper's), agrees with an
+    equal ``episode_length`` and is refused beside a different one. Nothing compiles (the time limit is decided
+    when the TorchEnv is built); stepping to the truncation is the slow test below."""
+    overrides = {"episode_length": LIMIT}
+    env = TorchEnv("playground:CartpoleSwingup", N, config_overrides=overrides)
+    assert env.episode_length == LIMIT and env.jax_env.episode_length == LIMIT  # the wrapper that truncates
+    assert env.unwrapped_env.playground_env._config.episode_length == LIMIT  # Playground's config has it too
+    same = TorchEnv("playground:CartpoleSwingup", N, episode_length=LIMIT, config_overrides=overrides)
+    assert same.episode_length == LIMIT
+    assert TorchEnv("playground:CartpoleSwingup", N).episode_length == 1000  # the task's default config
+    with pytest.raises(ValueError, match=r"episode_length=7 disagrees with config_overrides\['episode_length'\]=3"):
+        TorchEnv("playground:CartpoleSwingup", N, episode_length=7, config_overrides=overrides)
+    with pytest.raises(ValueError, match=r"config_overrides\['episode_length'\] must be a positive integer"):
+        TorchEnv("playground:CartpoleSwingup", N, config_overrides={"episode_length": 0})
+
+
+@pytest.mark.slow
+def test_a_configured_episode_length_truncates_in_the_bridge_and_in_torch_ppo():
+    """The config's episode length truncates: stepping a TorchEnv built with ``config_overrides``, and training
+    with torch_ppo in Playground's flow (its env loaded with the length in its config, its
+    ``wrap_for_brax_training`` as ``wrap_env_fn``), where it limits training and evaluation episodes."""
+    env = TorchEnv("playground:CartpoleSwingup", N, seed=3, config_overrides={"episode_length": LIMIT})
+    env.reset()
+    flags = []
+    for _ in range(LIMIT):
+        nxt = env.step(torch.zeros(N, env.action_size))["next"]
+        flags.append((bool(nxt["truncated"].all()), bool(nxt["done"].all()), bool(nxt["terminated"].any())))
+    assert flags == [(False, False, False)] * (LIMIT - 1) + [(True, True, False)]
+
+    pg_env = mujoco_playground.registry.load(
+        "CartpoleSwingup", config_overrides={"impl": "jax", "episode_length": LIMIT}
+    )
+    _, _, metrics = torch_ppo.train(
+        pg_env,
+        wrap_env_fn=mujoco_playground.wrapper.wrap_for_brax_training,
+        num_timesteps=24,
+        num_envs=N,
+        num_eval_envs=N,
+        batch_size=N,
+        num_minibatches=2,
+        unroll_length=LIMIT,
+        num_updates_per_batch=1,
+        num_evals=2,
+        log_training_metrics=True,
+    )
+    assert metrics["eval/avg_episode_length"] == LIMIT and metrics["episode/length"] == LIMIT
 
 
 def test_locomotion_config_builds_networks_for_dict_observations():

@@ -153,6 +153,15 @@ def _validate(kw: dict[str, Any], world_size: int) -> dict[str, Any]:
     _callable("policy_params_fn", kw["policy_params_fn"])
     if kw["randomization_fn"] is not None:
         _callable("randomization_fn", kw["randomization_fn"])
+    if kw["wrap_env_fn"] is not None:
+        _callable("wrap_env_fn", kw["wrap_env_fn"])
+        if envs.playground.is_playground_training_wrapper(kw["wrap_env_fn"]):
+            kw["wrap_env_fn"] = None  # brax_core's own wrappers do what Playground's do, as in the JAX trainer
+        elif isinstance(kw["environment"], TorchEnv):
+            raise ValueError(
+                "wrap_env_fn cannot apply to a ready TorchEnv (it is wrapped already): pass wrap_env_fn to TorchEnv, "
+                "or give train the env itself"
+            )
     if kw["eval_env"] is not None:
         if envs.is_env(kw["eval_env"]):
             kw["eval_env"] = envs.as_env(kw["eval_env"])
@@ -194,11 +203,17 @@ def _make_env(
     device: torch.device,
     seed: int,
     randomization_fn: Any,
+    wrap_env_fn: Any = None,
 ) -> Any:
     if isinstance(environment, TorchEnv):
         if environment.num_envs != num_envs:
             raise ValueError(
                 f"the TorchEnv has num_envs={environment.num_envs}; expected num_envs={num_envs} (per process)"
+            )
+        if episode_length is not None and episode_length != environment.episode_length:
+            raise ValueError(
+                f"episode_length={episode_length} differs from the TorchEnv's episode_length="
+                f"{environment.episode_length}; give the TorchEnv that episode length, or leave episode_length None"
             )
         return environment
     if isinstance(environment, str):
@@ -216,6 +231,7 @@ def _make_env(
         device=device,
         seed=seed,
         randomization_fn=randomization_fn,
+        wrap_env_fn=wrap_env_fn,
     )
 
 
@@ -408,6 +424,7 @@ def train(
     progress_fn: Callable[[int, Metrics], None] = lambda *args: None,
     policy_params_fn: Callable[..., None] = lambda *args: None,
     randomization_fn: Callable[..., Any] | None = None,
+    wrap_env_fn: Callable[..., Any] | None = None,
     deterministic_eval: bool = False,
     num_evals: int = 1,
     eval_env: Any = None,
@@ -464,8 +481,13 @@ def train(
     physics runs on its own thread pool on the same cores, and torch's OpenMP workers waiting at barriers behind it made
     small ops over 10x slower on a 2-core machine. ``environment``/``eval_env`` may also be ready ``TorchEnv``s (with
     ``num_envs`` per process). ``restore_params`` takes ``TorchPPOParams`` or the JAX trainer's ``PPOTrainingParams``.
-    ``max_checkpoints_to_keep`` is a deprecated alias of ``max_to_keep``. ``vision`` and ``augment_pixels`` exist for
-    the JAX trainer's signature; torch_ppo has no image networks, so only ``False`` is accepted.
+    ``wrap_env_fn`` is the JAX trainer's: a Brax-style wrapper ``fn(env, episode_length=, action_repeat=,
+    randomization_fn=)`` that replaces ``brax_core.envs.training.wrap`` for the training and evaluation envs (see
+    ``TorchEnv``'s ``wrap_env_fn`` for what it must return); MuJoCo Playground's ``wrap_for_brax_training`` means
+    brax_core's own wrappers. A ready ``TorchEnv`` brings its own wrappers and episode length (an ``episode_length``
+    that differs from it is refused). ``max_checkpoints_to_keep`` is a deprecated alias of ``max_to_keep``.
+    ``vision`` and ``augment_pixels`` exist for the JAX trainer's signature; torch_ppo has no image networks, so only
+    ``False`` is accepted.
 
     Launched by ``torchrun`` with several processes, each owns ``num_envs / world_size`` envs (see
     ``torch_ppo.distributed``).
@@ -587,6 +609,7 @@ class _Trainer:
             self.device,
             self.env_seed,
             kw["randomization_fn"],
+            kw["wrap_env_fn"],
         )
         self.episode_length = self.env.episode_length
         self.action_repeat = self.env.action_repeat
@@ -646,6 +669,7 @@ class _Trainer:
                     device=self.device,
                     seed=kw["seed"] + 104_729,
                     randomization_fn=randomization,
+                    wrap_env_fn=kw["wrap_env_fn"],  # as the JAX trainer wraps its evaluation env
                 )
             self.evaluator = _Evaluator(
                 eval_env, -(-self.episode_length // self.action_repeat), self.action_repeat, kw["seed"]
