@@ -173,6 +173,8 @@ class TorchEnv:
         ``Env`` or a MuJoCo Playground ``MjxEnv`` (unbatched; the bridge wraps it).
       num_envs: number of environments stepped in parallel (the TensorDict batch size).
       episode_length: time limit (truncation); None takes the env class's ``default_episode_length`` (else 1000).
+        For a Playground task by name, ``config_overrides={"episode_length": n}`` sets it as well (as in
+        Playground's own training); giving both with different values raises ``ValueError``.
       action_repeat: environment steps per ``step`` call.
       device: None (JAX's default device), a torch device/string or a ``jax.Device``; torch tensors live on
         the matching device ('cpu' <-> cpu, 'cuda:i' <-> gpu:i).
@@ -184,6 +186,12 @@ class TorchEnv:
       reward_fn: optional JAX ``fn(state, action) -> reward [num_envs]`` computed inside the jitted step from
         the wrapped env's post-step ``State`` (``state.info['final_obs']`` is the observation reached). Useful
         with ``differentiable=True`` for a smooth objective when the env's reward is constant.
+      wrap_env_fn: Brax's wrapper hook (the JAX trainer's argument of that name): called as
+        ``wrap_env_fn(env, episode_length=, action_repeat=, randomization_fn=)`` in place of
+        ``brax_core.envs.training.wrap``. What it returns must be batched and auto-resetting with brax_core's
+        ``info["truncation"]`` and ``info["final_obs"]`` (checked here), as ``training.wrap`` builds, so a custom
+        wrapper typically adds a layer to that. MuJoCo Playground's ``wrapper.wrap_for_brax_training`` means
+        brax_core's own wrappers (they do its job on ``PlaygroundEnv``'s State), as in the JAX trainer.
       **env_kwargs: passed to the environment's constructor when ``env`` is a name.
 
     NaN actions raise ``ValueError`` before the physics runs (checked on the torch side; on CUDA the check is
@@ -215,6 +223,7 @@ class TorchEnv:
         differentiable: bool = False,
         full_reset: bool = True,
         reward_fn: RewardFn | None = None,
+        wrap_env_fn: Callable[..., Env] | None = None,
         **env_kwargs: Any,
     ):
         if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
@@ -228,6 +237,12 @@ class TorchEnv:
             raise ValueError(f"randomization_fn must be callable fn(sys, rng) or None, got {randomization_fn!r}")
         if reward_fn is not None and not callable(reward_fn):
             raise ValueError(f"reward_fn must be callable fn(state, action) or None, got {reward_fn!r}")
+        wrap_env_fn = _wrapper(wrap_env_fn)
+        if wrap_env_fn is not None and not full_reset:
+            raise ValueError(
+                "full_reset=False applies to brax_core's auto-reset wrapper; with wrap_env_fn the given wrapper "
+                "decides how envs reset: leave full_reset at True"
+            )
         if isinstance(env, str):
             env_class = _envs.get_environment_class(env)  # unknown names fail here, listing the registered ones
             base = None
@@ -243,7 +258,10 @@ class TorchEnv:
             )
         if base is not None:
             _refuse_training_wrappers(base)
-        if episode_length is None:
+        if isinstance(env_class, _envs.playground.PlaygroundTask):
+            # The task's config may set the time limit (config_overrides={"episode_length": n}).
+            episode_length = env_class.episode_length(episode_length, **env_kwargs)
+        elif episode_length is None:
             episode_length = int(getattr(env_class, "default_episode_length", 1000))
 
         self._jax_device = _device.jax_device(device)
@@ -252,7 +270,7 @@ class TorchEnv:
         self._episode_length = episode_length
         self._action_repeat = action_repeat
         self._differentiable = differentiable
-        self._compiled = self._build(env, base, env_kwargs, seed, randomization_fn, full_reset, reward_fn)
+        self._compiled = self._build(env, base, env_kwargs, seed, randomization_fn, full_reset, reward_fn, wrap_env_fn)
         self._action_size = int(self._compiled.env.action_size)
         self._key = jax.device_put(jax.random.PRNGKey(seed), self._jax_device)
         self._state: State | None = None
@@ -264,13 +282,23 @@ class TorchEnv:
         self._zero_ct = None
         self._specs = self._make_specs()
 
-    def _build(self, env, base, env_kwargs, seed, randomization_fn, full_reset, reward_fn) -> _Compiled:
+    def _build(self, env, base, env_kwargs, seed, randomization_fn, full_reset, reward_fn, wrap_env_fn) -> _Compiled:
         key = None
         kwargs_key = tuple(sorted(env_kwargs.items()))
-        if isinstance(env, str) and randomization_fn is None and _hashable((kwargs_key, reward_fn)):
-            key = (env, kwargs_key, self._num_envs, self._episode_length, self._jax_device,
-                   compile_options.cpu_opt_level_setting(),
-                   self._action_repeat, full_reset, reward_fn, self._differentiable)
+        if isinstance(env, str) and randomization_fn is None and _hashable((kwargs_key, reward_fn, wrap_env_fn)):
+            key = (
+                env,
+                kwargs_key,
+                self._num_envs,
+                self._episode_length,
+                self._jax_device,
+                compile_options.cpu_opt_level_setting(),
+                self._action_repeat,
+                full_reset,
+                reward_fn,
+                wrap_env_fn,
+                self._differentiable,
+            )
             if key in _COMPILED:
                 return _COMPILED[key]
         if base is None:
@@ -279,7 +307,13 @@ class TorchEnv:
         if randomization_fn is not None:
             rng = jax.random.split(jax.random.fold_in(jax.random.PRNGKey(seed), 1), self._num_envs)
             rand = functools.partial(randomization_fn, rng=rng)
-        wrapped = _training.wrap(base, self._episode_length, self._action_repeat, rand, full_reset)
+        if wrap_env_fn is None:
+            wrapped = _training.wrap(base, self._episode_length, self._action_repeat, rand, full_reset)
+        else:
+            wrapped = wrap_env_fn(
+                base, episode_length=self._episode_length, action_repeat=self._action_repeat, randomization_fn=rand
+            )
+            _check_wrapped(wrapped, self._num_envs)
         # Differentiable mode keeps state buffers alive as VJP residuals, so they must never be donated.
         compiled = _compile(wrapped, base, self._num_envs, reward_fn, not self._differentiable, self._jax_device)
         if key is not None:
@@ -398,8 +432,11 @@ class TorchEnv:
         if fields is not None:
             if not isinstance(fields, (Mapping, TensorDictBase)):
                 raise TypeError(f"fields must be a dict or TensorDict of tensors or None, got {type(fields).__name__}")
-            items = fields.items(include_nested=True, leaves_only=True) if isinstance(fields, TensorDictBase) \
+            items = (
+                fields.items(include_nested=True, leaves_only=True)
+                if isinstance(fields, TensorDictBase)
                 else fields.items()
+            )
             updates.update(items)
         updates.update(named)
         if not updates:
@@ -407,8 +444,9 @@ class TorchEnv:
         with self._exclusive("set_physics"):
             pipeline = self._state.pipeline_state
             for name, value in updates.items():
-                pipeline = _replace_field(pipeline, (name,) if isinstance(name, str) else tuple(name), value,
-                                          self._num_envs, self._jax_device)
+                pipeline = _replace_field(
+                    pipeline, (name,) if isinstance(name, str) else tuple(name), value, self._num_envs, self._jax_device
+                )
             self._state = self._state.replace(pipeline_state=pipeline)
             self._state_read = False
             self._link = _diff.Link()
@@ -683,8 +721,10 @@ class TorchEnv:
             torch._assert_async(~torch.isnan(action).any(), "NaN in action passed to TorchEnv.step")
         elif torch.isnan(action).any():
             rows = torch.isnan(action).any(-1).nonzero().flatten().tolist()
-            raise ValueError(f"action contains NaN in env(s) {rows[:10]}{'...' if len(rows) > 10 else ''}; "
-                             "not stepping the physics with it")
+            raise ValueError(
+                f"action contains NaN in env(s) {rows[:10]}{'...' if len(rows) > 10 else ''}; "
+                "not stepping the physics with it"
+            )
         return _convert.tensor_to_array(action)
 
     def _obs_to_torch(self, obs: Any) -> torch.Tensor | TensorDictBase:
@@ -709,8 +749,10 @@ class TorchEnv:
         return self._zero_ct
 
     def __repr__(self) -> str:
-        return (f"TorchEnv({type(self.unwrapped_env).__name__}, num_envs={self._num_envs}, device={self._device}, "
-                f"episode_length={self._episode_length}, differentiable={self._differentiable})")
+        return (
+            f"TorchEnv({type(self.unwrapped_env).__name__}, num_envs={self._num_envs}, device={self._device}, "
+            f"episode_length={self._episode_length}, differentiable={self._differentiable})"
+        )
 
 
 def _host_tensor(array: Any) -> torch.Tensor:
@@ -736,10 +778,44 @@ def _copy_tree(tree: Any) -> Any:
     return jax.tree.map(jnp.copy, tree)
 
 
+def _wrapper(wrap_env_fn: Any) -> Callable[..., Env] | None:
+    """``wrap_env_fn`` checked; None for brax_core's own wrappers (also what Playground's wrapper means)."""
+    if wrap_env_fn is None or _envs.playground.is_playground_training_wrapper(wrap_env_fn):
+        return None
+    if not callable(wrap_env_fn):
+        raise ValueError(
+            "wrap_env_fn must be None, MuJoCo Playground's wrapper.wrap_for_brax_training or a callable "
+            f"fn(env, episode_length=, action_repeat=, randomization_fn=) -> Env, got {wrap_env_fn!r}"
+        )
+    return wrap_env_fn
+
+
+def _check_wrapped(env: Any, num_envs: int) -> None:
+    """The env a custom ``wrap_env_fn`` returned has what the bridge's step reads (found by tracing its reset)."""
+    if not isinstance(env, Env):
+        raise ValueError(f"wrap_env_fn must return a brax_core Env, returned {type(env).__name__}")
+    state = jax.eval_shape(env.reset, jax.ShapeDtypeStruct((num_envs, 2), jnp.uint32))
+    missing = [k for k in ("truncation", "final_obs") if k not in state.info]
+    if missing:
+        raise ValueError(
+            f"wrap_env_fn returned {type(env).__name__}, whose state has no info {missing}: TorchEnv needs a "
+            "batched, auto-resetting env that reports them, as brax_core.envs.training.wrap builds (wrap with it "
+            "inside the custom wrapper)"
+        )
+    if state.done.shape[:1] != (num_envs,):
+        raise ValueError(
+            f"wrap_env_fn returned {type(env).__name__}, whose reset of {num_envs} keys is not batched over them"
+        )
+
+
 def _refuse_training_wrappers(env: Env) -> None:
     """TorchEnv adds the training wrappers itself; an env that already has them would be wrapped twice."""
-    training_wrappers = (_training.VmapWrapper, _training.EpisodeWrapper, _training.AutoResetWrapper,
-                         _training.DomainRandomizationVmapWrapper)
+    training_wrappers = (
+        _training.VmapWrapper,
+        _training.EpisodeWrapper,
+        _training.AutoResetWrapper,
+        _training.DomainRandomizationVmapWrapper,
+    )
     layer = env
     while isinstance(layer, _envs.Wrapper):
         if isinstance(layer, training_wrappers):

@@ -47,8 +47,12 @@ def _playground_state(state):
     """A Playground State holding what the bridge's brax_core State holds (wrapper info keys left out)."""
     info = {k: v for k, v in state.info.items() if k not in _WRAPPER_INFO}
     return mujoco_playground.State(
-        data=state.pipeline_state, obs=state.obs, reward=state.reward, done=state.done,
-        metrics=dict(state.metrics), info=info,
+        data=state.pipeline_state,
+        obs=state.obs,
+        reward=state.reward,
+        done=state.done,
+        metrics=dict(state.metrics),
+        info=info,
     )
 
 
@@ -72,8 +76,9 @@ def _check_task(name: str) -> None:
         ref_state = reference(ref_state, jnp.asarray(action.numpy()))
         reached = nxt["final_observation"].numpy()
         np.testing.assert_allclose(reached, np.asarray(ref_state.obs), rtol=1e-4, atol=1e-5, err_msg=f"{name} t={t}")
-        np.testing.assert_allclose(nxt["reward"].squeeze(-1).numpy(), np.asarray(ref_state.reward), rtol=1e-4,
-                                   atol=1e-5)
+        np.testing.assert_allclose(
+            nxt["reward"].squeeze(-1).numpy(), np.asarray(ref_state.reward), rtol=1e-4, atol=1e-5
+        )
         terminated = np.asarray(ref_state.done) > 0
         ended = t == LIMIT - 1
         assert np.array_equal(nxt["terminated"].squeeze(-1).numpy(), terminated)
@@ -248,27 +253,111 @@ def test_jax_ppo_trains_with_playgrounds_own_config():
     config = playground.brax_ppo_config("CartpoleSwingup")  # dm_control_suite_params.brax_ppo_config
     kwargs = presets.from_playground(config)
     assert set(kwargs) == set(config.keys())  # every key accepted as it is
-    tiny = dict(num_timesteps=48, num_envs=4, batch_size=4, num_minibatches=2, unroll_length=3, num_evals=2,
-                num_eval_envs=4, episode_length=LIMIT, num_updates_per_batch=1, num_resets_per_eval=1)
+    tiny = dict(
+        num_timesteps=48,
+        num_envs=4,
+        batch_size=4,
+        num_minibatches=2,
+        unroll_length=3,
+        num_evals=2,
+        num_eval_envs=4,
+        episode_length=LIMIT,
+        num_updates_per_batch=1,
+        num_resets_per_eval=1,
+    )
     kwargs.update(tiny)
     pg_env = mujoco_playground.registry.load("CartpoleSwingup", config_overrides={"impl": "jax"})
     reports = []
-    _, params, metrics = ppo.train(environment=pg_env, progress_fn=lambda s, m: reports.append(s),
-                                   wrap_env_fn=mujoco_playground.wrapper.wrap_for_brax_training, **kwargs)
+    _, params, metrics = ppo.train(
+        environment=pg_env,
+        progress_fn=lambda s, m: reports.append(s),
+        wrap_env_fn=mujoco_playground.wrapper.wrap_for_brax_training,
+        **kwargs,
+    )
     assert reports[0] == 0 and reports[-1] >= 48
     assert np.isfinite(metrics["eval/episode_reward"])
     assert metrics["eval/avg_episode_length"] == LIMIT
 
 
 def test_torch_ppo_trains_a_playground_task():
+    """Also with Playground's ``wrap_for_brax_training`` as ``wrap_env_fn`` (what its training script passes), which
+    means brax_core's own wrappers as in the JAX trainer: the same run, parameter for parameter."""
+    tiny = dict(
+        num_timesteps=24,
+        num_envs=N,
+        num_eval_envs=N,
+        episode_length=LIMIT,
+        batch_size=N,
+        num_minibatches=2,
+        unroll_length=LIMIT,
+        num_updates_per_batch=1,
+        num_evals=2,
+    )
     reports = []
     _, params, metrics = torch_ppo.train(
-        "playground:CartpoleSwingup", num_timesteps=24, num_envs=N, num_eval_envs=N, episode_length=LIMIT,
-        batch_size=N, num_minibatches=2, unroll_length=LIMIT, num_updates_per_batch=1, num_evals=2,
-        progress_fn=lambda s, m: reports.append((s, m)),
+        "playground:CartpoleSwingup", progress_fn=lambda s, m: reports.append((s, m)), **tiny
     )
     assert reports[-1][0] >= 24
     assert np.isfinite(metrics["eval/episode_reward"]) and metrics["eval/avg_episode_length"] == LIMIT
+    _, wrapped_params, _ = torch_ppo.train(
+        "playground:CartpoleSwingup", wrap_env_fn=mujoco_playground.wrapper.wrap_for_brax_training, **tiny
+    )
+    for part, wrapped in zip(params, wrapped_params, strict=True):
+        for key in part:
+            torch.testing.assert_close(wrapped[key], part[key], rtol=0, atol=0, msg=key)
+    # A TorchEnv is wrapped already: a wrapper cannot apply to it, and train says so.
+    env = TorchEnv("playground:CartpoleSwingup", N, episode_length=LIMIT)
+    with pytest.raises(ValueError, match="wrap_env_fn cannot apply to a ready TorchEnv"):
+        torch_ppo.train(env, num_timesteps=24, num_envs=N, wrap_env_fn=lambda env, **kw: env)
+
+
+def test_config_overrides_decide_the_episode_length():
+    """``config_overrides={"episode_length": n}`` is the bridge's time limit (its episode wrapper's), agrees with an
+    equal ``episode_length`` and is refused beside a different one. Nothing compiles (the time limit is decided
+    when the TorchEnv is built); stepping to the truncation is the slow test below."""
+    overrides = {"episode_length": LIMIT}
+    env = TorchEnv("playground:CartpoleSwingup", N, config_overrides=overrides)
+    assert env.episode_length == LIMIT and env.jax_env.episode_length == LIMIT  # the wrapper that truncates
+    assert env.unwrapped_env.playground_env._config.episode_length == LIMIT  # Playground's config has it too
+    same = TorchEnv("playground:CartpoleSwingup", N, episode_length=LIMIT, config_overrides=overrides)
+    assert same.episode_length == LIMIT
+    assert TorchEnv("playground:CartpoleSwingup", N).episode_length == 1000  # the task's default config
+    with pytest.raises(ValueError, match=r"episode_length=7 disagrees with config_overrides\['episode_length'\]=3"):
+        TorchEnv("playground:CartpoleSwingup", N, episode_length=7, config_overrides=overrides)
+    with pytest.raises(ValueError, match=r"config_overrides\['episode_length'\] must be a positive integer"):
+        TorchEnv("playground:CartpoleSwingup", N, config_overrides={"episode_length": 0})
+
+
+@pytest.mark.slow
+def test_a_configured_episode_length_truncates_in_the_bridge_and_in_torch_ppo():
+    """The config's episode length truncates: stepping a TorchEnv built with ``config_overrides``, and training
+    with torch_ppo in Playground's flow (its env loaded with the length in its config, its
+    ``wrap_for_brax_training`` as ``wrap_env_fn``), where it limits training and evaluation episodes."""
+    env = TorchEnv("playground:CartpoleSwingup", N, seed=3, config_overrides={"episode_length": LIMIT})
+    env.reset()
+    flags = []
+    for _ in range(LIMIT):
+        nxt = env.step(torch.zeros(N, env.action_size))["next"]
+        flags.append((bool(nxt["truncated"].all()), bool(nxt["done"].all()), bool(nxt["terminated"].any())))
+    assert flags == [(False, False, False)] * (LIMIT - 1) + [(True, True, False)]
+
+    pg_env = mujoco_playground.registry.load(
+        "CartpoleSwingup", config_overrides={"impl": "jax", "episode_length": LIMIT}
+    )
+    _, _, metrics = torch_ppo.train(
+        pg_env,
+        wrap_env_fn=mujoco_playground.wrapper.wrap_for_brax_training,
+        num_timesteps=24,
+        num_envs=N,
+        num_eval_envs=N,
+        batch_size=N,
+        num_minibatches=2,
+        unroll_length=LIMIT,
+        num_updates_per_batch=1,
+        num_evals=2,
+        log_training_metrics=True,
+    )
+    assert metrics["eval/avg_episode_length"] == LIMIT and metrics["episode/length"] == LIMIT
 
 
 def test_locomotion_config_builds_networks_for_dict_observations():
@@ -292,10 +381,31 @@ def test_command_line_trains_and_describes_a_playground_task(tmp_path):
     invoke = lambda *args: CliRunner().invoke(cli.app, list(args), catch_exceptions=False)
     # Sizes as the TorchEnv of _check_task: the run reuses its compiled step.
     run_dir = tmp_path / "run"
-    result = invoke("train", "--env", "playground:CartpoleSwingup", "--trainer", "torch", "--out", str(run_dir),
-                    "--num-timesteps", "24", "--num-envs", str(N), "--num-eval-envs", str(N), "--episode-length",
-                    str(LIMIT), "--batch-size", str(N), "--num-minibatches", "2", "--unroll-length", str(LIMIT),
-                    "--num-evals", "2")
+    result = invoke(
+        "train",
+        "--env",
+        "playground:CartpoleSwingup",
+        "--trainer",
+        "torch",
+        "--out",
+        str(run_dir),
+        "--num-timesteps",
+        "24",
+        "--num-envs",
+        str(N),
+        "--num-eval-envs",
+        str(N),
+        "--episode-length",
+        str(LIMIT),
+        "--batch-size",
+        str(N),
+        "--num-minibatches",
+        "2",
+        "--unroll-length",
+        str(LIMIT),
+        "--num-evals",
+        "2",
+    )
     assert result.exit_code == 0, result.output
     assert rundir.read_metrics(str(run_dir))[-1]["step"] >= 24
     result = invoke("envs", "playground:CartpoleSwingup")
@@ -320,13 +430,20 @@ def test_a_task_without_its_menagerie_models_fails_clearly_and_offline(monkeypat
 
     monkeypatch.setattr(subprocess, "Popen", no_git)
     monkeypatch.setattr(subprocess, "run", no_git)
-    for make in (lambda: TorchEnv("playground:Go1JoystickFlatTerrain", 2),
-                 lambda: ppo.train("playground:Go1JoystickFlatTerrain", num_timesteps=10)):
+    for make in (
+        lambda: TorchEnv("playground:Go1JoystickFlatTerrain", 2),
+        lambda: ppo.train("playground:Go1JoystickFlatTerrain", num_timesteps=10),
+    ):
         with pytest.raises(playground.MenagerieMissingError) as err:
             make()
         message = str(err.value)
-        for part in ("Go1JoystickFlatTerrain", "unitree_go1", "git clone", playground.MENAGERIE_ENV_VAR,
-                     str(tmp_path / "no_menagerie")):
+        for part in (
+            "Go1JoystickFlatTerrain",
+            "unitree_go1",
+            "git clone",
+            playground.MENAGERIE_ENV_VAR,
+            str(tmp_path / "no_menagerie"),
+        ):
             assert part in message
     assert not (tmp_path / "no_menagerie").exists()
 
@@ -344,8 +461,17 @@ def test_unknown_playground_names_list_the_tasks():
 @pytest.mark.slow
 @pytest.mark.parametrize("name", CONTROL_SUITE)
 def test_every_control_suite_task_trains_with_both_trainers(name):
-    tiny = dict(num_timesteps=48, num_envs=4, batch_size=4, num_minibatches=2, unroll_length=3, num_evals=2,
-                num_eval_envs=4, episode_length=6, num_updates_per_batch=1)
+    tiny = dict(
+        num_timesteps=48,
+        num_envs=4,
+        batch_size=4,
+        num_minibatches=2,
+        unroll_length=3,
+        num_evals=2,
+        num_eval_envs=4,
+        episode_length=6,
+        num_updates_per_batch=1,
+    )
     _, _, jax_metrics = ppo.train(f"playground:{name}", **tiny)
     _, _, torch_metrics = torch_ppo.train(f"playground:{name}", **tiny)
     assert np.isfinite(jax_metrics["eval/episode_reward"]) and np.isfinite(torch_metrics["eval/episode_reward"])

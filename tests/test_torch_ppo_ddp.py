@@ -1,14 +1,19 @@
-"""torch_ppo data parallelism: two CPU processes (gloo) launched by torchrun end with identical parameters.
+"""torch_ppo data parallelism over two CPU processes (gloo) launched by torchrun.
 
-Run as a script (by torchrun), this file is the worker: it trains the `fast` env with a tiny configuration and
-saves its rank's parameters.
+Run as a script (by torchrun), this file is the worker: it trains the `fast` env with a tiny configuration and saves
+its rank's parameters, then runs one training update on its half of a fixed batch and saves the result with its
+env's first observations.
 """
 
+import importlib
+import inspect
 import os
 import subprocess
 import sys
 
+import pytest
 import torch
+from tensordict import TensorDict
 
 STEP = 1280  # env steps per training step, over both processes
 CONFIG = dict(
@@ -28,30 +33,149 @@ CONFIG = dict(
     log_training_metrics=True,
 )
 
+# The update-level comparison: inverted_pendulum, whose resets are random (so each rank's seed shows in its first
+# observations); only its reset is compiled, the batch is synthetic.
+UPDATE_ENV = "inverted_pendulum"
+OBS, ACT = 4, 1
+WORLD = 2
+UPDATE_CONFIG = dict(
+    CONFIG,
+    normalize_advantage=False,  # see test_one_update_over_two_processes_equals_one_process
+    max_grad_norm=0.5,  # clipping sees the averaged gradient: part of what is compared
+    log_training_metrics=False,
+)
+ROWS = UPDATE_CONFIG["batch_size"] * UPDATE_CONFIG["num_minibatches"]  # rows of one training step's batch
+LOCAL_ROWS = ROWS // WORLD
+T = UPDATE_CONFIG["unroll_length"]
+
+
+def _batch() -> TensorDict:
+    """A training step's batch ``[ROWS, T]`` with the keys the collector stores (synthetic, fixed by a seed)."""
+    g = torch.Generator().manual_seed(123)
+    n = lambda *shape: torch.randn(ROWS, T, *shape, generator=g)
+    flag = lambda p: torch.rand(ROWS, T, 1, generator=g) < p
+    raw = n(ACT)
+    truncated = flag(0.05)
+    terminated = flag(0.05) & ~truncated
+    return TensorDict(
+        {
+            "observation": 2.0 * n(OBS) + 1.0,
+            "raw_action": raw,
+            "action": torch.tanh(raw),
+            "action_log_prob": n(),
+            "next": {
+                "final_observation": 2.0 * n(OBS) + 1.0,
+                "reward": n(1),
+                "terminated": terminated,
+                "truncated": truncated,
+                "done": terminated | truncated,
+            },
+        },
+        batch_size=[ROWS, T],
+    )
+
+
+def _draws() -> tuple[list[list[torch.Tensor]], list[torch.Tensor]]:
+    """Per SGD pass, each rank's row order of its half of the batch; per minibatch, the global entropy noise."""
+    g = torch.Generator().manual_seed(7)
+    orders = [[torch.randperm(LOCAL_ROWS, generator=g) for _ in range(WORLD)] for _ in range(2)]
+    noise = [torch.randn(T, UPDATE_CONFIG["batch_size"], ACT, generator=g) for _ in range(2 * 4)]
+    return orders, noise
+
+
+def _global_order(local: list[torch.Tensor]) -> torch.Tensor:
+    """The one-process row order with the same minibatches: minibatch i is rank 0's minibatch i followed by rank
+    1's (rank r holds global rows ``r * LOCAL_ROWS ...``)."""
+    m = UPDATE_CONFIG["num_minibatches"]
+    parts = [(order + r * LOCAL_ROWS).reshape(m, -1) for r, order in enumerate(local)]
+    return torch.cat(parts, dim=1).reshape(-1)
+
+
+def _trainer(rank: int | None):
+    """A torch_ppo trainer with UPDATE_CONFIG (``rank`` None: one process), its SGD draws fixed by ``_draws``."""
+    from torch_ppo import distributed
+
+    train_module = importlib.import_module("torch_ppo.train")  # the module (the package exports the function)
+
+    defaults = {
+        name: p.default
+        for name, p in inspect.signature(train_module.train).parameters.items()
+        if p.default is not inspect.Parameter.empty
+    }
+    kw = {**defaults, "environment": UPDATE_ENV, "num_timesteps": STEP, **UPDATE_CONFIG}
+    ctx = distributed.setup(torch.device("cpu"))
+    assert ctx.world_size == (1 if rank is None else WORLD)
+    trainer = train_module._Trainer(train_module._validate(kw, ctx.world_size), ctx)
+    orders, noise = _draws()
+    passes, minibatches = iter(orders), iter(noise)
+    batch = UPDATE_CONFIG["batch_size"] // WORLD
+
+    def order(rows):
+        local = next(passes)
+        return _global_order(local) if rank is None else local[rank]
+
+    def entropy_noise(shape):
+        full = next(minibatches)
+        return full if rank is None else full[:, rank * batch : (rank + 1) * batch]
+
+    trainer._minibatch_order, trainer._entropy_noise = order, entropy_noise
+    return trainer
+
+
+def _state(trainer) -> dict:
+    return {
+        "modules": {k: v.detach().clone() for k, v in trainer.modules.state_dict().items()},
+        "normalizer": {
+            k: v.detach().clone() for k, v in trainer.modules.state_dict().items() if k.startswith("normalizer")
+        },
+    }
+
 
 def _worker(out_dir: str) -> None:
     import torch.distributed as dist
 
     import torch_ppo
+    from brax_bridge.application.runtime import enable_compile_cache
 
+    enable_compile_cache()  # the test session's persistent cache (conftest does not run in a worker)
+    rank = int(os.environ["RANK"])
     reports = []
     _, params, metrics = torch_ppo.train(
         "fast", num_timesteps=2 * STEP, progress_fn=lambda s, m: reports.append(s), **CONFIG
     )
-    rank = int(os.environ["RANK"])
     assert not dist.is_initialized()  # train() created the group and tore it down
     torch.save(
         {"params": params._asdict(), "reports": reports, "metrics": metrics},
         os.path.join(out_dir, f"rank{rank}.pt"),
     )
 
+    # One update on this rank's half of the batch, in a group of our own (the trainer joins it). A file store:
+    # torchrun's store still holds the first group's addresses, which a second group on it would read.
+    store = "file://" + os.path.join(out_dir, "store")
+    dist.init_process_group("gloo", init_method=store, rank=rank, world_size=WORLD)
+    trainer = _trainer(rank)
+    trainer._build_envs()  # resets this rank's env with its seed
+    first_obs = trainer.obs.clone()
+    trainer._update(_batch()[rank * LOCAL_ROWS : (rank + 1) * LOCAL_ROWS])
+    torch.save(
+        {**_state(trainer), "first_obs": first_obs, "env_seed": trainer.env_seed},
+        os.path.join(out_dir, f"update{rank}.pt"),
+    )
+    dist.destroy_process_group()
 
-def test_two_processes_end_with_identical_parameters(tmp_path):
+
+@pytest.fixture(scope="module")
+def ranks(tmp_path_factory):
+    out = tmp_path_factory.mktemp("ddp")
     env = {**os.environ, "OMP_NUM_THREADS": "1", "JAX_PLATFORMS": "cpu"}
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", __file__, str(tmp_path)]
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", __file__, str(out)]
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    ranks = [torch.load(tmp_path / f"rank{r}.pt", weights_only=False) for r in (0, 1)]
+    return out
+
+
+def test_two_processes_end_with_identical_parameters(ranks):
+    ranks = [torch.load(ranks / f"rank{r}.pt", weights_only=False) for r in (0, 1)]
     # Only rank 0 reports progress.
     assert ranks[0]["reports"] == [STEP, 2 * STEP] and ranks[1]["reports"] == []
     for part in ("normalizer_params", "policy_params", "value_params"):
@@ -62,6 +186,42 @@ def test_two_processes_end_with_identical_parameters(tmp_path):
     assert float(ranks[0]["params"]["normalizer_params"]["count"]) == 2 * STEP
     # Each env runs 40 steps per training step, so all 32 episodes (both processes') end in the second.
     assert ranks[0]["metrics"]["episode/count"] == 32.0 and ranks[0]["metrics"]["episode/length"] == 60.0
+
+
+def test_one_update_over_two_processes_equals_one_process(ranks):
+    """One training update (normaliser, then 2 passes of 4 minibatches of Adam with gradient clipping) over two
+    processes gives the parameters and normaliser of the same update in one process over the whole batch.
+
+    Compared at the level of the update, not of whole ``torch_ppo.train`` runs: each rank steps its own envs
+    with its own seed (``seed + 7919 * rank``, checked below), so a run over two processes collects other data
+    than a run in one, by construction. Here both sides get one fixed batch: each rank holds half of its rows,
+    and the SGD draws are fixed so that every minibatch of the one-process update is the union of the ranks'
+    minibatches (rank 0's rows, then rank 1's) with the same entropy noise. Both start from the seed's initial
+    weights. Advantage normalisation is off: it uses each rank's own minibatch statistics, as the JAX trainer
+    does per device, so it is not the one-process computation by design.
+    """
+    ddp = [torch.load(ranks / f"update{r}.pt", weights_only=False) for r in (0, 1)]
+    single = _trainer(None)
+    before = {k: v.detach().clone() for k, v in single.modules.state_dict().items()}
+    single._update(_batch())
+    ref = _state(single)
+    assert float(ref["normalizer"]["normalizer.count"]) == ROWS * T  # really folded in the whole batch
+    for key, value in ref["modules"].items():
+        for r in (0, 1):
+            torch.testing.assert_close(ddp[r]["modules"][key], value, rtol=1e-5, atol=1e-6, msg=f"rank {r}: {key}")
+        if ".mlp." in key:  # the update moved every weight, so the match is not trivial
+            assert not torch.equal(value, before[key]), key
+
+
+def test_each_rank_steps_its_own_envs(ranks):
+    ddp = [torch.load(ranks / f"update{r}.pt", weights_only=False) for r in (0, 1)]
+    assert ddp[0]["env_seed"] != ddp[1]["env_seed"]
+    a, b = ddp[0]["first_obs"], ddp[1]["first_obs"]
+    assert a.shape == b.shape == (UPDATE_CONFIG["num_envs"] // WORLD, OBS)
+    # Random resets from different seeds: no env of one rank starts where the same env of the other does.
+    assert not torch.isclose(a, b).all(dim=-1).any()
+    # and the envs within a rank differ too (one key per env, not one state copied)
+    assert torch.unique(a, dim=0).shape[0] == a.shape[0]
 
 
 if __name__ == "__main__":

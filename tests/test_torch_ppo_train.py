@@ -14,6 +14,8 @@ import torch
 
 import brax_bridge
 import torch_ppo
+from brax_core.envs import training
+from brax_core.envs.base import Wrapper
 from brax_core.envs.fast import Fast
 from brax_core.training.agents.ppo import presets
 from brax_core.training.agents.ppo import train as ppo_train
@@ -254,6 +256,56 @@ def test_a_ready_torch_env_and_bootstrap_on_timeout_train():
     assert float(params.normalizer_params["count"]) == 2 * STEP
 
 
+class _RewardBonus(Wrapper):
+    """Adds 1 to every reward: a custom layer over brax_core's training wrappers."""
+
+    def step(self, state, action):
+        state = self.env.step(state, action)
+        return state.replace(reward=state.reward + 1.0)
+
+
+def test_a_custom_wrap_env_fn_wraps_the_training_and_evaluation_envs():
+    """``wrap_env_fn`` as in the JAX trainer: called with the time limit, action repeat and randomisation for both
+    envs, and what it returns is what steps; a wrapper without auto-reset or a non-callable is refused by name."""
+    calls = []
+
+    def bonus(env, episode_length, action_repeat, randomization_fn):
+        calls.append((episode_length, action_repeat, randomization_fn))
+        return _RewardBonus(training.wrap(env, episode_length, action_repeat, randomization_fn))
+
+    small = _tiny(num_envs=8, batch_size=8, num_minibatches=2, unroll_length=5, episode_length=20)
+    _, _, metrics = torch_ppo.train(
+        "fast", num_timesteps=80, num_evals=1, num_eval_envs=4, deterministic_eval=True, wrap_env_fn=bonus, **small
+    )
+    assert calls == [(20, 1, None), (20, 1, None)]  # the training env, then the evaluation env
+    assert np.isfinite(metrics["eval/episode_reward"]) and metrics["eval/avg_episode_length"] == 20
+    # What the wrapper returns is what the bridge steps: the same rewards as brax_core's wrappers give, plus 1.
+    rewards = []
+    for wrap in (None, bonus):
+        env = brax_bridge.TorchEnv("fast", 4, episode_length=20, wrap_env_fn=wrap)
+        env.reset()
+        rewards.append(env.step(torch.ones(4, 1))["next", "reward"])
+    torch.testing.assert_close(rewards[1], rewards[0] + 1.0)
+    with pytest.raises(ValueError, match=r"wrap_env_fn returned VmapWrapper, whose state has no info \['final_obs'\]"):
+        brax_bridge.TorchEnv(
+            "fast",
+            4,
+            wrap_env_fn=lambda env, **kw: training.VmapWrapper(
+                training.EpisodeWrapper(env, kw["episode_length"], kw["action_repeat"])
+            ),
+        )
+    with pytest.raises(ValueError, match="wrap_env_fn must be None, MuJoCo Playground's"):
+        brax_bridge.TorchEnv("fast", 4, wrap_env_fn="brax")
+    with pytest.raises(TypeError, match="wrap_env_fn must be callable, got 42"):  # the JAX trainer's message
+        torch_ppo.train("fast", num_timesteps=80, wrap_env_fn=42, **small)
+
+
+def test_a_ready_torch_env_refuses_another_episode_length():
+    env = brax_bridge.TorchEnv("fast", 32, episode_length=100)
+    with pytest.raises(ValueError, match="episode_length=60 differs from the TorchEnv's episode_length=100"):
+        torch_ppo.train(env, num_timesteps=STEP, **_tiny(episode_length=60))
+
+
 class _Reached(Exception):
     pass
 
@@ -298,21 +350,43 @@ def test_latest_step_reads_the_newest_checkpoint_name(tmp_path):
 
 def test_brax_train_options_train_tiny_runs():
     """The JAX trainer's tiny runs of Brax 0.14.2's further options (``test_ppo_train``), with the torch trainer."""
-    small = dict(num_envs=4, batch_size=4, num_minibatches=2, unroll_length=4, episode_length=50, num_evals=1,
-                 num_eval_envs=4, log_training_metrics=True, policy_hidden_layer_sizes=(4,),
-                 value_hidden_layer_sizes=(4,))
+    small = dict(
+        num_envs=4,
+        batch_size=4,
+        num_minibatches=2,
+        unroll_length=4,
+        episode_length=50,
+        num_evals=1,
+        num_eval_envs=4,
+        log_training_metrics=True,
+        policy_hidden_layer_sizes=(4,),
+        value_hidden_layer_sizes=(4,),
+    )
     reports = []
     _, params, _ = torch_ppo.train(
-        "fast", num_timesteps=64, progress_fn=lambda step, m: reports.append(m), learning_rate=1e-3,
-        learning_rate_schedule="ADAPTIVE_KL", learning_rate_schedule_max_lr=1.2e-3, normalize_observations=True,
-        normalize_observations_mode="ema", normalize_observations_std_eps=1e-2, normalize_until_count=40,
-        clipping_epsilon_value=0.2, use_pmap_on_reset=False, **small,
+        "fast",
+        num_timesteps=64,
+        progress_fn=lambda step, m: reports.append(m),
+        learning_rate=1e-3,
+        learning_rate_schedule="ADAPTIVE_KL",
+        learning_rate_schedule_max_lr=1.2e-3,
+        normalize_observations=True,
+        normalize_observations_mode="ema",
+        normalize_observations_std_eps=1e-2,
+        normalize_until_count=40,
+        clipping_epsilon_value=0.2,
+        use_pmap_on_reset=False,
+        **small,
     )
     assert float(params.normalizer_params["count"]) == 32.0
     assert reports[-1]["training/learning_rate"] == pytest.approx(1.2e-3)
     assert 0.0 < reports[-1]["training/kl_mean"] < 0.005
     _, params, _ = torch_ppo.train(
-        "fast", num_timesteps=64, use_distributional_critic=True, clipping_epsilon_value=1.0, num_quantiles=3,
+        "fast",
+        num_timesteps=64,
+        use_distributional_critic=True,
+        clipping_epsilon_value=1.0,
+        num_quantiles=3,
         **small,
     )
     assert params.value_params["hidden_1.weight"].shape == (3, 4)

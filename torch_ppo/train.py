@@ -47,9 +47,18 @@ _LR_FACTOR = 1.5  # ADAPTIVE_KL's step, as brax_core.training.agents.ppo.optimiz
 
 # PPOModules' options beyond sizes, activation and normalisation: taken by name from train's arguments.
 _NETWORK_OPTIONS = (
-    "distribution_type", "noise_std_type", "init_noise_std", "state_dependent_std", "mean_clip_scale",
-    "policy_obs_key", "value_obs_key", "policy_network_kernel_init_fn", "policy_network_kernel_init_kwargs",
-    "value_network_kernel_init_fn", "value_network_kernel_init_kwargs", "mean_kernel_init_fn",
+    "distribution_type",
+    "noise_std_type",
+    "init_noise_std",
+    "state_dependent_std",
+    "mean_clip_scale",
+    "policy_obs_key",
+    "value_obs_key",
+    "policy_network_kernel_init_fn",
+    "policy_network_kernel_init_kwargs",
+    "value_network_kernel_init_fn",
+    "value_network_kernel_init_kwargs",
+    "mean_kernel_init_fn",
     "mean_kernel_init_kwargs",
 )
 
@@ -144,6 +153,15 @@ def _validate(kw: dict[str, Any], world_size: int) -> dict[str, Any]:
     _callable("policy_params_fn", kw["policy_params_fn"])
     if kw["randomization_fn"] is not None:
         _callable("randomization_fn", kw["randomization_fn"])
+    if kw["wrap_env_fn"] is not None:
+        _callable("wrap_env_fn", kw["wrap_env_fn"])
+        if envs.playground.is_playground_training_wrapper(kw["wrap_env_fn"]):
+            kw["wrap_env_fn"] = None  # brax_core's own wrappers do what Playground's do, as in the JAX trainer
+        elif isinstance(kw["environment"], TorchEnv):
+            raise ValueError(
+                "wrap_env_fn cannot apply to a ready TorchEnv (it is wrapped already): pass wrap_env_fn to TorchEnv, "
+                "or give train the env itself"
+            )
     if kw["eval_env"] is not None:
         if envs.is_env(kw["eval_env"]):
             kw["eval_env"] = envs.as_env(kw["eval_env"])
@@ -185,11 +203,17 @@ def _make_env(
     device: torch.device,
     seed: int,
     randomization_fn: Any,
+    wrap_env_fn: Any = None,
 ) -> Any:
     if isinstance(environment, TorchEnv):
         if environment.num_envs != num_envs:
             raise ValueError(
                 f"the TorchEnv has num_envs={environment.num_envs}; expected num_envs={num_envs} (per process)"
+            )
+        if episode_length is not None and episode_length != environment.episode_length:
+            raise ValueError(
+                f"episode_length={episode_length} differs from the TorchEnv's episode_length="
+                f"{environment.episode_length}; give the TorchEnv that episode length, or leave episode_length None"
             )
         return environment
     if isinstance(environment, str):
@@ -207,6 +231,7 @@ def _make_env(
         device=device,
         seed=seed,
         randomization_fn=randomization_fn,
+        wrap_env_fn=wrap_env_fn,
     )
 
 
@@ -400,6 +425,7 @@ def train(
     progress_fn: Callable[[int, Metrics], None] = lambda *args: None,
     policy_params_fn: Callable[..., None] = lambda *args: None,
     randomization_fn: Callable[..., Any] | None = None,
+    wrap_env_fn: Callable[..., Any] | None = None,
     deterministic_eval: bool = False,
     num_evals: int = 1,
     eval_env: Any = None,
@@ -456,8 +482,13 @@ def train(
     physics runs on its own thread pool on the same cores, and torch's OpenMP workers waiting at barriers behind it made
     small ops over 10x slower on a 2-core machine. ``environment``/``eval_env`` may also be ready ``TorchEnv``s (with
     ``num_envs`` per process). ``restore_params`` takes ``TorchPPOParams`` or the JAX trainer's ``PPOTrainingParams``.
-    ``max_checkpoints_to_keep`` is a deprecated alias of ``max_to_keep``. ``vision`` and ``augment_pixels`` exist for
-    the JAX trainer's signature; torch_ppo has no image networks, so only ``False`` is accepted.
+    ``wrap_env_fn`` is the JAX trainer's: a Brax-style wrapper ``fn(env, episode_length=, action_repeat=,
+    randomization_fn=)`` that replaces ``brax_core.envs.training.wrap`` for the training and evaluation envs (see
+    ``TorchEnv``'s ``wrap_env_fn`` for what it must return); MuJoCo Playground's ``wrap_for_brax_training`` means
+    brax_core's own wrappers. A ready ``TorchEnv`` brings its own wrappers and episode length (an ``episode_length``
+    that differs from it is refused). ``max_checkpoints_to_keep`` is a deprecated alias of ``max_to_keep``.
+    ``vision`` and ``augment_pixels`` exist for the JAX trainer's signature; torch_ppo has no image networks, so only
+    ``False`` is accepted.
 
     Launched by ``torchrun`` with several processes, each owns ``num_envs / world_size`` envs (see
     ``torch_ppo.distributed``).
@@ -579,6 +610,7 @@ class _Trainer:
             self.device,
             self.env_seed,
             kw["randomization_fn"],
+            kw["wrap_env_fn"],
         )
         self.episode_length = self.env.episode_length
         self.action_repeat = self.env.action_repeat
@@ -638,6 +670,7 @@ class _Trainer:
                     device=self.device,
                     seed=kw["seed"] + 104_729,
                     randomization_fn=randomization,
+                    wrap_env_fn=kw["wrap_env_fn"],  # as the JAX trainer wraps its evaluation env
                 )
             self.evaluator = _Evaluator(
                 eval_env, -(-self.episode_length // self.action_repeat), self.action_repeat, kw["seed"]
@@ -670,17 +703,14 @@ class _Trainer:
         rows = data.shape[0]
         params = list(self.modules.parameters())
         for _ in range(kw["num_updates_per_batch"]):
-            perm = torch.randperm(rows, generator=self.generator, device=self.device)
-            shuffled = data[perm].reshape(num_minibatches, rows // num_minibatches, unroll_length)
+            shuffled = data[self._minibatch_order(rows)].reshape(
+                num_minibatches, rows // num_minibatches, unroll_length
+            )
             for i in range(num_minibatches):
                 minibatch = shuffled[i]
                 tensors = unpack_batch(minibatch)
                 old_value, old_loc, old_scale = unpack_behaviour(minibatch)
-                noise = torch.randn(
-                    (unroll_length, self.local_batch, self.modules.action_size),
-                    generator=self.generator,
-                    device=self.device,
-                )
+                noise = self._entropy_noise((unroll_length, self.local_batch, self.modules.action_size))
                 terms = self.loss_module(*tensors, noise, old_value=old_value, old_loc=old_loc, old_scale=old_scale)
                 self.optimizer.zero_grad(set_to_none=True)
                 terms.total_loss.backward()
@@ -692,6 +722,16 @@ class _Trainer:
                     value = learning_rate if name == "learning_rate" else getattr(terms, name).detach()
                     self.loss_sums[name] = self.loss_sums[name] + value if name in self.loss_sums else value
                 self.num_loss_terms += 1
+
+    # The two random draws of SGD, as methods so that a check of the data-parallel update can fix them (the
+    # same minibatches and entropy samples in one process as split over several).
+    def _minibatch_order(self, rows: int) -> torch.Tensor:
+        """The row permutation of one pass over the batch."""
+        return torch.randperm(rows, generator=self.generator, device=self.device)
+
+    def _entropy_noise(self, shape: tuple[int, ...]) -> torch.Tensor:
+        """The standard-normal sample of one minibatch's entropy estimate, ``[unroll_length, rows, action_size]``."""
+        return torch.randn(shape, generator=self.generator, device=self.device)
 
     def _adapt_learning_rate(self, kl_mean: torch.Tensor) -> torch.Tensor:
         """Applies the ADAPTIVE_KL rule to Adam's tensor rate in place, from the minibatch's KL averaged over
@@ -710,7 +750,11 @@ class _Trainer:
         return lr.detach().clone()
 
     def _training_step(self) -> None:
-        data = self._collect()
+        self._update(self._collect())
+
+    def _update(self, data: TensorDictBase) -> None:
+        """The update of one training step from this process's rows of the batch: normaliser and SGD (over all
+        processes together when distributed)."""
         group = self.dist.group if self.dist.enabled else None
         if self.kw["clipping_epsilon_value"] is not None and not self.kw["use_distributional_critic"]:
             # The critic's values before this batch's SGD, with the normaliser the actor used (one batched pass).

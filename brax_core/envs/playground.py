@@ -20,6 +20,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from mujoco import mjx
 
 from brax_core.envs.base import PipelineEnv, State
@@ -58,9 +59,7 @@ def _playground() -> Any:
     try:
         import mujoco_playground
     except ImportError as e:
-        raise ImportError(
-            "Playground tasks need MuJoCo Playground: pip install 'brax-bridge[playground]'"
-        ) from e
+        raise ImportError("Playground tasks need MuJoCo Playground: pip install 'brax-bridge[playground]'") from e
     return mujoco_playground
 
 
@@ -154,9 +153,9 @@ def is_playground_training_wrapper(fn: Any) -> bool:
     PPO as ``wrap_env_fn``). It wraps with Brax's own wrappers, which expect Playground's State; brax_core's
     ``envs.training.wrap`` does the same job (vmap or domain randomisation, time limit, auto-reset) for
     ``PlaygroundEnv``'s brax_core State, so the trainers use that instead."""
-    return getattr(fn, "__name__", None) == "wrap_for_brax_training" and str(
-        getattr(fn, "__module__", "")
-    ).startswith("mujoco_playground")
+    return getattr(fn, "__name__", None) == "wrap_for_brax_training" and str(getattr(fn, "__module__", "")).startswith(
+        "mujoco_playground"
+    )
 
 
 class PlaygroundTask:
@@ -169,6 +168,34 @@ class PlaygroundTask:
     @property
     def default_episode_length(self) -> int:
         return int(_playground().registry.get_default_config(self.name).episode_length)
+
+    def episode_length(
+        self, episode_length: int | None = None, config: Any = None, config_overrides: Any = None, **_: Any
+    ) -> int:
+        """The time limit of this task loaded with ``config``/``config_overrides`` (``load``'s arguments) where a
+        trainer or the bridge is also given ``episode_length``.
+
+        ``config_overrides["episode_length"]`` decides it, as it does in Playground's own training (its wrapper
+        takes the config's episode length); an ``episode_length`` argument that disagrees with it raises
+        ``ValueError`` naming both, rather than one silently winning. Without that override: the argument, else
+        the episode length of ``config`` (default: the task's default config).
+        """
+        overrides = config_overrides if isinstance(config_overrides, Mapping) else {}
+        if "episode_length" in overrides:
+            configured = overrides["episode_length"]
+            if isinstance(configured, bool) or not isinstance(configured, int | np.integer) or configured < 1:
+                raise ValueError(f"config_overrides['episode_length'] must be a positive integer, got {configured!r}")
+            if episode_length is not None and episode_length != configured:
+                raise ValueError(
+                    f"episode_length={episode_length!r} disagrees with config_overrides['episode_length']="
+                    f"{int(configured)} for Playground task {self.name!r}; give one of them, or the same value"
+                )
+            return int(configured)
+        if episode_length is not None:
+            return episode_length
+        if config is not None and getattr(config, "episode_length", None) is not None:
+            return int(config.episode_length)
+        return self.default_episode_length
 
     def __call__(self, **kwargs: Any) -> PlaygroundEnv:
         return load(self.name, **kwargs)
@@ -291,7 +318,6 @@ class PlaygroundEnv(PipelineEnv):
 
     def __repr__(self) -> str:
         return f"PlaygroundEnv({self.name})"
-
 
 
 def brax_ppo_config(name: str) -> Any:
