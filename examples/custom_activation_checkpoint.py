@@ -58,7 +58,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     actual, _ = loaded(obs, jax.random.PRNGKey(1))
     gap = float(np.max(np.abs(np.asarray(actual) - np.asarray(expected))))
     print(f"loaded policy matches the trained one (max action difference {gap:.2e})")
-    return {"path": out, "max_action_difference": gap, "config": checkpoint.load_config(out)}
+    return {"path": out, "max_action_difference": gap, "config": checkpoint.load_config(out).to_dict()}
 
 
 if __name__ == "__main__":

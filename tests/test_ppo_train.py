@@ -164,7 +164,9 @@ def test_training_metrics_without_eval_and_activations_with_and_without_saving(t
         if len(results) == 2:  # saving changes nothing about training
             _assert_trees_close(results[0], results[1], rtol=0, atol=0)
         saved = tmp_path / activation.__name__
-        config = json.loads(json.dumps(checkpoint.load_config(saved)))
+        brax_style = checkpoint.load_config(saved)  # Brax's type: attribute access, .to_dict() is the JSON
+        assert brax_style.network_factory_kwargs.policy_hidden_layer_sizes == [16, 16]
+        config = json.loads(json.dumps(brax_style.to_dict()))
         kwargs = config["network_factory_kwargs"]
         assert kwargs["activation"] == {"callable": {"name": activation.__name__}}
         assert kwargs["policy_hidden_layer_sizes"] == [16, 16] and config["observation_size"] == 2
@@ -217,7 +219,7 @@ def test_resume_is_exact_and_the_step_count_passes_two_to_the_32(tmp_path):
     }
     state = checkpoint.restore_item(ckpt, "state", target)
     state["env_steps"] = jnp.asarray(ppo.steps_to_pair(near))
-    config = {**checkpoint.load_config(ckpt), "env_steps": near}
+    config = {**checkpoint.load_config(ckpt).to_dict(), "env_steps": near}
     checkpoint.save(tmp_path / "near", near, params, state, config)
 
     reports = []

@@ -300,8 +300,18 @@ def resolve(path: str | os.PathLike) -> str:
     return steps[-1]
 
 
-def load_config(path: str | os.PathLike) -> dict[str, Any]:
-    """The JSON configuration of a checkpoint (a step directory or the newest under ``path``)."""
+def load_config(path: str | os.PathLike) -> config_dict.ConfigDict:
+    """The configuration of a checkpoint (a step directory or the newest under ``path``), as Brax's: a
+    ``ConfigDict`` (``config.network_factory_kwargs``, ``config["env_steps"]``; ``.to_dict()`` is the saved JSON).
+
+    Callables stay as saved (``{"callable": {"name": ...}}``); ``load_policy`` and ``networks_from_config``
+    resolve them.
+    """
+    return config_dict.ConfigDict(_read_config(path))
+
+
+def _read_config(path: str | os.PathLike) -> dict[str, Any]:
+    """The JSON configuration of a checkpoint as plain dicts."""
     step_dir = resolve(path)
     config_dir = os.path.join(step_dir, "config")
     files = [f for f in os.listdir(config_dir) if not f.startswith(".")] if os.path.isdir(config_dir) else []
@@ -406,7 +416,7 @@ def restore_env_state(path: str | os.PathLike, target: Any) -> Any | None:
 def load_params(path: str | os.PathLike) -> ppo_networks.PPOTrainingParams:
     """``PPOTrainingParams(normalizer_params, policy_params, value_params)`` from a checkpoint."""
     step_dir = resolve(path)
-    config = load_config(step_dir)
+    config = _read_config(step_dir)
     network = networks_from_config(config)
     return _restore_item(step_dir, "params", abstract_params(network, _obs_size(config)))
 
@@ -420,6 +430,6 @@ def _obs_size(config: Mapping[str, Any]) -> types.ObservationSize:
 
 def load_policy(path: str | os.PathLike, deterministic: bool = True) -> types.Policy:
     """Rebuilds the inference function ``(observation, key) -> (action, extras)`` from a checkpoint alone."""
-    config = load_config(path)
+    config = _read_config(path)
     network = networks_from_config(config)
     return ppo_networks.make_inference_fn(network)(load_params(path), deterministic=deterministic)
