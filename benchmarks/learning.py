@@ -182,9 +182,10 @@ def table(results: dict[str, Any]) -> str:
             sps = [r["train_sps"] for r in runs if r["train_sps"]]
             sps_text = f"{statistics.median(sps):,.0f}" if sps else "-"
             run_steps = statistics.median(r["curve"][-1][0] for r in runs)
+            budget = "/".join(f"{m:g}" for m in sorted({r.get("minutes", entry.get("minutes", 0)) for r in runs}))
             lines.append(
                 f"| {env} | {trainer} | {len(runs)} | {statistics.median(finals):,.1f} | {THRESHOLDS[env]:,.0f} | "
-                f"{steps} | {wall} | {run_steps:,.0f} | {entry.get('minutes', '-')} | {sps_text} | "
+                f"{steps} | {wall} | {run_steps:,.0f} | {budget} | {sps_text} | "
                 f"{entry['random_reward']:,.1f} |"
             )
     return "\n".join(lines)
@@ -227,7 +228,12 @@ def main(argv: list[str] | None = None) -> None:
     results: dict[str, Any] = json.load(open(results_path)) if os.path.exists(results_path) else {}
     for env in [] if args.report_only else args.envs:
         command = " ".join(["python benchmarks/learning.py", *(argv if argv is not None else sys.argv[1:])])
-        entry = {"random_reward": random_policy_reward(env), "runs": [], "minutes": args.minutes, "command": command}
+        # runs of other seeds from earlier invocations are kept; a rerun of the same (trainer, seed) replaces its own
+        earlier = results.get(env, {}).get("runs", [])
+        kept = [r for r in earlier if not (r["seed"] in args.seeds and r["trainer"] in args.trainers)]
+        earlier_entry = results.get(env, {})
+        commands = [*earlier_entry.get("commands", [earlier_entry.get("command")] if earlier_entry else []), command]
+        entry = {"random_reward": random_policy_reward(env), "runs": kept, "commands": commands}
         for seed in args.seeds:
             for trainer in args.trainers:
                 out = os.path.join(args.out, f"{env}_{trainer}_{seed}.json")
@@ -247,6 +253,7 @@ def main(argv: list[str] | None = None) -> None:
                 run = json.load(open(out))
                 run["load_before"] = load
                 run["load_after"] = os.getloadavg()[0]
+                run["minutes"] = args.minutes
                 entry["runs"].append(run)
                 last = run["curve"][-1] if run["curve"] else None
                 print(f"{env} {trainer} seed {seed}: last eval {last}, wall {run['wall_s']:.0f} s", flush=True)
@@ -260,11 +267,9 @@ def main(argv: list[str] | None = None) -> None:
     loads = [r[k] for e in results.values() for r in e["runs"] for k in ("load_before", "load_after")]
     if not loads:
         raise SystemExit(f"no runs in {results_path}: train some first (without --report-only)")
-    commands = sorted({e.get("command", "") for e in results.values()} - {""})
+    commands = list(dict.fromkeys(c for e in results.values() for c in e.get("commands", [e.get("command")]) if c))
     body = (
-        "Commands (one process per run, one run at a time):\n\n"
-        + "".join(f"- `{c}`\n" for c in commands)
-        + "\n"
+        "Commands (one process per run, one run at a time):\n\n" + "".join(f"- `{c}`\n" for c in commands) + "\n"
         f"Machine: {platform.machine()} CPU, {os.cpu_count()} cores, no GPU; 1-minute load average "
         f"{min(loads):.1f}-{max(loads):.1f} during the runs. Each run starts a fresh process (start-up included) "
         "and stops at its preset's step budget or at the first evaluation after the wall-time budget. Curves: "
