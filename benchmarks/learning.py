@@ -165,9 +165,10 @@ def plot(env: str, runs: list[dict[str, Any]], random_reward: float, out: str) -
 
 def table(results: dict[str, Any]) -> str:
     lines = [
-        "| env | trainer | seeds | final reward (median) | threshold | steps to threshold | time to threshold (s) | "
+        "| env | trainer | seeds | final reward (median) | best reward (median) | threshold | steps to threshold | "
+        "time to threshold (s) | "
         "env steps run | budget (min) | train steps/s | random policy |",
-        "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for env, entry in results.items():
         for trainer in ("jax", "torch"):
@@ -175,6 +176,7 @@ def table(results: dict[str, Any]) -> str:
             if not runs:
                 continue
             finals = [r["curve"][-1][1] for r in runs]
+            bests = [max(point[1] for point in r["curve"]) for r in runs]
             reached = [_first_reaching(r["curve"], THRESHOLDS[env]) for r in runs]
             hits = [x for x in reached if x is not None]
             steps = f"{statistics.median(h[0] for h in hits):,.0f} ({len(hits)}/{len(runs)})" if hits else "not reached"
@@ -184,7 +186,8 @@ def table(results: dict[str, Any]) -> str:
             run_steps = statistics.median(r["curve"][-1][0] for r in runs)
             budget = "/".join(f"{m:g}" for m in sorted({r.get("minutes", entry.get("minutes", 0)) for r in runs}))
             lines.append(
-                f"| {env} | {trainer} | {len(runs)} | {statistics.median(finals):,.1f} | {THRESHOLDS[env]:,.0f} | "
+                f"| {env} | {trainer} | {len(runs)} | {statistics.median(finals):,.1f} | "
+                f"{statistics.median(bests):,.1f} | {THRESHOLDS[env]:,.0f} | "
                 f"{steps} | {wall} | {run_steps:,.0f} | {budget} | {sps_text} | "
                 f"{entry['random_reward']:,.1f} |"
             )
