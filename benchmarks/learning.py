@@ -184,7 +184,7 @@ def table(results: dict[str, Any]) -> str:
             sps = [r["train_sps"] for r in runs if r["train_sps"]]
             sps_text = f"{statistics.median(sps):,.0f}" if sps else "-"
             run_steps = statistics.median(r["curve"][-1][0] for r in runs)
-            budget = "/".join(f"{m:g}" for m in sorted({r.get("minutes", entry.get("minutes", 0)) for r in runs}))
+            budget = "/".join(f"{m:g}" for m in sorted({r["minutes"] for r in runs}))
             lines.append(
                 f"| {env} | {trainer} | {len(runs)} | {statistics.median(finals):,.1f} | "
                 f"{statistics.median(bests):,.1f} | {THRESHOLDS[env]:,.0f} | "
@@ -234,8 +234,7 @@ def main(argv: list[str] | None = None) -> None:
         # runs of other seeds from earlier invocations are kept; a rerun of the same (trainer, seed) replaces its own
         earlier = results.get(env, {}).get("runs", [])
         kept = [r for r in earlier if not (r["seed"] in args.seeds and r["trainer"] in args.trainers)]
-        earlier_entry = results.get(env, {})
-        commands = [*earlier_entry.get("commands", [earlier_entry.get("command")] if earlier_entry else []), command]
+        commands = [*results.get(env, {}).get("commands", []), command]
         entry = {"random_reward": random_policy_reward(env), "runs": kept, "commands": commands}
         for seed in args.seeds:
             for trainer in args.trainers:
@@ -270,7 +269,7 @@ def main(argv: list[str] | None = None) -> None:
     loads = [r[k] for e in results.values() for r in e["runs"] for k in ("load_before", "load_after")]
     if not loads:
         raise SystemExit(f"no runs in {results_path}: train some first (without --report-only)")
-    commands = list(dict.fromkeys(c for e in results.values() for c in e.get("commands", [e.get("command")]) if c))
+    commands = list(dict.fromkeys(c for e in results.values() for c in e["commands"]))
     body = (
         "Commands (one process per run, one run at a time):\n\n" + "".join(f"- `{c}`\n" for c in commands) + "\n"
         f"Machine: {platform.machine()} CPU, {os.cpu_count()} cores, no GPU; 1-minute load average "
