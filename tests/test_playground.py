@@ -38,6 +38,18 @@ N, LIMIT = 2, 3  # envs per TorchEnv; time limit (steps) so that the third step 
 # The wrappers' own info keys: Playground's step is given only the task's own ones.
 _WRAPPER_INFO = (*training._EPISODE_KEYS, *training._AUTORESET_KEYS)
 
+# Two training steps of 24 env steps on 4 envs, evaluated twice: enough to run every stage of either trainer.
+TINY_TRAINING = dict(
+    num_timesteps=48,
+    num_envs=4,
+    batch_size=4,
+    num_minibatches=2,
+    unroll_length=3,
+    num_evals=2,
+    num_eval_envs=4,
+    num_updates_per_batch=1,
+)
+
 
 def test_there_are_25_control_suite_tasks():
     assert len(CONTROL_SUITE) == 25 and set(DEFAULT_TASKS) <= set(CONTROL_SUITE)
@@ -253,18 +265,7 @@ def test_jax_ppo_trains_with_playgrounds_own_config():
     config = playground.brax_ppo_config("CartpoleSwingup")  # dm_control_suite_params.brax_ppo_config
     kwargs = presets.from_playground(config)
     assert set(kwargs) == set(config.keys())  # every key accepted as it is
-    tiny = dict(
-        num_timesteps=48,
-        num_envs=4,
-        batch_size=4,
-        num_minibatches=2,
-        unroll_length=3,
-        num_evals=2,
-        num_eval_envs=4,
-        episode_length=LIMIT,
-        num_updates_per_batch=1,
-        num_resets_per_eval=1,
-    )
+    tiny = dict(TINY_TRAINING, episode_length=LIMIT, num_resets_per_eval=1)
     kwargs.update(tiny)
     pg_env = mujoco_playground.registry.load("CartpoleSwingup", config_overrides={"impl": "jax"})
     reports = []
@@ -461,17 +462,7 @@ def test_unknown_playground_names_list_the_tasks():
 @pytest.mark.slow
 @pytest.mark.parametrize("name", CONTROL_SUITE)
 def test_every_control_suite_task_trains_with_both_trainers(name):
-    tiny = dict(
-        num_timesteps=48,
-        num_envs=4,
-        batch_size=4,
-        num_minibatches=2,
-        unroll_length=3,
-        num_evals=2,
-        num_eval_envs=4,
-        episode_length=6,
-        num_updates_per_batch=1,
-    )
+    tiny = dict(TINY_TRAINING, episode_length=6)
     _, _, jax_metrics = ppo.train(f"playground:{name}", **tiny)
     _, _, torch_metrics = torch_ppo.train(f"playground:{name}", **tiny)
     assert np.isfinite(jax_metrics["eval/episode_reward"]) and np.isfinite(torch_metrics["eval/episode_reward"])
