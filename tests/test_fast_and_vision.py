@@ -234,7 +234,8 @@ def test_vision_ppo_trains_augments_checkpoints_and_reloads(tmp_path):
     [(False, "dict_pixels_state"), (False, "dict_pixels")],
 )
 def test_brax_pixels_ppo_parameter_shapes(asymmetric_obs, obs_mode):
-    """Brax's testPixelsPPO: its settings and default CNN, the first MLP layer's input width."""
+    """Brax's testPixelsPPO as it is written: its settings and default CNN, no ``vision`` flag (the pixels-only mode
+    leaves the normaliser nothing to count), the first MLP layer's input width."""
     env = envs.get_environment("fast", pixel_obs=True, asymmetric_obs=asymmetric_obs, obs_mode=obs_mode)
     key = "" if obs_mode == "dict_pixels" else "state"
     factory = functools.partial(
@@ -248,7 +249,6 @@ def test_brax_pixels_ppo_parameter_shapes(asymmetric_obs, obs_mode):
         env,
         network_factory=factory,
         augment_pixels=True,
-        vision=True,
         **{**BRAX_TEST_TRAIN, "episode_length": 1000, "num_evals": 1},
     )
     width = 2 * 64 + (0 if obs_mode == "dict_pixels" else 2)

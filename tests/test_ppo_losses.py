@@ -220,6 +220,14 @@ def test_running_statistics_streaming_equals_one_pass():
     assert float(jnp.max(jnp.abs(clipped))) <= 5.0
 
 
+def test_running_statistics_of_nothing_stay_as_they_are():
+    """Observations that are all pixel views leave the normaliser nothing to count (Brax's dict_pixels mode)."""
+    state = running_statistics.init_state({})
+    for mode in running_statistics.MODES:
+        updated = running_statistics.update(state, {}, mode=mode)
+        assert updated is state and float(updated.count) == 0.0
+
+
 def test_running_statistics_weights_clip_and_cross_device_sum():
     state = running_statistics.init_state({"a": jnp.zeros((2,))})
     batch = {"a": jnp.array([[1.0, 1.0], [3.0, 1.0], [100.0, 1.0]])}

@@ -106,6 +106,9 @@ def update(
         raise ValueError(f"std_min_value ({std_min_value}) must not exceed std_max_value ({std_max_value})")
     if mode not in MODES:
         raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+    if not jax.tree.leaves(batch):
+        # Nothing to normalise (e.g. observations that are all pixel views): the statistics stay as they are.
+        return state
     first_batch = jax.tree.leaves(batch)[0]
     first_stat = jax.tree.leaves(state.mean)[0]
     batch_axes = _batch_axes(first_batch, first_stat, validate_shapes)
