@@ -411,16 +411,20 @@ class TanhNormalSampler(TensorDictModuleBase):
         if self.deterministic:
             td.set("action", torch.tanh(loc) if self.squash else loc)
             return td
+        action, raw, log_prob = self.sample(loc, scale)
+        td.set("raw_action", raw)
+        td.set("action_log_prob", log_prob)
+        td.set("action", action)
+        return td
+
+    def sample(self, loc: torch.Tensor, scale: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(action, raw_action, action_log_prob)`` of one draw from the generator, on plain tensors (what
+        ``forward`` writes; a trainer's collection loop calls it directly to skip the TensorDict plumbing)."""
         noise = torch.randn(loc.shape, generator=self.generator, device=loc.device, dtype=loc.dtype)
         raw = loc + scale * noise
-        td.set("raw_action", raw)
         if self.squash:
-            td.set("action_log_prob", tanh_normal_log_prob(loc, scale, raw))
-            td.set("action", torch.tanh(raw))
-        else:
-            td.set("action_log_prob", normal_log_prob(loc, scale, raw))
-            td.set("action", raw)
-        return td
+            return torch.tanh(raw), raw, tanh_normal_log_prob(loc, scale, raw)
+        return raw, raw, normal_log_prob(loc, scale, raw)
 
 
 def _flat_size(shape: Any) -> int:
