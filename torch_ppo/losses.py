@@ -95,9 +95,7 @@ def quantile_huber_loss(quantiles: torch.Tensor, targets: torch.Tensor, kappa: f
     return (weight * huber).mean()
 
 
-def normal_kl(
-    old_loc: torch.Tensor, old_scale: torch.Tensor, loc: torch.Tensor, scale: torch.Tensor
-) -> torch.Tensor:
+def normal_kl(old_loc: torch.Tensor, old_scale: torch.Tensor, loc: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
     """``KL(old || new)`` of diagonal normals summed over the last axis (the JAX ``losses.normal_kl``)."""
     spread = (old_scale.square() + (old_loc - loc).square()) / (2.0 * scale.square())
     return (torch.log(scale) - torch.log(old_scale) + spread - 0.5).sum(-1)
