@@ -17,7 +17,9 @@ other sections alone.
 ``--throughput`` measures only training speed on the env's preset: each trainer trains ``--readings`` intervals of
 ``--interval`` training steps with no evaluation, reporting ``training/sps`` per interval; the first interval
 (start-up and compilation) is dropped and the median of the rest is the steady-state steps/s. Trainers alternate
-per seed, each run in a fresh process (no compile shared between runs but the persistent compile cache):
+per seed, each run in a fresh process (no compile shared between runs but the persistent compile cache). The
+runs are short, so the JAX trainer would pick its quick-compile LLVM level 0 (about 2.5x slower steps); the workers
+set ``BRAX_CORE_CPU_OPT_LEVEL=1`` (unless it is set), the level of a full-length run and of the bridge's step:
   python benchmarks/ppo_parity.py --throughput --env halfcheetah --seeds 0 1 2 [--interval 2] [--readings 6]
 """
 
@@ -189,7 +191,8 @@ def _throughput(args: argparse.Namespace, argv: list[str] | None) -> None:
     for seed in args.seeds:
         for trainer in ("jax", "torch"):
             cmd = [sys.executable, os.path.abspath(__file__), *passthrough, "--worker", trainer, str(seed)]
-            out = subprocess.run(cmd, capture_output=True, text=True, check=False)
+            env = {"BRAX_CORE_CPU_OPT_LEVEL": "1", **os.environ}
+            out = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env)
             line = next((x for x in out.stdout.splitlines() if x.startswith("SPS ")), None)
             if out.returncode != 0 or line is None:
                 raise SystemExit(f"{trainer} seed {seed} failed:\n{out.stdout[-2000:]}\n{out.stderr[-3000:]}")
