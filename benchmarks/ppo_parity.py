@@ -13,6 +13,14 @@ Usage:
 
 ``--write`` replaces the ``## PPO parity`` section of the results file (creating the file if needed), leaving the
 other sections alone.
+
+``--throughput`` measures only training speed on the env's preset: each trainer trains ``--readings`` intervals of
+``--interval`` training steps with no evaluation, reporting ``training/sps`` per interval; the first interval
+(start-up and compilation) is dropped and the median of the rest is the steady-state steps/s. Trainers alternate
+per seed, each run in a fresh process (no compile shared between runs but the persistent compile cache). The
+runs are short, so the JAX trainer would pick its quick-compile LLVM level 0 (about 2.5x slower steps); the workers
+set ``BRAX_CORE_CPU_OPT_LEVEL=1`` (unless it is set), the level of a full-length run and of the bridge's step:
+  python benchmarks/ppo_parity.py --throughput --env halfcheetah --seeds 0 1 2 [--interval 2] [--readings 6]
 """
 
 from __future__ import annotations
@@ -144,6 +152,65 @@ def _write_section(path: str, text: str) -> None:
     os.replace(tmp, path)
 
 
+def _throughput_worker(args: argparse.Namespace, trainer: str, seed: str) -> None:
+    """One run of one trainer (in its own process): prints its per-interval ``training/sps`` as JSON."""
+    import brax_bridge  # noqa: F401  (first, so it configures JAX before its backend starts)
+    from brax_bridge.application.runtime import enable_compile_cache
+    from brax_core.training.agents.ppo import presets
+
+    enable_compile_cache()
+    preset = dict(presets.PRESETS[args.env])
+    steps = preset["batch_size"] * preset["num_minibatches"] * preset["unroll_length"] * preset.get("action_repeat", 1)
+    every = steps * (args.interval or max(1, 8192 // steps))
+    preset.update(
+        num_timesteps=every * args.readings, num_evals=0, log_training_metrics=True, training_metrics_steps=every
+    )
+    sps: list[float] = []
+    progress = lambda step, metrics: sps.append(float(metrics["training/sps"]))
+    if trainer == "jax":
+        from brax_core.training.agents.ppo import train as jax_ppo
+
+        jax_ppo.train(args.env, seed=int(seed), progress_fn=progress, **preset)
+    else:
+        import torch_ppo
+
+        kwargs = {k: v for k, v in preset.items() if k != "network_factory"}
+        if args.torch_threads is not None:
+            kwargs["num_threads"] = args.torch_threads
+        torch_ppo.train(args.env, seed=int(seed), progress_fn=progress, **kwargs, **presets.network_kwargs(args.env))
+    print("SPS " + json.dumps(sps), flush=True)
+
+
+def _throughput(args: argparse.Namespace, argv: list[str] | None) -> None:
+    import subprocess
+
+    steady: dict[str, list[float]] = {"jax": [], "torch": []}
+    passthrough = ["--env", args.env, "--readings", str(args.readings)]
+    passthrough += ["--interval", str(args.interval)] if args.interval else []
+    passthrough += ["--torch-threads", str(args.torch_threads)] if args.torch_threads is not None else []
+    for seed in args.seeds:
+        for trainer in ("jax", "torch"):
+            cmd = [sys.executable, os.path.abspath(__file__), *passthrough, "--worker", trainer, str(seed)]
+            env = {"BRAX_CORE_CPU_OPT_LEVEL": "1", **os.environ}
+            out = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env)
+            line = next((x for x in out.stdout.splitlines() if x.startswith("SPS ")), None)
+            if out.returncode != 0 or line is None:
+                raise SystemExit(f"{trainer} seed {seed} failed:\n{out.stdout[-2000:]}\n{out.stderr[-3000:]}")
+            readings = json.loads(line[4:])
+            steady[trainer].append(statistics.median(readings[1:]))
+            print(
+                f"seed {seed} {trainer}: steady {steady[trainer][-1]:,.0f} steps/s, readings "
+                f"{[round(x) for x in readings]}",
+                flush=True,
+            )
+    jax_sps, torch_sps = statistics.median(steady["jax"]), statistics.median(steady["torch"])
+    cmd = "python " + " ".join(["benchmarks/ppo_parity.py", *(argv if argv is not None else sys.argv[1:])])
+    print(
+        f"\n`{cmd}` ({args.when}): training steps/s after start-up on `PRESETS[{args.env!r}]`, median over seeds "
+        f"{args.seeds}: JAX {jax_sps:,.0f}, torch {torch_sps:,.0f}; torch / JAX {torch_sps / jax_sps:.2f}"
+    )
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--env", default="inverted_pendulum")
@@ -156,7 +223,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--from-json", default=None, help="re-render a previous run's figures (no training)")
     parser.add_argument("--command", default=None, help="with --from-json: the command that produced them")
     parser.add_argument("--when", default=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), help=argparse.SUPPRESS)
+    parser.add_argument("--throughput", action="store_true", help="steady-state training steps/s only (see above)")
+    parser.add_argument("--interval", type=int, default=None, help="--throughput: training steps per sps reading")
+    parser.add_argument("--readings", type=int, default=6, help="--throughput: sps readings per run (first dropped)")
+    parser.add_argument("--worker", nargs=2, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.worker is not None:
+        _throughput_worker(args, *args.worker)
+        return
+    if args.throughput:
+        _throughput(args, argv)
+        return
 
     import brax_bridge  # noqa: F401  (first, so it configures JAX before its backend starts)
     from brax_core.training.agents.ppo import presets

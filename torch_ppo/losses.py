@@ -14,6 +14,20 @@ from tensordict import TensorDictBase
 from torch_ppo.networks import PPOModules
 
 
+def _discounted_sums(deltas: torch.Tensor, decay: torch.Tensor, last: torch.Tensor) -> torch.Tensor:
+    """``acc_t = deltas_t + decay_t * acc_{t+1}`` backwards in time from ``acc_T = last``, as a contiguous ``[T, B]``.
+
+    The step loop runs for every minibatch: rows are split off once and each sum is written straight into its
+    output row, so a step costs its multiply and add only (not ``addcmul``, which rounds differently, fused).
+    """
+    out = torch.empty(deltas.shape, dtype=deltas.dtype, device=deltas.device)
+    rows, delta_rows, decay_rows = out.unbind(0), deltas.unbind(0), decay.unbind(0)
+    acc = last
+    for t in range(len(rows) - 1, -1, -1):
+        acc = torch.add(delta_rows[t], decay_rows[t] * acc, out=rows[t])
+    return out
+
+
 @torch.no_grad()
 def compute_gae(
     truncation: torch.Tensor,
@@ -34,12 +48,7 @@ def compute_gae(
     values_next = torch.cat([values[1:], bootstrap_value.unsqueeze(0)], dim=0)
     deltas = (rewards + continuation * values_next - values) * truncation_mask
     decay = continuation * truncation_mask * lambda_
-    acc = torch.zeros_like(bootstrap_value)
-    vs_minus_v = []
-    for t in range(rewards.shape[0] - 1, -1, -1):
-        acc = deltas[t] + decay[t] * acc
-        vs_minus_v.append(acc)
-    vs = torch.stack(vs_minus_v[::-1], dim=0) + values
+    vs = _discounted_sums(deltas, decay, torch.zeros_like(bootstrap_value)) + values
     vs_next = torch.cat([vs[1:], bootstrap_value.unsqueeze(0)], dim=0)
     advantages = (rewards + continuation * vs_next - values) * truncation_mask
     return vs, advantages
@@ -64,12 +73,7 @@ def compute_gae_bootstrapped(
     continuation = discount * (1.0 - termination)
     deltas = rewards + continuation * next_values - values
     decay = continuation * episode_continues * lambda_
-    acc = torch.zeros_like(next_values[-1])
-    vs_minus_v = []
-    for t in range(rewards.shape[0] - 1, -1, -1):
-        acc = deltas[t] + decay[t] * acc
-        vs_minus_v.append(acc)
-    vs = torch.stack(vs_minus_v[::-1], dim=0) + values
+    vs = _discounted_sums(deltas, decay, torch.zeros_like(next_values[-1])) + values
     following_vs = torch.cat([vs[1:], next_values[-1:]], dim=0)
     next_targets = torch.where(truncation > 0, next_values, following_vs)
     advantages = rewards + continuation * next_targets - values
@@ -91,9 +95,7 @@ def quantile_huber_loss(quantiles: torch.Tensor, targets: torch.Tensor, kappa: f
     return (weight * huber).mean()
 
 
-def normal_kl(
-    old_loc: torch.Tensor, old_scale: torch.Tensor, loc: torch.Tensor, scale: torch.Tensor
-) -> torch.Tensor:
+def normal_kl(old_loc: torch.Tensor, old_scale: torch.Tensor, loc: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
     """``KL(old || new)`` of diagonal normals summed over the last axis (the JAX ``losses.normal_kl``)."""
     spread = (old_scale.square() + (old_loc - loc).square()) / (2.0 * scale.square())
     return (torch.log(scale) - torch.log(old_scale) + spread - 0.5).sum(-1)
@@ -182,30 +184,36 @@ def compute_ppo_loss(
     )
 
 
+def rollout_behaviour(batch: TensorDictBase) -> tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]:
+    """``(state_value [B, T], loc, scale)`` of a ``[B, T]`` batch in its own layout; ``None`` for those it lacks."""
+    value, loc, scale = (batch.get(key, None) for key in BEHAVIOUR_KEYS)
+    return (None if value is None else value.squeeze(-1), loc, scale)
+
+
 def unpack_behaviour(batch: TensorDictBase) -> tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]:
     """``(state_value [T, B], loc, scale)`` of a ``[B, T]`` batch, time-major; ``None`` for those it lacks."""
-    value, loc, scale = (batch.get(key, None) for key in BEHAVIOUR_KEYS)
-    return (
-        None if value is None else value.squeeze(-1).transpose(0, 1),
-        None if loc is None else loc.transpose(0, 1),
-        None if scale is None else scale.transpose(0, 1),
-    )
+    return tuple(None if x is None else x.transpose(0, 1) for x in rollout_behaviour(batch))
 
 
-def unpack_batch(batch: TensorDictBase) -> tuple[torch.Tensor, ...]:
-    """The loss inputs of a ``[B, T]`` batch, time-major ``[T, B, ...]`` (flags as float)."""
-    data = batch.transpose(0, 1)
-    reward = data.get(("next", "reward")).squeeze(-1)
-    flag = lambda key: data.get(("next", key)).squeeze(-1).to(reward.dtype)
+def rollout_tensors(batch: TensorDictBase) -> tuple[torch.Tensor | TensorDictBase, ...]:
+    """The loss inputs of a ``[B, T]`` batch in its own layout ``[B, T, ...]`` (flags as float), in the order
+    ``ppo_loss_from_tensors`` takes them; ``unpack_batch`` is their time-major view."""
+    reward = batch.get(("next", "reward")).squeeze(-1)
+    flag = lambda key: batch.get(("next", key)).squeeze(-1).to(reward.dtype)
     return (
-        data.get("observation"),
-        data.get(("next", "final_observation")),
-        data.get("raw_action"),
-        data.get("action_log_prob"),
+        batch.get("observation"),
+        batch.get(("next", "final_observation")),
+        batch.get("raw_action"),
+        batch.get("action_log_prob"),
         reward,
         flag("truncated"),
         flag("terminated"),
     )
+
+
+def unpack_batch(batch: TensorDictBase) -> tuple[torch.Tensor | TensorDictBase, ...]:
+    """The loss inputs of a ``[B, T]`` batch, time-major ``[T, B, ...]`` (flags as float)."""
+    return tuple(x.transpose(0, 1) for x in rollout_tensors(batch))
 
 
 def ppo_loss_from_tensors(

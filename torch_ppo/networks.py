@@ -75,8 +75,12 @@ def _variance_scaling_(
     weight: torch.Tensor, scale: float = 1.0, mode: str = "fan_in", distribution: str = "truncated_normal"
 ) -> None:
     fan_out, fan_in = weight.shape
-    fan = {"fan_in": fan_in, "fan_out": fan_out, "fan_avg": (fan_in + fan_out) / 2.0,
-           "fan_geo_avg": math.sqrt(fan_in * fan_out)}[mode]
+    fan = {
+        "fan_in": fan_in,
+        "fan_out": fan_out,
+        "fan_avg": (fan_in + fan_out) / 2.0,
+        "fan_geo_avg": math.sqrt(fan_in * fan_out),
+    }[mode]
     variance = scale / max(1.0, fan)
     if distribution == "truncated_normal":
         std = math.sqrt(variance) / _TRUNCATED_STD
@@ -114,8 +118,8 @@ _KERNEL_INITS: dict[str, tuple[Callable[..., KernelInit], tuple[str, ...]]] = {
     # jax's uniform draws from [0, scale).
     "uniform": (lambda scale=1e-2: lambda w: nn.init.uniform_(w, 0.0, scale), ("scale",)),
     "truncated_normal": (
-        lambda stddev=1e-2, lower=-2.0, upper=2.0: lambda w: nn.init.trunc_normal_(
-            w, 0.0, stddev, lower * stddev, upper * stddev
+        lambda stddev=1e-2, lower=-2.0, upper=2.0: (
+            lambda w: nn.init.trunc_normal_(w, 0.0, stddev, lower * stddev, upper * stddev)
         ),
         ("stddev", "lower", "upper"),
     ),
@@ -135,8 +139,10 @@ def resolve_kernel_init(name: str, fn: Any, kwargs_name: str, kwargs: Mapping[st
     """
     key = fn if isinstance(fn, str) else getattr(fn, "__name__", None)
     if key in _UNSUPPORTED_INITS:
-        raise ValueError(f"{name}={key!r} initialises convolution kernels and has no torch counterpart for a dense "
-                         f"layer; use one of {', '.join(KERNEL_INITIALIZERS)}")
+        raise ValueError(
+            f"{name}={key!r} initialises convolution kernels and has no torch counterpart for a dense "
+            f"layer; use one of {', '.join(KERNEL_INITIALIZERS)}"
+        )
     if key not in _KERNEL_INITS:
         raise ValueError(
             f"{name} must be one of {', '.join(KERNEL_INITIALIZERS)} (a name, or the jax.nn.initializers function of "
@@ -411,16 +417,20 @@ class TanhNormalSampler(TensorDictModuleBase):
         if self.deterministic:
             td.set("action", torch.tanh(loc) if self.squash else loc)
             return td
+        action, raw, log_prob = self.sample(loc, scale)
+        td.set("raw_action", raw)
+        td.set("action_log_prob", log_prob)
+        td.set("action", action)
+        return td
+
+    def sample(self, loc: torch.Tensor, scale: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(action, raw_action, action_log_prob)`` of one draw from the generator, on plain tensors (what
+        ``forward`` writes; a trainer's collection loop calls it directly to skip the TensorDict plumbing)."""
         noise = torch.randn(loc.shape, generator=self.generator, device=loc.device, dtype=loc.dtype)
         raw = loc + scale * noise
-        td.set("raw_action", raw)
         if self.squash:
-            td.set("action_log_prob", tanh_normal_log_prob(loc, scale, raw))
-            td.set("action", torch.tanh(raw))
-        else:
-            td.set("action_log_prob", normal_log_prob(loc, scale, raw))
-            td.set("action", raw)
-        return td
+            return torch.tanh(raw), raw, tanh_normal_log_prob(loc, scale, raw)
+        return raw, raw, normal_log_prob(loc, scale, raw)
 
 
 def _flat_size(shape: Any) -> int:
@@ -466,16 +476,23 @@ class PPOModules(nn.Module):
     ):
         super().__init__()
         check_network_options(
-            distribution_type=distribution_type, noise_std_type=noise_std_type, init_noise_std=init_noise_std,
-            state_dependent_std=state_dependent_std, mean_clip_scale=mean_clip_scale,
+            distribution_type=distribution_type,
+            noise_std_type=noise_std_type,
+            init_noise_std=init_noise_std,
+            state_dependent_std=state_dependent_std,
+            mean_clip_scale=mean_clip_scale,
         )
         policy_init = resolve_kernel_init(
-            "policy_network_kernel_init_fn", policy_network_kernel_init_fn,
-            "policy_network_kernel_init_kwargs", policy_network_kernel_init_kwargs,
+            "policy_network_kernel_init_fn",
+            policy_network_kernel_init_fn,
+            "policy_network_kernel_init_kwargs",
+            policy_network_kernel_init_kwargs,
         )
         value_init = resolve_kernel_init(
-            "value_network_kernel_init_fn", value_network_kernel_init_fn,
-            "value_network_kernel_init_kwargs", value_network_kernel_init_kwargs,
+            "value_network_kernel_init_fn",
+            value_network_kernel_init_fn,
+            "value_network_kernel_init_kwargs",
+            value_network_kernel_init_kwargs,
         )
         mean_init = None
         if mean_kernel_init_fn is not None:
@@ -520,7 +537,12 @@ class PPOModules(nn.Module):
         )
         self.num_quantiles = int(num_quantiles)
         self.value = ValueNetwork(
-            value_in, value_norm, value_hidden_layer_sizes, activation, value_init, value_key,
+            value_in,
+            value_norm,
+            value_hidden_layer_sizes,
+            activation,
+            value_init,
+            value_key,
             int(num_quantiles) if use_distributional_critic else None,
         )
         self._options = {

@@ -28,12 +28,11 @@ from brax_core.training.validation import positive_int as _positive_int
 from torch_ppo import checkpoint as ckpt
 from torch_ppo import distributed
 from torch_ppo.losses import (
-    LOSS_KEYS,
     LossConfig,
     LossTerms,
     ppo_loss_from_tensors,
-    unpack_batch,
-    unpack_behaviour,
+    rollout_behaviour,
+    rollout_tensors,
 )
 from torch_ppo.networks import Activation, PPOModules, make_actor, resolve_kernel_init
 from torch_ppo.params import TorchPPOParams, load_params, make_inference_fn, params_of
@@ -41,7 +40,9 @@ from torch_ppo.policy_transfer import jax_params_to_torch
 
 Metrics = dict[str, float]
 _LOSS_NAMES = ("total_loss", "policy_loss", "v_loss", "entropy_loss", "approx_kl")
-_STORED_KEYS = ("observation", "action", *LOSS_KEYS, ("next", "done"))
+# What collection keeps of every step (the loss's LOSS_KEYS, the action and done); the last five under "next".
+_COLLECTED_NEXT = ("final_observation", "reward", "terminated", "truncated", "done")
+_COLLECTED = ("observation", "action", "raw_action", "action_log_prob", *_COLLECTED_NEXT)
 _ADAPTIVE_KL = "ADAPTIVE_KL"
 _LR_FACTOR = 1.5  # ADAPTIVE_KL's step, as brax_core.training.agents.ppo.optimizer
 
@@ -259,7 +260,8 @@ class _LossModule(nn.Module):
 def _clip_global_norm_(params: Sequence[nn.Parameter], max_norm: float) -> None:
     """optax.clip_by_global_norm: scale every gradient by ``max_norm / norm`` when ``norm >= max_norm``."""
     grads = [p.grad for p in params if p.grad is not None]
-    norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))
+    # One call for every per-tensor norm (the same vector_norm per tensor, without a Python call each).
+    norm = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)))
     scale = torch.where(norm < max_norm, torch.ones_like(norm), max_norm / norm)
     torch._foreach_mul_(grads, scale)
 
@@ -560,9 +562,10 @@ class _Trainer:
                 self.modules.parameters(), lr=lr, eps=1e-8, capturable=capturable, foreach=capturable
             )
         else:
-            self.optimizer = torch.optim.Adam(self.modules.parameters(), lr=kw["learning_rate"], eps=1e-8)
+            # foreach: one call per Adam stage for all parameters instead of a Python loop over them (on the CPU the
+            # default); it applies the same operations to each tensor, so the updates are bit for bit the same.
+            self.optimizer = torch.optim.Adam(self.modules.parameters(), lr=kw["learning_rate"], eps=1e-8, foreach=True)
         self.loss_names = _LOSS_NAMES + (("kl_mean", "learning_rate") if self.adaptive_kl else ())
-        self.stored_keys = _STORED_KEYS + (("loc", "scale") if self.adaptive_kl else ())
         self.loss_config = LossConfig(
             kw["entropy_cost"],
             kw["discounting"],
@@ -585,7 +588,7 @@ class _Trainer:
         self.env_steps = 0
         self.saved_env_state = None
         self.obs: torch.Tensor | None = None
-        self.loss_sums: dict[str, torch.Tensor] = {}
+        self.loss_sums: torch.Tensor | None = None  # per name of loss_names, summed over minibatches
         self.num_loss_terms = 0
         self.tracker: _EpisodeTracker | None = None
         self.last_episode: Metrics = {}
@@ -680,47 +683,81 @@ class _Trainer:
 
     @torch.inference_mode()
     def _collect(self) -> TensorDictBase:
-        env, actor, tracker = self.env, self.actor, self.tracker
-        batch = torch.Size([self.local_envs])
+        # Plain tensors per step, stacked once per unroll: per-step TensorDict plumbing (the actor's modules, select,
+        # stacking TensorDicts) cost more than the policy itself at these sizes. The draws are the actor's.
+        env, tracker = self.env, self.tracker
+        policy, sampler = self.modules.policy, self.actor.module[-1]
+        keep_distribution = self.adaptive_kl
         obs = self.obs
-        rows = []
+        columns: dict[str, list[Any]] = {}
         for _ in range(self.num_unrolls):
-            steps = []
+            steps: dict[str, list[Any]] = {name: [] for name in _COLLECTED}
+            if keep_distribution:
+                steps["loc"], steps["scale"] = [], []
             for _ in range(self.kw["unroll_length"]):
-                step_td = TensorDict._new_unsafe({"observation": obs}, batch_size=batch, device=self.device)
-                step_td = env.step(actor(step_td))
-                steps.append(step_td.select(*self.stored_keys))
+                loc, scale = policy(obs)
+                action, raw_action, log_prob = sampler.sample(loc, scale)
+                nxt = env.step(action).get("next")
+                for name, value in (
+                    ("observation", obs),
+                    ("action", action),
+                    ("raw_action", raw_action),
+                    ("action_log_prob", log_prob),
+                    ("final_observation", nxt.get("final_observation")),
+                    ("reward", nxt.get("reward")),
+                    ("terminated", nxt.get("terminated")),
+                    ("truncated", nxt.get("truncated")),
+                    ("done", nxt.get("done")),
+                ):
+                    steps[name].append(value)
+                if keep_distribution:
+                    steps["loc"].append(loc)
+                    steps["scale"].append(scale)
                 if tracker is not None:
                     tracker.update()
-                obs = step_td.get(("next", "observation"))
-            rows.append(torch.stack(steps, dim=1))
+                obs = nxt.get("observation")
+            for name, values in steps.items():
+                columns.setdefault(name, []).append(torch.stack(values, dim=1))
         self.obs = obs
-        return torch.cat(rows, dim=0)
+        data = {name: parts[0] if len(parts) == 1 else torch.cat(parts, dim=0) for name, parts in columns.items()}
+        data["next"] = {name: data.pop(name) for name in _COLLECTED_NEXT}
+        rows = self.num_unrolls * self.local_envs
+        return TensorDict(data, batch_size=[rows, self.kw["unroll_length"]], device=self.device)
 
     def _sgd(self, data: TensorDictBase) -> None:
         kw = self.kw
         num_minibatches, unroll_length = kw["num_minibatches"], kw["unroll_length"]
         rows = data.shape[0]
         params = list(self.modules.parameters())
+        # The loss inputs as plain tensors [rows, T, ...] (behaviour last, None where absent), gathered once per pass;
+        # a minibatch is then a view. Indexing the TensorDict per minibatch cost more than the minibatch's maths.
+        inputs = (*rollout_tensors(data), *rollout_behaviour(data))
+        num_inputs = len(inputs) - 3
         for _ in range(kw["num_updates_per_batch"]):
-            shuffled = data[self._minibatch_order(rows)].reshape(
-                num_minibatches, rows // num_minibatches, unroll_length
-            )
+            order = self._minibatch_order(rows)
+            shuffled = [
+                None if x is None else x[order].reshape(num_minibatches, rows // num_minibatches, *x.shape[1:])
+                for x in inputs
+            ]
             for i in range(num_minibatches):
-                minibatch = shuffled[i]
-                tensors = unpack_batch(minibatch)
-                old_value, old_loc, old_scale = unpack_behaviour(minibatch)
+                minibatch = [None if x is None else x[i].transpose(0, 1) for x in shuffled]
+                old_value, old_loc, old_scale = minibatch[num_inputs:]
                 noise = self._entropy_noise((unroll_length, self.local_batch, self.modules.action_size))
-                terms = self.loss_module(*tensors, noise, old_value=old_value, old_loc=old_loc, old_scale=old_scale)
+                terms = self.loss_module(
+                    *minibatch[:num_inputs], noise, old_value=old_value, old_loc=old_loc, old_scale=old_scale
+                )
                 self.optimizer.zero_grad(set_to_none=True)
                 terms.total_loss.backward()
                 if kw["max_grad_norm"] is not None:
                     _clip_global_norm_(params, kw["max_grad_norm"])
                 learning_rate = self._adapt_learning_rate(terms.kl_mean) if self.adaptive_kl else None
                 self.optimizer.step()
-                for name in self.loss_names:
-                    value = learning_rate if name == "learning_rate" else getattr(terms, name).detach()
-                    self.loss_sums[name] = self.loss_sums[name] + value if name in self.loss_sums else value
+                # One stacked sum for all names: two ops per minibatch rather than two per name.
+                with torch.no_grad():
+                    step = torch.stack(
+                        [learning_rate if name == "learning_rate" else getattr(terms, name) for name in self.loss_names]
+                    )
+                self.loss_sums = step if self.loss_sums is None else self.loss_sums + step
                 self.num_loss_terms += 1
 
     # The two random draws of SGD, as methods so that a check of the data-parallel update can fix them (the
@@ -771,8 +808,8 @@ class _Trainer:
 
     def _read_training_metrics(self, sps: float, walltime: float) -> Metrics:
         """Host-side metrics of the steps since the last read (the only host sync of a training call)."""
-        names = list(self.loss_sums)
-        values = [self.loss_sums[n] / max(self.num_loss_terms, 1) for n in names]
+        names = list(self.loss_names) if self.loss_sums is not None else []
+        values = list((self.loss_sums / max(self.num_loss_terms, 1)).unbind(0)) if names else []
         episode = self.tracker.totals() if self.tracker is not None else {}
         packed = torch.stack([*values, *episode.values()]) if values or episode else None
         if packed is not None and self.dist.enabled:
@@ -792,7 +829,7 @@ class _Trainer:
                     self.last_episode[f"episode/{name}"] = total / count
             out.update(self.last_episode)
             out["episode/count"] = count
-        self.loss_sums, self.num_loss_terms = {}, 0
+        self.loss_sums, self.num_loss_terms = None, 0
         return out
 
     def _save(self) -> None:

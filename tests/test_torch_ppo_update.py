@@ -1,0 +1,149 @@
+"""torch_ppo's training update is bit for bit the plain per-minibatch PPO update: minibatches indexed from the
+batch TensorDict, ``losses.compute_ppo_loss``, per-tensor gradient norms and Adam's loop over parameters.
+
+The trainer takes shortcuts for speed (plain tensors gathered once per pass, a fused GAE step, foreach Adam and norms,
+stacked loss sums); none may change a single bit of the result. No env is stepped: the batch is synthetic.
+"""
+
+import importlib
+import inspect
+
+import pytest
+import torch
+from tensordict import TensorDict
+
+from torch_ppo import distributed
+from torch_ppo.losses import compute_gae, compute_ppo_loss
+
+ENV = "inverted_pendulum"
+OBS, ACT = 4, 1
+CONFIG = dict(
+    num_envs=16,
+    batch_size=8,
+    num_minibatches=4,
+    unroll_length=6,
+    num_updates_per_batch=2,
+    learning_rate=3e-3,
+    entropy_cost=1e-3,
+    discounting=0.95,
+    normalize_observations=True,
+    max_grad_norm=0.5,
+    policy_hidden_layer_sizes=(8, 8),
+    value_hidden_layer_sizes=(8,),
+    num_evals=0,
+)
+ROWS = CONFIG["batch_size"] * CONFIG["num_minibatches"]
+T = CONFIG["unroll_length"]
+
+
+def _batch(behaviour: bool) -> TensorDict:
+    g = torch.Generator().manual_seed(3)
+    n = lambda *shape: torch.randn(ROWS, T, *shape, generator=g)
+    flag = lambda p: torch.rand(ROWS, T, 1, generator=g) < p
+    raw = n(ACT)
+    truncated = flag(0.1)
+    terminated = flag(0.1) & ~truncated
+    data = {
+        "observation": 2.0 * n(OBS) + 1.0,
+        "raw_action": raw,
+        "action": torch.tanh(raw),
+        "action_log_prob": n(),
+        "next": {
+            "final_observation": 2.0 * n(OBS) + 1.0,
+            "reward": n(1),
+            "terminated": terminated,
+            "truncated": truncated,
+            "done": terminated | truncated,
+        },
+    }
+    if behaviour:
+        data["loc"], data["scale"] = n(ACT), torch.rand(ROWS, T, ACT, generator=g) + 0.5
+    return TensorDict(data, batch_size=[ROWS, T])
+
+
+def _trainer(overrides: dict):
+    train_module = importlib.import_module("torch_ppo.train")
+    defaults = {
+        name: p.default
+        for name, p in inspect.signature(train_module.train).parameters.items()
+        if p.default is not inspect.Parameter.empty
+    }
+    kw = {**defaults, "environment": ENV, "num_timesteps": 1, **CONFIG, **overrides}
+    return train_module._Trainer(train_module._validate(kw, 1), distributed.setup(torch.device("cpu")))
+
+
+def _reference_update(trainer, data: TensorDict) -> None:
+    """One training update written plainly, with the trainer's own networks, draws and loss settings."""
+    kw, modules = trainer.kw, trainer.modules
+    adaptive = trainer.adaptive_kl
+    optimizer = (
+        trainer.optimizer
+        if adaptive
+        else torch.optim.Adam(modules.parameters(), lr=kw["learning_rate"], eps=1e-8, foreach=False)
+    )
+    if kw["clipping_epsilon_value"] is not None:
+        with torch.no_grad():
+            data.set("state_value", modules.value(data.get("observation")))
+    if not adaptive:
+        modules.normalizer.update(data.get("observation"))
+    m = kw["num_minibatches"]
+    for _ in range(kw["num_updates_per_batch"]):
+        shuffled = data[trainer._minibatch_order(ROWS)].reshape(m, ROWS // m, T)
+        for i in range(m):
+            noise = trainer._entropy_noise((T, kw["batch_size"], ACT))
+            terms = compute_ppo_loss(modules, shuffled[i], noise, **trainer.loss_config._asdict())
+            optimizer.zero_grad()
+            terms.total_loss.backward()
+            grads = [p.grad for p in modules.parameters() if p.grad is not None]
+            norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))
+            scale = torch.where(norm < kw["max_grad_norm"], torch.ones_like(norm), kw["max_grad_norm"] / norm)
+            for g in grads:
+                g.mul_(scale)
+            if adaptive:
+                trainer._adapt_learning_rate(terms.kl_mean)
+            optimizer.step()
+    if adaptive:
+        modules.normalizer.update(data.get("observation"))
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [{}, {"learning_rate_schedule": "ADAPTIVE_KL", "clipping_epsilon_value": 0.2, "normalize_advantage": False}],
+    ids=["default", "adaptive_kl_clipped_value"],
+)
+def test_the_trainers_update_is_bit_for_bit_the_plain_update(overrides):
+    fast, plain = _trainer(overrides), _trainer(overrides)
+    behaviour = bool(overrides)
+    before = {k: v.clone() for k, v in fast.modules.state_dict().items()}
+    fast._update(_batch(behaviour))
+    _reference_update(plain, _batch(behaviour))
+    after, expected = fast.modules.state_dict(), plain.modules.state_dict()
+    for key in expected:
+        assert torch.equal(after[key], expected[key]), key
+        if ".mlp." in key:  # every weight moved, so equality is not trivial
+            assert not torch.equal(after[key], before[key]), key
+    assert fast.num_loss_terms == CONFIG["num_updates_per_batch"] * CONFIG["num_minibatches"]
+    assert torch.isfinite(fast.loss_sums).all()
+
+
+def test_gae_is_bit_for_bit_the_step_by_step_recursion():
+    g = torch.Generator().manual_seed(0)
+    for steps, envs in ((1, 3), (7, 5), (16, 64)):
+        rewards, values = torch.randn(steps, envs, generator=g), torch.randn(steps, envs, generator=g)
+        bootstrap = torch.randn(envs, generator=g)
+        truncation = (torch.rand(steps, envs, generator=g) < 0.2).float()
+        termination = (torch.rand(steps, envs, generator=g) < 0.2).float() * (1 - truncation)
+        vs, advantages = compute_gae(truncation, termination, rewards, values, bootstrap, 0.95, 0.97)
+        # The recursion as written in Brax: acc_t = delta_t + gamma * lambda * (1 - term_t)(1 - trunc_t) acc_{t+1}.
+        mask, continuation = 1.0 - truncation, 0.97 * (1.0 - termination)
+        values_next = torch.cat([values[1:], bootstrap[None]])
+        deltas = (rewards + continuation * values_next - values) * mask
+        decay = continuation * mask * 0.95
+        acc, rows = torch.zeros(envs), []
+        for t in range(steps - 1, -1, -1):
+            acc = deltas[t] + decay[t] * acc
+            rows.append(acc)
+        expected_vs = torch.stack(rows[::-1]) + values
+        assert torch.equal(vs, expected_vs)
+        vs_next = torch.cat([expected_vs[1:], bootstrap[None]])
+        assert torch.equal(advantages, (rewards + continuation * vs_next - values) * mask)
