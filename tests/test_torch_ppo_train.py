@@ -425,7 +425,7 @@ def interrupted(tmp_path_factory):
         progress_fn=record("resumed"),
         **_INTERVAL,
     )
-    return dict(ckpt=ckpt, error=info.value, straight=straight, resumed=resumed, **runs)
+    return dict(ckpt=ckpt, error=info.value, params=straight, resumed_params=resumed, **runs)
 
 
 def test_a_run_stopped_mid_epoch_resumes_to_the_unbroken_runs_steps_evaluations_and_parameters(interrupted):
@@ -440,7 +440,7 @@ def test_a_run_stopped_mid_epoch_resumes_to_the_unbroken_runs_steps_evaluations_
     for (_, _, a), (_, _, b) in zip(interrupted["straight"][-5:], interrupted["resumed"], strict=True):
         if "training/total_loss" in a:  # the same batches and updates after the resume
             assert a["training/total_loss"] == b["training/total_loss"]
-    _assert_params_equal(interrupted["straight"], interrupted["resumed"], atol=0.0)
+    _assert_params_equal(interrupted["params"], interrupted["resumed_params"], atol=0.0)
 
 
 def test_resuming_with_another_configuration_lists_every_difference_unless_allowed(interrupted, caplog):
@@ -457,7 +457,7 @@ def test_resuming_with_another_configuration_lists_every_difference_unless_allow
     _, params, _ = torch_ppo.train(
         "fast", num_timesteps=0, restore_checkpoint_path=ckpt, allow_config_changes=True, **changed
     )
-    _assert_params_equal(params, interrupted["resumed"])
+    _assert_params_equal(params, interrupted["resumed_params"])
     assert "learning_rate changed from 0.003 to 0.001" in caplog.text
 
 
@@ -481,7 +481,7 @@ def test_observation_size_mismatches_are_named(interrupted):
     with pytest.raises(ValueError, match=r"takes observations of size 2 .*got shape \(3, 4\)"):
         policy(torch.zeros(3, 4))
     with pytest.raises(ValueError, match=r"eval_env has observation_size .* training environment's is 2"):
-        torch_ppo.train("fast", num_timesteps=STEP, eval_env=Fast(asymmetric_obs=True), **_tiny(num_evals=2))
+        torch_ppo.train("fast", num_timesteps=STEP, eval_env=Fast(obs_mode="dict_state"), **_tiny(num_evals=2))
     _, params, _ = torch_ppo.train("fast", num_timesteps=0, **_tiny())
     wide = TorchPPOParams({**params[0], "mean": torch.zeros(4)}, params[1], params[2])
     with pytest.raises(ValueError, match=r"restore_params were trained on observations of shape \(4,\).*\(2,\)"):

@@ -858,9 +858,17 @@ class _Trainer:
         if self.dist.enabled:
             rng_states = [None] * self.dist.world_size
             torch.distributed.all_gather_object(rng_states, rng, group=self.dist.group)
-            # Each rank steps its own envs: all their states are saved, so every rank resumes its own.
+            # Each rank steps its own envs: all their states are saved, so every rank resumes its own. They cross
+            # as NumPy arrays: the env state's tensors share memory with JAX's host buffers, which
+            # all_gather_object's pickling of torch storages does not carry.
+            as_numpy = (
+                None if env_state is None else {k: _map_tensors(v, torch.Tensor.numpy) for k, v in env_state.items()}
+            )
             env_states = [None] * self.dist.world_size
-            torch.distributed.all_gather_object(env_states, env_state, group=self.dist.group)
+            torch.distributed.all_gather_object(env_states, as_numpy, group=self.dist.group)
+            env_states = [
+                None if e is None else {k: _map_tensors(v, torch.from_numpy) for k, v in e.items()} for e in env_states
+            ]
         if not self.dist.is_main:
             return None
         return ckpt.save(
@@ -947,6 +955,11 @@ class _Trainer:
                 metrics = self._evaluate(training_metrics)
                 self.progress_fn(self.env_steps, metrics)
         return self.make_policy, params_of(self.modules), metrics
+
+
+def _map_tensors(value: Any, fn: Callable[[Any], Any]) -> Any:
+    """``fn`` applied to a tensor or array, or to each in a list."""
+    return [fn(v) for v in value] if isinstance(value, list) else fn(value)
 
 
 def _size_json(size: Any) -> Any:

@@ -10,8 +10,12 @@ Layout: ``<save_checkpoint_path>/<env_steps, 12 digits>/`` holding three items,
 * ``state``: optimiser state, RNG key and step counters;
 * ``env_state``: the training environments' state, so a resumed run continues exactly;
 * ``checksums``: JSON — a SHA-256 of every array of ``params``, ``state`` and ``env_state`` (dtype, shape and
-  bytes), verified when an item is restored: data changed after it was written (a flipped bit) raises
-  ``ChecksumError`` naming the item directory and the array instead of loading as a different policy.
+  bytes), compared with the arrays an item restores to;
+* ``files.sha256.json`` (written once orbax has finished the step directory): a SHA-256 of every file of those
+  items, checked before orbax reads an item. A flipped bit in a checkpoint raises ``ChecksumError`` naming the
+  file (or the array) instead of loading as a different policy, and orbax never starts reading corrupt data
+  (a read failing inside orbax closes its event loop under reads still in flight, whose callbacks then print
+  stray "Event loop is closed" tracebacks).
 
 orbax writes each step into a temporary directory and renames it when complete, so an interrupted save never
 looks like a checkpoint; ``max_to_keep`` bounds how many are kept. ``load_policy`` rebuilds the inference
@@ -45,6 +49,7 @@ from brax_core.training.agents.ppo import networks_vision
 
 CONFIG_FORMAT = "brax_core.ppo.checkpoint/1"
 _CHECKED_ITEMS = ("params", "state", "env_state")
+FILE_CHECKSUMS = "files.sha256.json"
 
 
 class ChecksumError(ValueError):
@@ -436,7 +441,9 @@ class Saver:
         items["checksums"] = ocp.args.JsonSave({name: _checksums(tree) for name, tree in trees.items()})
         self._manager.save(int(env_steps), args=ocp.args.Composite(**items), force=True)
         self._manager.wait_until_finished()
-        return os.path.join(self.path, f"{int(env_steps)}")
+        step_dir = os.path.join(self.path, f"{int(env_steps)}")
+        _write_file_checksums(step_dir)
+        return step_dir
 
     def close(self) -> None:
         self._manager.close()
@@ -480,6 +487,58 @@ def _checksums(tree: Any) -> list[list[str]] | None:
     return out
 
 
+def _file_digests(item_dir: str) -> dict[str, str]:
+    out = {}
+    for root, _, files in os.walk(item_dir):
+        for name in files:
+            path = os.path.join(root, name)
+            digest = hashlib.sha256()
+            with open(path, "rb") as f:
+                for block in iter(lambda: f.read(1 << 20), b""):
+                    digest.update(block)
+            out[os.path.relpath(path, item_dir)] = digest.hexdigest()
+    return out
+
+
+def _write_file_checksums(step_dir: str) -> None:
+    """Digests of every file of the checked items, written atomically beside them (a step directory without
+    them, from a crash in between or an older version, is verified by its array checksums alone)."""
+    digests = {
+        item: _file_digests(os.path.join(step_dir, item))
+        for item in _CHECKED_ITEMS
+        if os.path.isdir(os.path.join(step_dir, item))
+    }
+    tmp = os.path.join(step_dir, f".{FILE_CHECKSUMS}.tmp")
+    with open(tmp, "w") as f:
+        json.dump(digests, f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, os.path.join(step_dir, FILE_CHECKSUMS))
+
+
+def _verify_files(step_dir: str, item: str) -> None:
+    """Checks an item's files against the digests written with them, before orbax reads any of them."""
+    path = os.path.join(step_dir, FILE_CHECKSUMS)
+    if not os.path.isfile(path):
+        return
+    try:
+        with open(path) as f:
+            expected = json.load(f).get(item)
+    except (OSError, ValueError, AttributeError) as e:
+        raise ChecksumError(f"checkpoint at {step_dir!r} is corrupt: cannot read {FILE_CHECKSUMS} ({e})") from e
+    if expected is None:
+        return
+    item_dir = os.path.join(step_dir, item)
+    actual = _file_digests(item_dir)
+    for name in sorted(expected):
+        if actual.get(name) != expected[name]:
+            what = "is missing" if name not in actual else "differs from what was saved (its SHA-256 does not match)"
+            raise ChecksumError(
+                f"checkpoint file {os.path.join(item_dir, name)!r} {what}: the checkpoint is corrupt; restore an "
+                "earlier one"
+            )
+
+
 def _verify(step_dir: str, item: str, restored: Any) -> None:
     """Compares ``restored`` with the checksums saved beside it (checkpoints written before checksums existed
     have none and are not checked)."""
@@ -512,6 +571,7 @@ def _restore_item(step_dir: str, item: str, target: Any) -> Any:
     item_dir = os.path.join(step_dir, item)
     if not os.path.isdir(item_dir):
         raise ValueError(f"checkpoint at {step_dir!r} is corrupt or incomplete: {item!r} is missing")
+    _verify_files(step_dir, item)
     try:
         with ocp.StandardCheckpointer() as checkpointer:
             restored = checkpointer.restore(item_dir, target)
@@ -520,7 +580,20 @@ def _restore_item(step_dir: str, item: str, target: Any) -> Any:
             f"checkpoint at {step_dir!r} is corrupt or does not match: cannot restore {item!r} ({e})"
         ) from e
     _verify(step_dir, item, restored)
+    _check_shapes(step_dir, item, restored, target)
     return restored
+
+
+def _check_shapes(step_dir: str, item: str, restored: Any, target: Any) -> None:
+    """orbax restores an array of another saved shape as saved, whatever the target says: refuse that here."""
+    got = jax.tree_util.tree_flatten_with_path(restored)[0]
+    want = jax.tree.leaves(target)
+    for (path, r), t in zip(got, want, strict=False):
+        if t is not None and hasattr(t, "shape") and tuple(r.shape) != tuple(t.shape):
+            raise ValueError(
+                f"checkpoint at {step_dir!r} does not match: {item}{jax.tree_util.keystr(path)} was saved with shape "
+                f"{tuple(r.shape)}, expected {tuple(t.shape)}"
+            )
 
 
 def restore_item(path: str | os.PathLike, item: str, target: Any) -> Any:

@@ -571,7 +571,10 @@ def train(
 
     saver = checkpoint.Saver(save_checkpoint_path, max_to_keep=max_to_keep) if save_checkpoint_path else None
 
+    # The step a run resumes from is already saved when it was restored from this save path.
     saved_at: list[int] = []
+    if saver is not None and restore_checkpoint_path and os.path.dirname(restore_checkpoint_path) == saver.path:
+        saved_at.append(env_steps)
 
     def save(ts: TrainingState, env_state: Any | None) -> str | None:
         if saver is None:
@@ -660,14 +663,16 @@ def train(
         eval_run = _make_eval_run(wrapped_eval_env, eval_policy, local_eval_envs, eval_steps, mesh, jit)
 
     # ---- schedule: the whole run's (not the remainder's), so that a resumed run continues the unbroken plan
+    # (A count between training steps comes from another batch size: the remainder is planned on its own.)
+    done, rest = divmod(env_steps, env_step_per_training_step)
     schedule = resume.make_schedule(
-        -(-num_timesteps // env_step_per_training_step),
+        -(-(num_timesteps if rest == 0 else remaining) // env_step_per_training_step),
         num_evals=num_evals,
         num_resets_per_eval=num_resets_per_eval,
         steps_between_reports=(
             max(1, (training_metrics_steps or 0) // env_step_per_training_step) if log_training_metrics else None
         ),
-        steps_done=int(jax.device_get(training_state.training_step)),
+        steps_done=done if rest == 0 else 0,
     )
     steps_per_call = schedule.steps_per_call
     training_fn = _make_training_fn(training_step, steps_per_call, mesh, jit)
