@@ -466,13 +466,20 @@ def test_checksums_catch_a_flipped_bit_in_tensor_data(interrupted, tmp_path):
     weight = checkpoint.load(file)["modules"]["policy.mlp.hidden_0.weight"]
     data = bytearray(open(file, "rb").read())
     data[data.index(weight.numpy().tobytes()) + 6] ^= 0x10
-    copy = tmp_path / os.path.basename(file)
-    copy.write_bytes(bytes(data))
+    flipped = tmp_path / os.path.basename(file)
+    flipped.write_bytes(bytes(data))
+    with pytest.raises(checkpoint.CheckpointError, match="corrupt") as e:
+        checkpoint.load_policy(flipped)
+    assert str(flipped) in str(e.value)
+    # A changed value in an otherwise well-formed file (what a zip CRC cannot see once it was rewritten): the
+    # stored digests name the entry.
+    raw = torch.load(file, weights_only=True)
+    raw["modules"]["policy.mlp.hidden_0.weight"][0, 0] += 1e-3
+    changed = tmp_path / "changed.pt"
+    torch.save(raw, changed)
     with pytest.raises(checkpoint.CheckpointError, match=r"corrupt: modules/policy.mlp.hidden_0.weight differ") as e:
-        checkpoint.load(copy)
-    assert str(copy) in str(e.value)
-    with pytest.raises(checkpoint.CheckpointError, match="corrupt"):
-        checkpoint.load_policy(copy)
+        checkpoint.load(changed)
+    assert str(changed) in str(e.value)
 
 
 def test_observation_size_mismatches_are_named(interrupted):
