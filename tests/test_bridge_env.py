@@ -266,9 +266,10 @@ def test_randomization_fn_gets_one_key_per_env():
 
 def test_state_dict_round_trip_continues_the_same_trajectory():
     """A restored env steps exactly as the original would have, and its next reset draws the same key."""
-    source = TorchEnv("inverted_pendulum", num_envs=3, episode_length=30, seed=5)
+    # The module fixture's configuration (4 envs, 30 steps): the bridge reuses its compiled reset and step.
+    source = TorchEnv("inverted_pendulum", num_envs=4, episode_length=30, seed=5)
     source.reset()
-    action = torch.full((3, 1), 0.3)
+    action = torch.full((4, 1), 0.3)
     for _ in range(4):
         source.step(action)
     saved = source.state_dict()
@@ -276,7 +277,7 @@ def test_state_dict_round_trip_continues_the_same_trajectory():
     expected = [source.step(action)["next", "observation"].clone() for _ in range(3)]
     expected_reset = source.reset()["observation"]
 
-    target = TorchEnv("inverted_pendulum", num_envs=3, episode_length=30, seed=99)
+    target = TorchEnv("inverted_pendulum", num_envs=4, episode_length=30, seed=99)
     target.reset()
     obs = target.load_state_dict(saved)
     assert torch.equal(obs, torch.from_numpy(np.array(target.state.obs)))

@@ -15,6 +15,7 @@ import pytest
 import torch
 
 import torch_ppo
+from brax_bridge import TorchEnv
 from brax_core import envs
 from brax_core.training.agents.ppo import checkpoint as jax_checkpoint
 from brax_core.training.agents.ppo import networks as ppo_networks
@@ -57,10 +58,36 @@ def _check_reports(reports, metrics):
     assert metrics == reports[-1][1]
 
 
-def _observations(name, count):
-    env = envs.get_environment(name)
-    states = jax.vmap(env.reset)(jax.random.split(jax.random.PRNGKey(0), count))
-    return np.asarray(states.obs), env.action_size
+def _env_like_the_trainers(name):
+    """A bridge env of the tiny runs' size and time limit: the bridge shares one compiled reset and step per
+    configuration, so the torch trainer's run compiled it already (its test runs first in this module)."""
+    return TorchEnv(name, TINY["num_envs"], episode_length=TINY["episode_length"])
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_torch_trainer_trains_evaluates_and_checkpoints(name, tmp_path):
+    reports = []
+    _, params, metrics = torch_ppo.train(
+        name,
+        policy_hidden_layer_sizes=HIDDEN,
+        value_hidden_layer_sizes=HIDDEN,
+        save_checkpoint_path=tmp_path,
+        progress_fn=lambda step, m: reports.append((step, dict(m))),
+        **TINY,
+    )
+    _check_reports(reports, metrics)
+
+    policy = torch_checkpoint.load_policy(tmp_path)
+    env = _env_like_the_trainers(name)
+    assert env.num_compiles == 1  # the trainer's own configuration: nothing compiles for these observations
+    obs = env.reset(seed=11)["observation"]
+    action, _ = policy(obs)
+    assert action.shape == (TINY["num_envs"], env.action_size)
+    assert torch.isfinite(action).all() and (action.abs() <= 1.0).all()
+    saved = params_of(policy.modules).policy_params
+    assert saved.keys() == params.policy_params.keys()
+    for key, value in saved.items():
+        torch.testing.assert_close(value, params.policy_params[key], rtol=0, atol=0)
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -79,37 +106,14 @@ def test_jax_trainer_trains_evaluates_and_checkpoints(name, tmp_path):
     _check_reports(reports, metrics)
 
     policy = jax_checkpoint.load_policy(tmp_path)
-    obs, action_size = _observations(name, 3)
+    env = _env_like_the_trainers(name)
+    obs = env.reset(seed=11)["observation"].numpy()
     action, _ = policy(obs, jax.random.PRNGKey(0))
-    assert action.shape == (3, action_size)
+    assert action.shape == (TINY["num_envs"], env.action_size)
     assert np.all(np.isfinite(action)) and np.all(np.abs(action) <= 1.0)
     restored = jax_checkpoint.load_params(tmp_path)
     for saved, trained in zip(jax.tree.leaves(restored), jax.tree.leaves(params), strict=True):
         np.testing.assert_array_equal(np.asarray(saved), np.asarray(trained))
-
-
-@pytest.mark.parametrize("name", NAMES)
-def test_torch_trainer_trains_evaluates_and_checkpoints(name, tmp_path):
-    reports = []
-    _, params, metrics = torch_ppo.train(
-        name,
-        policy_hidden_layer_sizes=HIDDEN,
-        value_hidden_layer_sizes=HIDDEN,
-        save_checkpoint_path=tmp_path,
-        progress_fn=lambda step, m: reports.append((step, dict(m))),
-        **TINY,
-    )
-    _check_reports(reports, metrics)
-
-    policy = torch_checkpoint.load_policy(tmp_path)
-    obs, action_size = _observations(name, 3)
-    action, _ = policy(torch.as_tensor(obs))
-    assert action.shape == (3, action_size)
-    assert torch.isfinite(action).all() and (action.abs() <= 1.0).all()
-    saved = params_of(policy.modules).policy_params
-    assert saved.keys() == params.policy_params.keys()
-    for key, value in saved.items():
-        torch.testing.assert_close(value, params.policy_params[key], rtol=0, atol=0)
 
 
 # The learning checks: `inverted_pendulum`'s preset, 30 training steps of 8192 env steps, evaluated 4 times. A
