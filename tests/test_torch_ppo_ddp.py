@@ -13,6 +13,7 @@ import sys
 
 import pytest
 import torch
+from rollouts import synthetic_batch
 from tensordict import TensorDict
 
 STEP = 1280  # env steps per training step, over both processes
@@ -51,28 +52,7 @@ T = UPDATE_CONFIG["unroll_length"]
 
 def _batch() -> TensorDict:
     """A training step's batch ``[ROWS, T]`` with the keys the collector stores (synthetic, fixed by a seed)."""
-    g = torch.Generator().manual_seed(123)
-    n = lambda *shape: torch.randn(ROWS, T, *shape, generator=g)
-    flag = lambda p: torch.rand(ROWS, T, 1, generator=g) < p
-    raw = n(ACT)
-    truncated = flag(0.05)
-    terminated = flag(0.05) & ~truncated
-    return TensorDict(
-        {
-            "observation": 2.0 * n(OBS) + 1.0,
-            "raw_action": raw,
-            "action": torch.tanh(raw),
-            "action_log_prob": n(),
-            "next": {
-                "final_observation": 2.0 * n(OBS) + 1.0,
-                "reward": n(1),
-                "terminated": terminated,
-                "truncated": truncated,
-                "done": terminated | truncated,
-            },
-        },
-        batch_size=[ROWS, T],
-    )
+    return synthetic_batch(ROWS, T, OBS, ACT, seed=123, end_probability=0.05)
 
 
 def _draws() -> tuple[list[list[torch.Tensor]], list[torch.Tensor]]:

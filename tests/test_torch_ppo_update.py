@@ -10,6 +10,7 @@ import inspect
 
 import pytest
 import torch
+from rollouts import synthetic_batch
 from tensordict import TensorDict
 
 from torch_ppo import distributed
@@ -37,28 +38,7 @@ T = CONFIG["unroll_length"]
 
 
 def _batch(behaviour: bool) -> TensorDict:
-    g = torch.Generator().manual_seed(3)
-    n = lambda *shape: torch.randn(ROWS, T, *shape, generator=g)
-    flag = lambda p: torch.rand(ROWS, T, 1, generator=g) < p
-    raw = n(ACT)
-    truncated = flag(0.1)
-    terminated = flag(0.1) & ~truncated
-    data = {
-        "observation": 2.0 * n(OBS) + 1.0,
-        "raw_action": raw,
-        "action": torch.tanh(raw),
-        "action_log_prob": n(),
-        "next": {
-            "final_observation": 2.0 * n(OBS) + 1.0,
-            "reward": n(1),
-            "terminated": terminated,
-            "truncated": truncated,
-            "done": terminated | truncated,
-        },
-    }
-    if behaviour:
-        data["loc"], data["scale"] = n(ACT), torch.rand(ROWS, T, ACT, generator=g) + 0.5
-    return TensorDict(data, batch_size=[ROWS, T])
+    return synthetic_batch(ROWS, T, OBS, ACT, seed=3, end_probability=0.1, behaviour=behaviour)
 
 
 def _trainer(overrides: dict):
