@@ -211,13 +211,17 @@ def train_command(
         Path | None, typer.Option(help="continue the run in this folder from its checkpoint", file_okay=False)
     ] = None,
     device: Annotated[str, typer.Option(help="torch device: auto (cuda if available), cpu, cuda, cuda:N")] = "auto",
+    allow_changes: Annotated[
+        bool, typer.Option(help="with --resume: let hyperparameter flags change the checkpoint's configuration")
+    ] = False,
     hp: dict = None,
 ) -> None:
     """Train one trainer on one environment, with a live progress bar; writes a run folder.
 
     The folder holds config.json (every resolved hyperparameter), metrics.jsonl (one line per report), the
-    checkpoint, learning_curve.png and summary.json. Ctrl-C stops at the next report and keeps a resumable
-    checkpoint; --resume DIR continues it (only --num-timesteps may change on resume).
+    checkpoint, learning_curve.png and summary.json. Ctrl-C stops at the next report and saves a resumable
+    checkpoint there; --resume DIR continues it exactly (only --num-timesteps may change on resume, and other
+    hyperparameter flags with --allow-changes).
     """
     from brax_bridge.application import runs, runtime
 
@@ -225,8 +229,10 @@ def train_command(
         if out is not None or seed != 0 or device != "auto":
             raise _fail("--resume continues the run in its own folder with its own seed and device; "
                         "leave out --out, --seed and --device")
-        config, run_dir = _resume_config(resume, env, trainer, preset, hp)
+        config, run_dir = _resume_config(resume, env, trainer, preset, hp, allow_changes)
     else:
+        if allow_changes:
+            raise _fail("--allow-changes applies to --resume only")
         env = _check_env(env)
         trainer = _check_trainer(trainer or "jax")
         torch_device = _check_device(device)
@@ -239,7 +245,9 @@ def train_command(
                   f"({config['hyperparameters']['num_timesteps']:,} env steps, preset {config['preset']}) -> {run_dir}")
     with runs.sigint_stops(runs.StopFlag(), console) as stop:
         try:
-            summary = runs.train_run(run_dir, config, console, resume=resume is not None, stop=stop)
+            summary = runs.train_run(
+                run_dir, config, console, resume=resume is not None, stop=stop, allow_changes=allow_changes
+            )
         except rundir.RunDirError as err:  # e.g. --resume of a run that stopped before its first checkpoint
             raise _fail(f"--resume: {err}" if resume is not None else str(err)) from None
     _print_summary(summary, run_dir)
@@ -249,7 +257,7 @@ def train_command(
         raise typer.Exit(1)
 
 
-def _resume_config(resume: Path, env, trainer, preset, hp) -> tuple[dict, str]:
+def _resume_config(resume: Path, env, trainer, preset, hp, allow_changes: bool = False) -> tuple[dict, str]:
     run_dir = str(resume)
     try:
         config = rundir.read_config(run_dir)
@@ -260,13 +268,22 @@ def _resume_config(resume: Path, env, trainer, preset, hp) -> tuple[dict, str]:
     if trainer is not None and trainer != config["trainer"]:
         raise _fail(f"--trainer {trainer} differs from the resumed run's {config['trainer']!r}")
     changed = sorted(k for k, v in hp.items() if v is not None and k != "num_timesteps")
-    if changed or preset is not None:
+    if (changed and not allow_changes) or preset is not None:
         flags = [hparams.BY_NAME[k].flag for k in changed] + (["--preset"] if preset else [])
         raise _fail(f"{', '.join(flags)} cannot change on --resume (the checkpoint fixes them); "
-                    "only --num-timesteps can")
-    if hp.get("num_timesteps") is not None:
+                    "only --num-timesteps can, or the others with --allow-changes")
+    for name in [*changed, "num_timesteps"]:
+        if hp.get(name) is None:
+            continue
         try:
-            config["hyperparameters"]["num_timesteps"] = hparams.check("num_timesteps", hp["num_timesteps"])
+            config["hyperparameters"][name] = hparams.to_json({name: hparams.check(name, hp[name])})[name]
+        except hparams.HParamError as err:
+            raise _fail(str(err)) from None
+    if changed:
+        from brax_bridge.application import configuration
+
+        try:
+            configuration.run_config(config)  # the rules between fields, for the changed values
         except hparams.HParamError as err:
             raise _fail(str(err)) from None
     config["versions"] = rundir.versions()

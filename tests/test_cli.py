@@ -224,6 +224,40 @@ def test_ctrl_c_leaves_a_resumable_checkpoint(tmp_path, monkeypatch):
     assert len(json.loads((run_dir / rundir.CONFIG).read_text())["resumed"]) == 1
 
 
+def test_ctrl_c_between_evaluations_resumes_to_the_unbroken_runs_reports(tmp_path, monkeypatch):
+    """JAX trainer, training metrics every 2 training steps (160 env steps): Ctrl-C at the first of them saves a
+    checkpoint there, mid-epoch, and the resumed run reports exactly what an unbroken run reports."""
+    run_dir = tmp_path / "run"
+    original = rundir.MetricsLog.append
+
+    def append_then_ctrl_c(self, row):
+        original(self, row)
+        if row["step"] > 0:
+            signal.raise_signal(signal.SIGINT)
+
+    monkeypatch.setattr(rundir.MetricsLog, "append", append_then_ctrl_c)
+    every = ["--log-training-metrics", "--training-metrics-steps", "160"]
+    result = invoke("train", "--env", "fast", "--trainer", "jax", "--out", str(run_dir), *TINY, *every)
+    monkeypatch.setattr(rundir.MetricsLog, "append", original)
+    assert result.exit_code == 0, result.output
+    summary = json.loads((run_dir / rundir.SUMMARY).read_text())
+    assert summary["status"] == "interrupted" and summary["checkpoint_step"] == 160
+    assert invoke("train", "--resume", str(run_dir), "--learning-rate", "0.01").exit_code == 2
+    result = invoke("train", "--resume", str(run_dir))
+    assert result.exit_code == 0, result.output
+    rows = rundir.read_metrics(str(run_dir))
+    # 12 training steps (800 env steps rounded up to whole calls) in 2 epochs of 3 calls: evaluations at 0, 480,
+    # 960 and a training report after every call, as in an unbroken run.
+    points = [(r["step"], rundir.EVAL_REWARD in r) for r in rows]
+    assert points == [(0, True), (160, False), (320, False), (480, False), (480, True), (640, False), (800, False),
+                      (960, False), (960, True)]  # fmt: skip
+    assert jax_checkpoint.latest_step(str(run_dir / rundir.CHECKPOINT)) == 960
+    # A deliberate change on resume: allowed with --allow-changes (the run is complete, so nothing trains).
+    result = invoke("train", "--resume", str(run_dir), "--learning-rate", "0.01", "--allow-changes")
+    assert result.exit_code == 0, result.output
+    assert json.loads((run_dir / rundir.CONFIG).read_text())["hyperparameters"]["learning_rate"] == 0.01
+
+
 def test_eval_render_writes_viewer_and_video(tmp_path, monkeypatch):
     """An untrained (num_timesteps=0) inverted_pendulum policy: the HTML viewer and the GIF show its episode."""
     run_dir = tmp_path / "pendulum"

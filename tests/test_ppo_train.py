@@ -439,3 +439,159 @@ def test_brax_train_options_train_tiny_runs():
         **{**small, "network_factory": functools.partial(nets, num_quantiles=3)},
     )
     assert params.value_params["params"]["hidden_1"]["kernel"].shape == (4, 3)
+
+
+# ------------------------------------------------------------------ interrupted runs, resumed configurations, checksums
+
+# 12 training steps in two epochs (evaluations at 0, 6 and 12), reports every 3 steps: the compiled call is the one
+# of test_resume_is_exact_and_the_step_count_passes_two_to_the_32.
+_INTERVAL = _tiny(num_evals=3, num_eval_envs=16, log_training_metrics=True, training_metrics_steps=3 * STEP)
+
+
+class _Interrupt(Exception):
+    pass
+
+
+def _reports(into):
+    return lambda step, metrics: into.append((step, "eval/episode_reward" in metrics, metrics))
+
+
+@pytest.fixture(scope="module")
+def interrupted(tmp_path_factory):
+    """An unbroken run, and the same run stopped by its progress_fn mid-epoch (3 of 6 steps) then resumed."""
+    ckpt = tmp_path_factory.mktemp("interrupted") / "ckpt"
+    straight_reports, broken_reports, resumed_reports = [], [], []
+    _, straight, _ = ppo.train("fast", num_timesteps=12 * STEP, progress_fn=_reports(straight_reports), **_INTERVAL)
+
+    def stop_at_3(step, metrics):
+        broken_reports.append((step, "eval/episode_reward" in metrics, metrics))
+        if step == 3 * STEP:
+            raise _Interrupt("Ctrl-C")
+
+    with pytest.raises(_Interrupt) as info:
+        ppo.train("fast", num_timesteps=12 * STEP, save_checkpoint_path=ckpt, progress_fn=stop_at_3, **_INTERVAL)
+    _, resumed, _ = ppo.train(
+        "fast",
+        num_timesteps=12 * STEP,
+        save_checkpoint_path=ckpt,
+        restore_checkpoint_path=ckpt,
+        progress_fn=_reports(resumed_reports),
+        **_INTERVAL,
+    )
+    return dict(
+        ckpt=ckpt,
+        error=info.value,
+        straight=straight,
+        resumed=resumed,
+        straight_reports=straight_reports,
+        broken_reports=broken_reports,
+        resumed_reports=resumed_reports,
+    )
+
+
+def test_a_run_stopped_mid_epoch_resumes_to_the_unbroken_runs_steps_evaluations_and_parameters(interrupted):
+    # The failing callback cost nothing: the run was saved at its step first, and the error says so.
+    assert "progress_fn" in " ".join(interrupted["error"].__notes__)
+    assert checkpoint.step_directories(interrupted["ckpt"])[0].endswith(str(3 * STEP))
+    points = lambda reports: [(step, is_eval) for step, is_eval, _ in reports]
+    straight = points(interrupted["straight_reports"])
+    assert straight == [(0, True), (3 * STEP, False), (6 * STEP, False), (6 * STEP, True), (9 * STEP, False),
+                        (12 * STEP, False), (12 * STEP, True)]  # fmt: skip
+    # Same report points, same final step count (the remainder is not planned anew, so nothing overshoots).
+    assert points(interrupted["broken_reports"]) + points(interrupted["resumed_reports"]) == straight
+    assert checkpoint.latest_step(interrupted["ckpt"]) == 12 * STEP
+    # Same evaluation keys: the evaluations after the resume are the unbroken run's.
+    for (_, _, a), (_, _, b) in zip(interrupted["straight_reports"][-5:], interrupted["resumed_reports"], strict=True):
+        for key in ("eval/episode_reward", "training/total_loss"):
+            if key in a:
+                np.testing.assert_allclose(a[key], b[key], rtol=1e-5)
+    # Same parameters, up to float32 reassociation.
+    _assert_trees_close(interrupted["straight"], interrupted["resumed"], rtol=1e-5, atol=1e-6)
+
+
+def test_resuming_with_another_configuration_lists_every_difference_unless_allowed(interrupted, caplog):
+    ckpt = interrupted["ckpt"]
+    other = _tiny(**{**_INTERVAL, "learning_rate": 1e-3, "normalize_observations": False})
+    factory = functools.partial(
+        ppo_networks.make_ppo_networks, **{**presets.network_kwargs("fast"), "activation": "tanh"}
+    )
+    start = time.time()
+    with pytest.raises(ValueError) as info:
+        ppo.train(
+            "fast", num_timesteps=13 * STEP, restore_checkpoint_path=ckpt, **{**other, "network_factory": factory}
+        )
+    message = str(info.value)
+    for field in ("learning_rate", "normalize_observations", "activation"):
+        assert field in message
+    assert "allow_config_changes" in message and str(12 * STEP) in message
+    assert time.time() - start < 5.0  # refused before anything compiled
+    with pytest.raises(ValueError, match="normalize_observations"):
+        ppo.train(
+            "fast", num_timesteps=0, restore_checkpoint_path=ckpt, allow_config_changes=["learning_rate"], **other
+        )
+    with pytest.raises(TypeError, match="allow_config_changes must be True, False or a sequence of field names"):
+        ppo.train("fast", num_timesteps=0, restore_checkpoint_path=ckpt, allow_config_changes=3, **_INTERVAL)
+    # A deliberate change of the learning rate is allowed by name (and logged).
+    changed = _tiny(**{**_INTERVAL, "learning_rate": 1e-3})
+    _, params, _ = ppo.train(
+        "fast", num_timesteps=0, restore_checkpoint_path=ckpt, allow_config_changes=("learning_rate",), **changed
+    )
+    _assert_trees_close(params, interrupted["resumed"], rtol=0, atol=0)
+    assert "learning_rate changed from 0.003 to 0.001" in caplog.text
+
+
+def test_checksums_catch_a_flipped_bit_and_name_the_file(interrupted, tmp_path, capfd):
+    import shutil
+
+    step_dir = tmp_path / "step"
+    shutil.copytree(checkpoint.resolve(interrupted["ckpt"]), step_dir)
+    params = checkpoint.load_params(step_dir)
+    kernel = np.asarray(params.policy_params["params"]["hidden_0"]["kernel"])
+    # Flip one bit of the kernel's bytes wherever orbax stored them.
+    flipped = []
+    for root, _, files in os.walk(step_dir / "params"):
+        for name in files:
+            path = os.path.join(root, name)
+            data = bytearray(open(path, "rb").read())
+            if kernel.tobytes() in data:
+                data[data.index(kernel.tobytes()) + 5] ^= 0x08
+                with open(path, "wb") as f:
+                    f.write(bytes(data))
+                flipped.append(path)
+    assert flipped, "the kernel's bytes are stored as they are"
+    with pytest.raises(checkpoint.ChecksumError, match="differs from what was saved") as info:
+        checkpoint.load_policy(step_dir)
+    assert any(path in str(info.value) for path in flipped)  # found before orbax reads the file
+    assert "Event loop is closed" not in capfd.readouterr().err
+    with pytest.raises(checkpoint.ChecksumError):
+        ppo.train("fast", num_timesteps=13 * STEP, restore_checkpoint_path=step_dir, **_INTERVAL)
+    # Without the file digests (a checkpoint of an older version) the corruption is still a clear error.
+    os.remove(step_dir / checkpoint.FILE_CHECKSUMS)
+    with pytest.raises(ValueError, match="corrupt") as info:
+        checkpoint.load_params(step_dir)
+    assert str(step_dir) in str(info.value)
+
+
+def test_observation_size_mismatches_are_named(interrupted):
+    policy = checkpoint.load_policy(interrupted["ckpt"])
+    assert policy(jnp.zeros((3, 2)), jax.random.PRNGKey(0))[0].shape == (3, 1)
+    with pytest.raises(ValueError, match=r"takes observations of size 2 .*got shape \(3, 4\)"):
+        policy(jnp.zeros((3, 4)), jax.random.PRNGKey(0))
+    with pytest.raises(ValueError, match=r"eval_env has observation_size .* training environment's is 2"):
+        ppo.train("fast", num_timesteps=STEP, eval_env=Fast(obs_mode="dict_state"), **_tiny(num_evals=2))
+    # Parameters of networks for 4 observations given to an env with 2.
+    wide = functools.partial(ppo_networks.make_ppo_networks, **presets.network_kwargs("fast"))
+    network = wide(4, 1)
+    foreign = checkpoint.abstract_params(network, 4)
+    foreign = jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype), foreign)
+    with pytest.raises(ValueError, match=r"restore_params were trained on observations of shape \(4,\).*\(2,\)"):
+        ppo.train("fast", num_timesteps=0, restore_params=foreign, **_tiny())
+
+
+def test_callbacks_with_the_wrong_signature_fail_before_anything_runs():
+    start = time.time()
+    with pytest.raises(TypeError, match=r"progress_fn must accept 2 positional arguments \(num_steps, metrics\)"):
+        ppo.train("fast", num_timesteps=STEP, progress_fn=lambda step: None, **_tiny())
+    with pytest.raises(TypeError, match=r"policy_params_fn must accept 3 positional arguments"):
+        ppo.train("fast", num_timesteps=STEP, policy_params_fn=lambda step, params: None, **_tiny())
+    assert time.time() - start < 5.0

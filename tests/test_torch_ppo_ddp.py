@@ -124,8 +124,12 @@ def _worker(out_dir: str) -> None:
         "fast", num_timesteps=2 * STEP, progress_fn=lambda s, m: reports.append(s), **CONFIG
     )
     assert not dist.is_initialized()  # train() created the group and tore it down
+    # The same run interrupted after its first training step (a checkpoint) and resumed.
+    ckpt = os.path.join(out_dir, "ckpt")
+    torch_ppo.train("fast", num_timesteps=STEP, save_checkpoint_path=ckpt, **CONFIG)
+    _, resumed, _ = torch_ppo.train("fast", num_timesteps=2 * STEP, restore_checkpoint_path=ckpt, **CONFIG)
     torch.save(
-        {"params": params._asdict(), "reports": reports, "metrics": metrics},
+        {"params": params._asdict(), "reports": reports, "metrics": metrics, "resumed": resumed._asdict()},
         os.path.join(out_dir, f"rank{rank}.pt"),
     )
 
@@ -166,6 +170,21 @@ def test_two_processes_end_with_identical_parameters(ranks):
     assert float(ranks[0]["params"]["normalizer_params"]["count"]) == 2 * STEP
     # Each env runs 40 steps per training step, so all 32 episodes (both processes') end in the second.
     assert ranks[0]["metrics"]["episode/count"] == 32.0 and ranks[0]["metrics"]["episode/length"] == 60.0
+
+
+def test_checkpoints_hold_every_ranks_envs_and_resume_exactly(ranks):
+    from torch_ppo import checkpoint
+
+    state = checkpoint.load(ranks / "ckpt")
+    envs = state["env_states"]
+    assert len(envs) == WORLD
+    assert any(not torch.equal(a, b) for a, b in zip(envs[0]["leaves"], envs[1]["leaves"], strict=True))
+    for r in (0, 1):
+        rank = torch.load(ranks / f"rank{r}.pt", weights_only=False)
+        for part in ("normalizer_params", "policy_params", "value_params"):
+            for key, value in rank["params"][part].items():
+                # Every rank continued its own envs from the checkpoint: the unbroken run's parameters exactly.
+                torch.testing.assert_close(rank["resumed"][part][key], value, rtol=0, atol=0, msg=f"{r}/{part}/{key}")
 
 
 def test_one_update_over_two_processes_equals_one_process(ranks):

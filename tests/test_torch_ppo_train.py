@@ -390,3 +390,108 @@ def test_brax_train_options_train_tiny_runs():
         **small,
     )
     assert params.value_params["hidden_1.weight"].shape == (3, 4)
+
+
+# ------------------------------------------------------------------ interrupted runs, resumed configurations, checksums
+
+# As the JAX trainer's test: 12 training steps in two epochs (evaluations at 0, 6 and 12), reports every 3 steps.
+_INTERVAL = _tiny(num_evals=3, num_eval_envs=16, log_training_metrics=True, training_metrics_steps=3 * STEP)
+
+
+class _Interrupt(Exception):
+    pass
+
+
+@pytest.fixture(scope="module")
+def interrupted(tmp_path_factory):
+    """An unbroken run, and the same run stopped by its progress_fn mid-epoch (3 of 6 steps) then resumed."""
+    ckpt = tmp_path_factory.mktemp("interrupted") / "ckpt"
+    runs = {"straight": [], "broken": [], "resumed": []}
+    record = lambda name: lambda step, metrics: runs[name].append((step, "eval/episode_reward" in metrics, metrics))
+    _, straight, _ = torch_ppo.train("fast", num_timesteps=12 * STEP, progress_fn=record("straight"), **_INTERVAL)
+
+    def stop_at_3(step, metrics):
+        record("broken")(step, metrics)
+        if step == 3 * STEP:
+            raise _Interrupt("Ctrl-C")
+
+    with pytest.raises(_Interrupt) as info:
+        torch_ppo.train("fast", num_timesteps=12 * STEP, save_checkpoint_path=ckpt, progress_fn=stop_at_3, **_INTERVAL)
+    _, resumed, _ = torch_ppo.train(
+        "fast",
+        num_timesteps=12 * STEP,
+        save_checkpoint_path=ckpt,
+        restore_checkpoint_path=ckpt,
+        progress_fn=record("resumed"),
+        **_INTERVAL,
+    )
+    return dict(ckpt=ckpt, error=info.value, params=straight, resumed_params=resumed, **runs)
+
+
+def test_a_run_stopped_mid_epoch_resumes_to_the_unbroken_runs_steps_evaluations_and_parameters(interrupted):
+    assert "progress_fn" in " ".join(interrupted["error"].__notes__)
+    assert os.path.basename(checkpoint.checkpoint_files(interrupted["ckpt"])[0]) == f"checkpoint_{3 * STEP:015d}.pt"
+    points = lambda reports: [(step, is_eval) for step, is_eval, _ in reports]
+    straight = points(interrupted["straight"])
+    assert straight == [(0, True), (3 * STEP, False), (6 * STEP, False), (6 * STEP, True), (9 * STEP, False),
+                        (12 * STEP, False), (12 * STEP, True)]  # fmt: skip
+    assert points(interrupted["broken"]) + points(interrupted["resumed"]) == straight
+    assert checkpoint.latest_step(interrupted["ckpt"]) == 12 * STEP
+    for (_, _, a), (_, _, b) in zip(interrupted["straight"][-5:], interrupted["resumed"], strict=True):
+        if "training/total_loss" in a:  # the same batches and updates after the resume
+            assert a["training/total_loss"] == b["training/total_loss"]
+    _assert_params_equal(interrupted["params"], interrupted["resumed_params"], atol=0.0)
+
+
+def test_resuming_with_another_configuration_lists_every_difference_unless_allowed(interrupted, caplog):
+    ckpt = interrupted["ckpt"]
+    other = {**_INTERVAL, "learning_rate": 1e-3, "normalize_observations": False, "activation": "tanh"}
+    with pytest.raises(ValueError) as info:
+        torch_ppo.train("fast", num_timesteps=13 * STEP, restore_checkpoint_path=ckpt, **other)
+    for field in ("learning_rate", "normalize_observations", "activation", "allow_config_changes"):
+        assert field in str(info.value)
+    with pytest.raises(ValueError, match="policy_hidden_layer_sizes"):
+        wider = {**_INTERVAL, "policy_hidden_layer_sizes": (16, 16, 16)}
+        torch_ppo.train("fast", num_timesteps=0, restore_checkpoint_path=ckpt, **wider)
+    changed = {**_INTERVAL, "learning_rate": 1e-3}
+    _, params, _ = torch_ppo.train(
+        "fast", num_timesteps=0, restore_checkpoint_path=ckpt, allow_config_changes=True, **changed
+    )
+    _assert_params_equal(params, interrupted["resumed_params"])
+    assert "learning_rate changed from 0.003 to 0.001" in caplog.text
+
+
+def test_checksums_catch_a_flipped_bit_in_tensor_data(interrupted, tmp_path):
+    file = checkpoint.resolve(interrupted["ckpt"])
+    weight = checkpoint.load(file)["modules"]["policy.mlp.hidden_0.weight"]
+    data = bytearray(open(file, "rb").read())
+    data[data.index(weight.numpy().tobytes()) + 6] ^= 0x10
+    flipped = tmp_path / os.path.basename(file)
+    flipped.write_bytes(bytes(data))
+    with pytest.raises(checkpoint.CheckpointError, match="corrupt") as e:
+        checkpoint.load_policy(flipped)
+    assert str(flipped) in str(e.value)
+    # A changed value in an otherwise well-formed file (what a zip CRC cannot see once it was rewritten): the
+    # stored digests name the entry.
+    raw = torch.load(file, weights_only=True)
+    raw["modules"]["policy.mlp.hidden_0.weight"][0, 0] += 1e-3
+    changed = tmp_path / "changed.pt"
+    torch.save(raw, changed)
+    with pytest.raises(checkpoint.CheckpointError, match=r"corrupt: modules/policy.mlp.hidden_0.weight differ") as e:
+        checkpoint.load(changed)
+    assert str(changed) in str(e.value)
+
+
+def test_observation_size_mismatches_are_named(interrupted):
+    policy = checkpoint.load_policy(interrupted["ckpt"])
+    assert policy(torch.zeros(3, 2))[0].shape == (3, 1)
+    with pytest.raises(ValueError, match=r"takes observations of size 2 .*got shape \(3, 4\)"):
+        policy(torch.zeros(3, 4))
+    with pytest.raises(ValueError, match=r"eval_env has observation_size .* training environment's is 2"):
+        torch_ppo.train("fast", num_timesteps=STEP, eval_env=Fast(obs_mode="dict_state"), **_tiny(num_evals=2))
+    _, params, _ = torch_ppo.train("fast", num_timesteps=0, **_tiny())
+    wide = TorchPPOParams({**params[0], "mean": torch.zeros(4)}, params[1], params[2])
+    with pytest.raises(ValueError, match=r"restore_params were trained on observations of shape \(4,\).*\(2,\)"):
+        torch_ppo.train("fast", num_timesteps=0, restore_params=wide, **_tiny())
+    with pytest.raises(TypeError, match=r"progress_fn must accept 2 positional arguments"):
+        torch_ppo.train("fast", num_timesteps=STEP, progress_fn=lambda step: None, **_tiny())

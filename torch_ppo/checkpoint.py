@@ -6,10 +6,14 @@ env-step count, the torch RNG state, the bridge env's JAX state (flattened leave
 ``config.json`` next to it repeats the configuration as JSON. Writes go to a temporary file in the same directory
 and are renamed into place with ``os.replace``, so a crash mid-save never leaves a file that loads as good; the
 temporary file such a crash leaves (``.tmp_*.part``) is deleted by a later ``save`` once it is ``STALE_TMP_S`` old.
+Every entry's value is saved with its SHA-256 (``checksums``; a tensor's dtype, shape and bytes) and ``load``
+verifies them: a checkpoint changed after it was written (a flipped bit in tensor data) raises ``CheckpointError``
+naming the file and the entry. Under DDP ``env_states`` holds every rank's env state (``env_state`` is rank 0's).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -49,12 +53,40 @@ def latest_step(directory: str | os.PathLike) -> int | None:
     return int(_NAME.match(os.path.basename(files[-1])).group(1)) if files else None
 
 
+def path_for(directory: str | os.PathLike, env_steps: int) -> str:
+    """The file the checkpoint of ``env_steps`` is saved as in ``directory``."""
+    return os.path.join(os.fspath(directory), f"checkpoint_{int(env_steps):015d}.pt")
+
+
+def checksums(state: Any, prefix: str = "") -> dict[str, str]:
+    """``{entry path: SHA-256}`` of every value in ``state`` (tensors by dtype, shape and bytes; other values by
+    their ``repr``), with paths such as ``modules/policy.hidden_0.weight`` or ``rng_state/0``."""
+    out: dict[str, str] = {}
+    if isinstance(state, dict):
+        for key, value in state.items():
+            out.update(checksums(value, f"{prefix}{key}/"))
+    elif isinstance(state, list | tuple):
+        for index, value in enumerate(state):
+            out.update(checksums(value, f"{prefix}{index}/"))
+    else:
+        digest = hashlib.sha256()
+        if isinstance(state, torch.Tensor):
+            data = state.detach().cpu().contiguous().reshape(-1)
+            digest.update(f"{data.dtype}{tuple(state.shape)}".encode())
+            digest.update(data.view(torch.uint8).numpy().tobytes() if data.numel() else b"")
+        else:
+            digest.update(repr(state).encode())
+        out[prefix.rstrip("/")] = digest.hexdigest()
+    return out
+
+
 def save(directory: str | os.PathLike, state: dict[str, Any], max_to_keep: int | None = 5) -> str:
     """Atomically writes ``state`` as the checkpoint for ``state['env_steps']``; returns its path."""
     directory = os.fspath(directory)
     os.makedirs(directory, exist_ok=True)
     state = {"format": FORMAT, **state}
-    path = os.path.join(directory, f"checkpoint_{int(state['env_steps']):015d}.pt")
+    state["checksums"] = checksums(state)
+    path = path_for(directory, state["env_steps"])
     _atomic_write(path, lambda f: torch.save(state, f))
     config = json.dumps(state["config"], indent=2, sort_keys=True).encode()
     _atomic_write(os.path.join(directory, "config.json"), lambda f: f.write(config))
@@ -127,6 +159,15 @@ def load(path: str | os.PathLike, map_location: Any = "cpu") -> dict[str, Any]:
     missing = [k for k in _REQUIRED if k not in state]
     if missing:
         raise CheckpointError(f"checkpoint {file!r} is incomplete: missing {missing}")
+    expected = state.pop("checksums", None)  # checkpoints written before checksums existed have none
+    if expected is not None:
+        actual = checksums(state)
+        wrong = sorted(k for k in expected.keys() | actual.keys() if expected.get(k) != actual.get(k))
+        if wrong:
+            raise CheckpointError(
+                f"checkpoint {file!r} is corrupt: {', '.join(wrong[:5])}{' ...' if len(wrong) > 5 else ''} differ from "
+                "what was saved (their SHA-256 does not match the one written with them); use an earlier checkpoint"
+            )
     state["path"] = file
     return state
 
@@ -143,4 +184,31 @@ def load_policy(path: str | os.PathLike, deterministic: bool = True, device: Any
         )
     modules = PPOModules(**network).to(device)
     modules.load_state_dict(state["modules"])
-    return make_inference_fn(modules)(params_of(modules), deterministic=deterministic)
+    policy = make_inference_fn(modules)(params_of(modules), deterministic=deterministic)
+    expected = network["observation_size"]
+
+    def checked_policy(observation: Any, *args: Any, **kwargs: Any) -> Any:
+        _check_observation(state["path"], observation, expected)
+        return policy(observation, *args, **kwargs)
+
+    return checked_policy
+
+
+def _check_observation(file: str, observation: Any, expected: Any) -> None:
+    """A policy given observations of another size says so (instead of a matrix-multiply error deep in torch)."""
+    if isinstance(expected, dict):
+        for key, size in expected.items():
+            value = observation.get(key) if hasattr(observation, "get") else None
+            got = tuple(getattr(value, "shape", ()))
+            if value is None or not got or got[-1] != size:
+                raise ValueError(
+                    f"the policy loaded from {file!r} takes observations[{key!r}] of size {size}; got "
+                    f"{'no such key' if value is None else f'shape {got}'}"
+                )
+        return
+    got = tuple(getattr(observation, "shape", ()))
+    if not got or got[-1] != expected:
+        raise ValueError(
+            f"the policy loaded from {file!r} takes observations of size {expected} (tensors [..., {expected}]); "
+            f"got shape {got}: they come from another environment"
+        )

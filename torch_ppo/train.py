@@ -10,6 +10,7 @@ value back to the host; metrics are accumulated as tensors and read once per log
 from __future__ import annotations
 
 import functools
+import logging
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -21,6 +22,7 @@ from torch import nn
 
 from brax_bridge import TorchEnv
 from brax_core import envs
+from brax_core.training import resume
 from brax_core.training.agents.ppo.config import PPOConfig
 from brax_core.training.validation import boolean as _bool
 from brax_core.training.validation import callable_arg as _callable
@@ -152,6 +154,7 @@ def _validate(kw: dict[str, Any], world_size: int) -> dict[str, Any]:
     kw["restore_value_fn"] = _bool("restore_value_fn", kw["restore_value_fn"])
     _callable("progress_fn", kw["progress_fn"])
     _callable("policy_params_fn", kw["policy_params_fn"])
+    kw["allow_config_changes"] = resume.check_allow("allow_config_changes", kw["allow_config_changes"])
     if kw["randomization_fn"] is not None:
         _callable("randomization_fn", kw["randomization_fn"])
     if kw["wrap_env_fn"] is not None:
@@ -461,6 +464,7 @@ def train(
     max_checkpoints_to_keep: int | None = None,
     vision: bool = False,
     augment_pixels: bool = False,
+    allow_config_changes: bool | Sequence[str] = False,
 ) -> tuple[Callable[..., Any], TorchPPOParams, Metrics]:
     """Trains a PPO agent with PyTorch on a brax_core environment stepped through ``brax_bridge.TorchEnv``.
 
@@ -492,6 +496,14 @@ def train(
     ``vision`` and ``augment_pixels`` exist for the JAX trainer's signature; torch_ppo has no image networks, so only
     ``False`` is accepted.
 
+    Resuming (``restore_checkpoint_path``) follows the JAX trainer: the checkpoint's saved configuration (env,
+    networks, training hyperparameters) must equal this call's unless the differing fields are named in
+    ``allow_config_changes`` (``True``: any; sizes never), and with the same ``num_timesteps``, ``num_evals``,
+    ``num_resets_per_eval`` and ``training_metrics_steps`` the resumed run continues the saved run's schedule (same
+    evaluation points and final step count; the same parameters bit for bit on CPU). ``progress_fn`` and
+    ``policy_params_fn`` run after their step's checkpoint is saved; one that raises between evaluations has the
+    run saved first (single process), and its exception carries a note naming it.
+
     Launched by ``torchrun`` with several processes, each owns ``num_envs / world_size`` envs (see
     ``torch_ppo.distributed``).
 
@@ -521,6 +533,13 @@ class _Trainer:
         self.kw = kw
         self.dist = dist_ctx
         self.device = _resolve_device(kw["device"], kw["environment"])
+        # Under DDP a save needs every rank, and a callback runs on rank 0 only: there the epoch's save (before
+        # the callbacks) is what a failing callback leaves.
+        on_error = (lambda: None) if dist_ctx.enabled else self._save
+        self.progress_fn = resume.user_callback("progress_fn", kw["progress_fn"], "(num_steps, metrics)", on_error)
+        self.policy_params_fn = resume.user_callback(
+            "policy_params_fn", kw["policy_params_fn"], "(current_step, make_policy, params)", on_error
+        )
         world = dist_ctx.world_size
         self.local_envs = kw["num_envs"] // world
         self.local_batch = kw["batch_size"] // world
@@ -530,6 +549,14 @@ class _Trainer:
         )
         self.env_seed = kw["seed"] + 7919 * dist_ctx.rank
         obs_size, action_size = self._sizes()
+        if kw["eval_env"] is not None and kw["num_evals"] > 0:
+            # Before anything compiles (the size comes from tracing the env's reset).
+            size = kw["eval_env"].observation_size
+            if _size_json(size) != _size_json(obs_size):
+                raise ValueError(
+                    f"eval_env has observation_size {_size_json(size)!r} but the training environment's is "
+                    f"{_size_json(obs_size)!r}; the networks read observations of the training environment's size"
+                )
         kw["action_repeat"] = self.action_repeat  # a ready TorchEnv brings its own
         self.steps_per_training_step = (
             kw["batch_size"] * kw["unroll_length"] * kw["num_minibatches"] * self.action_repeat
@@ -586,6 +613,7 @@ class _Trainer:
         self.loss_module = loss_module
         self.make_policy = make_inference_fn(self.modules)
         self.env_steps = 0
+        self.saved_at: int | None = None
         self.saved_env_state = None
         self.obs: torch.Tensor | None = None
         self.loss_sums: torch.Tensor | None = None  # per name of loss_names, summed over minibatches
@@ -630,12 +658,29 @@ class _Trainer:
         # torch_ppo's normaliser statistics are a plain dict; the JAX trainer's are a RunningStatisticsState.
         if not isinstance(first, dict):
             params = jax_params_to_torch(params)  # the JAX trainer's params
+        shapes = lambda m: (
+            {k: tuple(torch.as_tensor(v).shape) for k, v in m.items()}
+            if isinstance(m, Mapping)
+            else tuple(torch.as_tensor(m).shape)
+        )
+        got, want = shapes(params[0]["mean"]), shapes(self.modules.normalizer.stats()["mean"])
+        if got != want:
+            raise ValueError(
+                f"restore_params were trained on observations of shape {got} but this environment's are {want}: "
+                "they belong to another environment"
+            )
         if not with_value:
             params = TorchPPOParams(params[0], params[1], {})
         load_params(self.modules, params)
 
     def _restore_checkpoint(self, path: str) -> None:
         state = ckpt.load(path, map_location=self.device)
+        requested = _run_config(self.kw, self.modules, self.episode_length, self.action_repeat, 0)
+        changed = resume.check_config(
+            state["path"], _comparable(state["config"]), _comparable(requested), self.kw["allow_config_changes"]
+        )
+        for name, (saved, now) in changed.items():
+            logging.warning("resuming from %s with %s changed from %r to %r", state["path"], name, saved, now)
         try:
             self.modules.load_state_dict(state["modules"])
             self.optimizer.load_state_dict(state["optimizer"])
@@ -644,7 +689,10 @@ class _Trainer:
         self.env_steps = int(state["env_steps"])
         rng_states = state["rng_state"]
         self.generator.set_state(rng_states[min(self.dist.rank, len(rng_states) - 1)].cpu())
-        if self.dist.rank == 0:
+        per_rank = state.get("env_states")
+        if per_rank is not None and len(per_rank) == self.dist.world_size:
+            self.saved_env_state = per_rank[self.dist.rank]  # every rank continues its own envs
+        elif self.dist.rank == 0:
             self.saved_env_state = state.get("env_state")
 
     def _build_envs(self) -> None:
@@ -832,18 +880,35 @@ class _Trainer:
         self.loss_sums, self.num_loss_terms = None, 0
         return out
 
-    def _save(self) -> None:
+    def _save(self) -> str | None:
+        """Writes the checkpoint of ``env_steps`` (once per step count); every rank takes part under DDP."""
         kw = self.kw
         if kw["save_checkpoint_path"] is None:
-            return
+            return None
+        if self.saved_at == self.env_steps:
+            return ckpt.path_for(kw["save_checkpoint_path"], self.env_steps)
+        self.saved_at = self.env_steps
         rng = self.generator.get_state()
         rng_states = [rng]
+        env_state = self.env.state_dict() if self.obs is not None else None
+        env_states = None
         if self.dist.enabled:
             rng_states = [None] * self.dist.world_size
             torch.distributed.all_gather_object(rng_states, rng, group=self.dist.group)
+            # Each rank steps its own envs: all their states are saved, so every rank resumes its own. They cross
+            # as NumPy arrays: the env state's tensors share memory with JAX's host buffers, which
+            # all_gather_object's pickling of torch storages does not carry.
+            as_numpy = (
+                None if env_state is None else {k: _map_tensors(v, torch.Tensor.numpy) for k, v in env_state.items()}
+            )
+            env_states = [None] * self.dist.world_size
+            torch.distributed.all_gather_object(env_states, as_numpy, group=self.dist.group)
+            env_states = [
+                None if e is None else {k: _map_tensors(v, torch.from_numpy) for k, v in e.items()} for e in env_states
+            ]
         if not self.dist.is_main:
-            return
-        ckpt.save(
+            return None
+        return ckpt.save(
             kw["save_checkpoint_path"],
             {
                 "config": _run_config(kw, self.modules, self.episode_length, kw["action_repeat"], self.env_steps),
@@ -851,7 +916,8 @@ class _Trainer:
                 "optimizer": self.optimizer.state_dict(),
                 "env_steps": self.env_steps,
                 "rng_state": rng_states,
-                "env_state": self.env.state_dict() if self.obs is not None else None,
+                "env_state": env_state,
+                **({"env_states": env_states} if env_states is not None else {}),
             },
             max_to_keep=kw["max_to_keep"],
         )
@@ -873,52 +939,80 @@ class _Trainer:
             return self.make_policy, params_of(self.modules), {}
         self._build_envs()
 
-        remaining_training_steps = -(-remaining // self.steps_per_training_step)
-        num_evals_after_init = max(kw["num_evals"] - 1, 1)
-        resets = max(kw["num_resets_per_eval"], 1)
-        steps_per_segment = -(-remaining_training_steps // (num_evals_after_init * resets))
-        steps_per_call = steps_per_segment
+        every = None
         if kw["log_training_metrics"]:
-            every = kw["training_metrics_steps"]
-            every = 1 if every is None else max(1, every // self.steps_per_training_step)
-            steps_per_call = min(every, steps_per_segment)
-            steps_per_segment = -(-steps_per_segment // steps_per_call) * steps_per_call
-        calls_per_segment = steps_per_segment // steps_per_call
+            every = max(1, (kw["training_metrics_steps"] or 0) // self.steps_per_training_step)
+        done, rest = divmod(self.env_steps, self.steps_per_training_step)
+        # The whole run's plan, not the remainder's: a resumed run continues where the unbroken one would be.
+        # (A count between training steps comes from another batch size: the remainder is planned on its own.)
+        schedule = resume.make_schedule(
+            -(-(kw["num_timesteps"] if rest == 0 else remaining) // self.steps_per_training_step),
+            num_evals=kw["num_evals"],
+            num_resets_per_eval=kw["num_resets_per_eval"],
+            steps_between_reports=every,
+            steps_done=done if rest == 0 else 0,
+        )
+        initial_eval = kw["num_evals"] > 1
+        if self.evaluator is not None:
+            self.evaluator.runs = schedule.evaluations_before_start(initial_eval)  # the unbroken run's eval seeds
 
         metrics: Metrics = {}
-        if self.evaluator is not None and kw["num_evals"] > 1:
+        if self.evaluator is not None and schedule.evaluates_at_start(initial_eval):
             metrics = self._evaluate({"eval/walltime": 0.0})
-            kw["progress_fn"](self.env_steps, metrics)
+            self.progress_fn(self.env_steps, metrics)
 
         training_metrics: Metrics = {}
         walltime = 0.0
-        for _ in range(num_evals_after_init):
-            for reset_index in range(resets):
-                for _ in range(calls_per_segment):
-                    start = time.perf_counter()
-                    for _ in range(steps_per_call):
-                        self._training_step()
-                    done_steps = steps_per_call * self.steps_per_training_step
-                    if self.device.type == "cuda":
-                        torch.cuda.synchronize(self.device)
-                    elapsed = time.perf_counter() - start
-                    walltime += elapsed
-                    self.env_steps += done_steps
-                    training_metrics = self._read_training_metrics(done_steps / max(elapsed, 1e-9), walltime)
-                    if kw["log_training_metrics"]:
-                        metrics = training_metrics
-                        if main:
-                            kw["progress_fn"](self.env_steps, dict(training_metrics))
-                if kw["num_resets_per_eval"] > 0 and reset_index < kw["num_resets_per_eval"]:
-                    reset_seed = (self.env_seed * 1_000_003 + self.env_steps) % (2**31 - 1)
-                    self.obs = self.env.reset(seed=reset_seed).get("observation")
+        steps_per_call = schedule.steps_per_call
+        for call in schedule.calls():
+            if schedule.resets_before(call):
+                reset_seed = (self.env_seed * 1_000_003 + self.env_steps) % (2**31 - 1)
+                self.obs = self.env.reset(seed=reset_seed).get("observation")
+            start = time.perf_counter()
+            for _ in range(steps_per_call):
+                self._training_step()
+            done_steps = steps_per_call * self.steps_per_training_step
+            if self.device.type == "cuda":
+                torch.cuda.synchronize(self.device)
+            elapsed = time.perf_counter() - start
+            walltime += elapsed
+            self.env_steps += done_steps
+            training_metrics = self._read_training_metrics(done_steps / max(elapsed, 1e-9), walltime)
+            if schedule.ends_epoch(call):
+                self._save()  # before any user callback: a failing one costs no work
+            if kw["log_training_metrics"]:
+                metrics = training_metrics
+                if main:
+                    self.progress_fn(self.env_steps, dict(training_metrics))
+            if not schedule.ends_epoch(call):
+                continue
             if main:
-                kw["policy_params_fn"](self.env_steps, self.make_policy, params_of(self.modules))
+                self.policy_params_fn(self.env_steps, self.make_policy, params_of(self.modules))
             if self.evaluator is not None:
                 metrics = self._evaluate(training_metrics)
-                kw["progress_fn"](self.env_steps, metrics)
-            self._save()
+                self.progress_fn(self.env_steps, metrics)
         return self.make_policy, params_of(self.modules), metrics
+
+
+def _map_tensors(value: Any, fn: Callable[[Any], Any]) -> Any:
+    """``fn`` applied to a tensor or array, or to each in a list."""
+    return [fn(v) for v in value] if isinstance(value, list) else fn(value)
+
+
+def _size_json(size: Any) -> Any:
+    if isinstance(size, Mapping):
+        return {k: list(v) if isinstance(v, tuple | list) else int(v) for k, v in size.items()}
+    return int(size)
+
+
+def _comparable(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The part of a run configuration a resumed run must share: env, networks, episode, and the training
+    hyperparameters both trainers record (``resume.RESUME_FIELDS``)."""
+    training = config.get("training", {})
+    return {
+        **{k: config[k] for k in ("environment", "network", "episode_length", "action_repeat") if k in config},
+        "training": {k: training[k] for k in resume.RESUME_FIELDS if k in training},
+    }
 
 
 def _run_config(

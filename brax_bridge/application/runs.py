@@ -1,8 +1,10 @@
 """One training run into a run folder, for either trainer, with a live progress bar and clean Ctrl-C.
 
-Ctrl-C once: training stops at the next progress report (the trainer has saved its checkpoint at every
-evaluation point, atomically), the folder is finalised and marked ``interrupted``, and ``--resume`` continues.
-Ctrl-C twice: stop immediately; the last completed checkpoint is still intact.
+Ctrl-C once: training stops at the next progress report, which is logged first; the trainer saves its checkpoint
+at that report's step before the stop leaves it (atomically), the folder is finalised and marked ``interrupted``, and
+``--resume`` continues from exactly there: the resumed run reaches the same final step count, with the same
+evaluation points, as an unbroken one. Ctrl-C twice: stop immediately; the last completed checkpoint is still
+intact.
 """
 
 from __future__ import annotations
@@ -105,9 +107,16 @@ def checkpoint_step(trainer: str, path: str) -> int | None:
     return (jax_checkpoint if trainer == "jax" else torch_checkpoint).latest_step(path)
 
 
-def _call_trainer(config: Mapping[str, Any], progress_fn: Callable, ckpt: str, restore: str | None) -> Any:
+def _call_trainer(
+    config: Mapping[str, Any], progress_fn: Callable, ckpt: str, restore: str | None, allow_changes: bool = False
+) -> Any:
     hp = configuration.run_config(config)
-    common = dict(progress_fn=progress_fn, save_checkpoint_path=ckpt, restore_checkpoint_path=restore)
+    common = dict(
+        progress_fn=progress_fn,
+        save_checkpoint_path=ckpt,
+        restore_checkpoint_path=restore,
+        allow_config_changes=bool(allow_changes and restore),
+    )
     if config["trainer"] == "jax":
         environment = envs.get_environment(config["env"])
         return ppo_train.train(environment=environment, **common, **configuration.jax_kwargs(hp))
@@ -154,11 +163,13 @@ def train_run(
     resume: bool = False,
     stop: StopFlag | None = None,
     on_report: Callable[[int, dict], None] | None = None,
+    allow_changes: bool = False,
 ) -> dict[str, Any]:
     """Trains one run into ``run_dir`` and returns its summary (also written to ``summary.json``).
 
     With ``resume`` the trainer restores ``run_dir/checkpoint`` and the metrics file is continued; times keep
-    counting from the earlier part's end so the curve against wall time stays monotone.
+    counting from the earlier part's end so the curve against wall time stays monotone. The trainer refuses a
+    ``config`` whose hyperparameters differ from the checkpoint's unless ``allow_changes``.
     """
     os.makedirs(run_dir, exist_ok=True)
     ckpt = os.path.abspath(os.path.join(run_dir, rundir.CHECKPOINT))
@@ -188,18 +199,18 @@ def train_run(
     label = f"{config['trainer']}/{config['env']}/seed {config['seed']}"
     start = time.perf_counter()
     rows = list(earlier)
+    logged = {(r["step"], rundir.EVAL_REWARD in r) for r in earlier}
 
     with _progress_bar(console) as bar:
         task = bar.add_task(label, total=max(total, 1), sps="", reward="-")
 
         def progress_fn(step: int, metrics: Mapping[str, Any]) -> None:
-            # Stop before logging: the newest checkpoint is the one saved right after the previous report,
-            # so the log and the checkpoint end at the same step.
-            if stop.requested:
-                raise StopTraining
             elapsed = time.perf_counter() - start
             row = {"step": int(step), "time_s": round(time_offset + elapsed, 4), **rundir.scalar_metrics(metrics)}
-            if not (earlier and int(step) <= earlier[-1]["step"]):  # a resumed run re-evaluates its start
+            # A run resumed at an evaluation point evaluates it again: logged only if the earlier part stopped
+            # before logging that evaluation.
+            if (row["step"], rundir.EVAL_REWARD in row) not in logged:
+                logged.add((row["step"], rundir.EVAL_REWARD in row))
                 log.append(row)
                 rows.append(row)
             speed = row.get(rundir.TRAIN_SPS)
@@ -207,10 +218,14 @@ def train_run(
                        sps=f"{speed:,.0f} steps/s" if speed else "")
             if on_report is not None:
                 on_report(int(step), row)
+            # Stop after logging: the trainer saves its checkpoint at this step before the exception leaves it,
+            # so the log and the checkpoint end at the same step.
+            if stop.requested:
+                raise StopTraining
 
         status, error = "completed", None
         try:
-            _call_trainer(config, progress_fn, ckpt, restore)
+            _call_trainer(config, progress_fn, ckpt, restore, allow_changes)
         except StopTraining:
             status = "interrupted"
         except KeyboardInterrupt:

@@ -8,7 +8,14 @@ Layout: ``<save_checkpoint_path>/<env_steps, 12 digits>/`` holding three items,
   as Brax does);
 * ``params``: ``PPOTrainingParams(normalizer_params, policy_params, value_params)``;
 * ``state``: optimiser state, RNG key and step counters;
-* ``env_state``: the training environments' state, so a resumed run continues exactly.
+* ``env_state``: the training environments' state, so a resumed run continues exactly;
+* ``checksums``: JSON — a SHA-256 of every array of ``params``, ``state`` and ``env_state`` (dtype, shape and
+  bytes), compared with the arrays an item restores to;
+* ``files.sha256.json`` (written once orbax has finished the step directory): a SHA-256 of every file of those
+  items, checked before orbax reads an item. A flipped bit in a checkpoint raises ``ChecksumError`` naming the
+  file (or the array) instead of loading as a different policy, and orbax never starts reading corrupt data
+  (a read failing inside orbax closes its event loop under reads still in flight, whose callbacks then print
+  stray "Event loop is closed" tracebacks).
 
 orbax writes each step into a temporary directory and renames it when complete, so an interrupted save never
 looks like a checkpoint; ``max_to_keep`` bounds how many are kept. ``load_policy`` rebuilds the inference
@@ -18,6 +25,7 @@ function from the saved configuration alone.
 from __future__ import annotations
 
 import functools
+import hashlib
 import importlib
 import inspect
 import json
@@ -30,15 +38,24 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import orbax.checkpoint as ocp
 from ml_collections import config_dict
 
-from brax_core.training import networks, types
+from brax_core.training import networks, resume, types
 from brax_core.training.acme import running_statistics
 from brax_core.training.agents.ppo import networks as ppo_networks
 from brax_core.training.agents.ppo import networks_vision
 
 CONFIG_FORMAT = "brax_core.ppo.checkpoint/1"
+_CHECKED_ITEMS = ("params", "state", "env_state")
+FILE_CHECKSUMS = "files.sha256.json"
+
+
+class ChecksumError(ValueError):
+    """A checkpoint item whose data differs from what was saved (the message names its directory and array)."""
+
+
 _STEP_DIR = re.compile(r"^\d+$")
 
 # Callables known by name in configurations (activations are looked up in networks.ACTIVATIONS first).
@@ -212,12 +229,7 @@ def network_config(
                 continue
             full_kwargs[name] = param.default
     full_kwargs.update({k: v for k, v in kwargs.items() if k != "preprocess_observations_fn"})
-    if isinstance(observation_size, Mapping):
-        obs_cfg: Any = {
-            k: ([int(d) for d in v] if isinstance(v, tuple | list) else int(v)) for k, v in observation_size.items()
-        }
-    else:
-        obs_cfg = int(observation_size)
+    obs_cfg = _obs_json(observation_size)
     config = {
         "format": CONFIG_FORMAT,
         "observation_size": obs_cfg,
@@ -228,6 +240,80 @@ def network_config(
     }
     json.dumps(config)  # it must be valid JSON
     return config_dict.ConfigDict(config)
+
+
+def run_config(
+    observation_size: types.ObservationSize,
+    action_size: int,
+    normalize_observations: bool,
+    network_factory: Callable[..., Any],
+    hyperparameters: Any,
+    required: Any = True,
+) -> dict[str, Any]:
+    """A run's checkpoint configuration: ``network_config`` plus ``training`` (the ``resume.RESUME_FIELDS`` of the
+    validated ``hyperparameters``, a ``PPOConfig``).
+
+    A network argument that cannot be named raises ``ValueError`` when ``required`` is true (a run that saves);
+    otherwise (a run that only restores) the configuration holds the sizes and ``training`` only.
+    """
+    try:
+        config = network_config(observation_size, action_size, normalize_observations, network_factory).to_dict()
+    except ValueError:
+        if required:
+            raise
+        config = {"observation_size": _obs_json(observation_size), "action_size": int(action_size)}
+    config["training"] = {name: getattr(hyperparameters, name) for name in resume.RESUME_FIELDS}
+    return config
+
+
+def check_resume_config(path: str | os.PathLike, requested: Mapping[str, Any], allow: Any) -> None:
+    """Refuses to resume from the checkpoint at ``path`` with a configuration other than its saved one (see
+    ``resume.check_config``); allowed changes are logged."""
+    step_dir = resolve(path)
+    changed = resume.check_config(step_dir, _read_config(step_dir), requested, allow)
+    for name, (saved, now) in changed.items():
+        logging.warning("resuming from %s with %s changed from %r to %r", step_dir, name, saved, now)
+
+
+def check_observation_size(what: str, size: types.ObservationSize, expected: types.ObservationSize) -> None:
+    """Raises ``ValueError`` naming both sizes when ``what``'s observation size is not ``expected``."""
+    if _obs_json(size) != _obs_json(expected):
+        raise ValueError(
+            f"{what} has observation_size {_obs_json(size)!r} but the training environment's is "
+            f"{_obs_json(expected)!r}; the networks read observations of the training environment's size"
+        )
+
+
+def check_params_fit(what: str, params: Any, target: Any, with_value: bool = True) -> None:
+    """Raises ``ValueError`` when ``params`` (``PPOTrainingParams``) do not have the shapes of ``target`` (the
+    abstract params of the networks being trained), naming the observation sizes where those differ."""
+    shapes = lambda tree: jax.tree.map(lambda x: tuple(getattr(x, "shape", ())), tree)
+    got_obs, want_obs = shapes(params.normalizer_params.mean), shapes(target.normalizer_params.mean)
+    if got_obs != want_obs:
+        raise ValueError(
+            f"{what} were trained on observations of shape {got_obs} but this environment's are {want_obs}: "
+            "they belong to another environment"
+        )
+    parts = [("policy_params", params.policy_params, target.policy_params)]
+    if with_value:
+        parts.append(("value_params", params.value_params, target.value_params))
+    for name, have, want in parts:
+        have_leaves = jax.tree_util.tree_flatten_with_path(have)[0]
+        want_leaves = jax.tree_util.tree_flatten_with_path(want)[0]
+        have_map = {jax.tree_util.keystr(p): tuple(x.shape) for p, x in have_leaves}
+        want_map = {jax.tree_util.keystr(p): tuple(x.shape) for p, x in want_leaves}
+        if have_map != want_map:
+            wrong = sorted(k for k in have_map.keys() | want_map.keys() if have_map.get(k) != want_map.get(k))
+            listed = "; ".join(f"{k}: {have_map.get(k)} given, {want_map.get(k)} expected" for k in wrong[:4])
+            raise ValueError(f"{what}.{name} do not fit these networks ({listed})")
+
+
+def _obs_json(observation_size: types.ObservationSize) -> Any:
+    if isinstance(observation_size, Mapping):
+        return {
+            k: ([int(d) for d in v] if isinstance(v, tuple | list) else int(v)) for k, v in observation_size.items()
+        }
+    return int(observation_size)
 
 
 def _plain(config: Any) -> dict[str, Any]:
@@ -332,7 +418,7 @@ class Saver:
         self.path = os.path.abspath(os.fspath(path))
         options = ocp.CheckpointManagerOptions(max_to_keep=max_to_keep, create=True, enable_async_checkpointing=False)
         self._manager = ocp.CheckpointManager(
-            self.path, options=options, item_names=("config", "params", "state", "env_state")
+            self.path, options=options, item_names=("config", "params", "state", "env_state", "checksums")
         )
 
     def save(
@@ -348,11 +434,16 @@ class Saver:
             "params": ocp.args.StandardSave(params),
             "state": ocp.args.StandardSave(state),
         }
+        trees = {"params": params, "state": state}
         if env_state is not None:
-            items["env_state"] = ocp.args.StandardSave(_drop_empty(env_state))
+            trees["env_state"] = _drop_empty(env_state)
+            items["env_state"] = ocp.args.StandardSave(trees["env_state"])
+        items["checksums"] = ocp.args.JsonSave({name: _checksums(tree) for name, tree in trees.items()})
         self._manager.save(int(env_steps), args=ocp.args.Composite(**items), force=True)
         self._manager.wait_until_finished()
-        return os.path.join(self.path, f"{int(env_steps)}")
+        step_dir = os.path.join(self.path, f"{int(env_steps)}")
+        _write_file_checksums(step_dir)
+        return step_dir
 
     def close(self) -> None:
         self._manager.close()
@@ -382,17 +473,127 @@ def _drop_empty(tree: Any) -> Any:
     return jax.tree.map(lambda x: x if math.prod(x.shape) else None, tree)
 
 
+def _checksums(tree: Any) -> list[list[str]] | None:
+    """``[[path, sha256 of dtype, shape and bytes], ...]`` of ``tree``'s arrays (``None`` when an array is not
+    wholly on this process, as in a multi-host run: its bytes cannot be read here)."""
+    out = []
+    for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]:
+        if isinstance(leaf, jax.Array) and not leaf.is_fully_addressable:
+            return None
+        array = np.asarray(jax.device_get(leaf))
+        digest = hashlib.sha256(f"{array.dtype.str}{array.shape}".encode())
+        digest.update(np.ascontiguousarray(array).tobytes())
+        out.append([jax.tree_util.keystr(path), digest.hexdigest()])
+    return out
+
+
+def _file_digests(item_dir: str) -> dict[str, str]:
+    out = {}
+    for root, _, files in os.walk(item_dir):
+        for name in files:
+            path = os.path.join(root, name)
+            digest = hashlib.sha256()
+            with open(path, "rb") as f:
+                for block in iter(lambda: f.read(1 << 20), b""):
+                    digest.update(block)
+            out[os.path.relpath(path, item_dir)] = digest.hexdigest()
+    return out
+
+
+def _write_file_checksums(step_dir: str) -> None:
+    """Digests of every file of the checked items, written atomically beside them (a step directory without
+    them, from a crash in between or an older version, is verified by its array checksums alone)."""
+    digests = {
+        item: _file_digests(os.path.join(step_dir, item))
+        for item in _CHECKED_ITEMS
+        if os.path.isdir(os.path.join(step_dir, item))
+    }
+    tmp = os.path.join(step_dir, f".{FILE_CHECKSUMS}.tmp")
+    with open(tmp, "w") as f:
+        json.dump(digests, f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, os.path.join(step_dir, FILE_CHECKSUMS))
+
+
+def _verify_files(step_dir: str, item: str) -> None:
+    """Checks an item's files against the digests written with them, before orbax reads any of them."""
+    path = os.path.join(step_dir, FILE_CHECKSUMS)
+    if not os.path.isfile(path):
+        return
+    try:
+        with open(path) as f:
+            expected = json.load(f).get(item)
+    except (OSError, ValueError, AttributeError) as e:
+        raise ChecksumError(f"checkpoint at {step_dir!r} is corrupt: cannot read {FILE_CHECKSUMS} ({e})") from e
+    if expected is None:
+        return
+    item_dir = os.path.join(step_dir, item)
+    actual = _file_digests(item_dir)
+    for name in sorted(expected):
+        if actual.get(name) != expected[name]:
+            what = "is missing" if name not in actual else "differs from what was saved (its SHA-256 does not match)"
+            raise ChecksumError(
+                f"checkpoint file {os.path.join(item_dir, name)!r} {what}: the checkpoint is corrupt; restore an "
+                "earlier one"
+            )
+
+
+def _verify(step_dir: str, item: str, restored: Any) -> None:
+    """Compares ``restored`` with the checksums saved beside it (checkpoints written before checksums existed
+    have none and are not checked)."""
+    path = os.path.join(step_dir, "checksums")
+    files = [f for f in os.listdir(path) if not f.startswith(".")] if os.path.isdir(path) else []
+    if not files:
+        return
+    try:
+        with open(os.path.join(path, files[0])) as f:
+            expected = json.load(f).get(item)
+    except (OSError, ValueError, AttributeError) as e:
+        raise ChecksumError(f"checkpoint at {step_dir!r} is corrupt: cannot read its checksums ({e})") from e
+    actual = _checksums(restored)
+    if expected is None or actual is None:
+        return
+    item_dir = os.path.join(step_dir, item)
+    if len(expected) != len(actual):
+        raise ChecksumError(
+            f"checkpoint {item_dir!r} is corrupt: it restored {len(actual)} arrays, {len(expected)} were saved"
+        )
+    for (name, want), (_, got) in zip(expected, actual, strict=True):
+        if want != got:
+            raise ChecksumError(
+                f"checkpoint {item_dir!r} is corrupt: the array {item}{name} differs from what was saved (its "
+                "SHA-256 does not match the one written with it); restore an earlier checkpoint"
+            )
+
+
 def _restore_item(step_dir: str, item: str, target: Any) -> Any:
     item_dir = os.path.join(step_dir, item)
     if not os.path.isdir(item_dir):
         raise ValueError(f"checkpoint at {step_dir!r} is corrupt or incomplete: {item!r} is missing")
+    _verify_files(step_dir, item)
     try:
         with ocp.StandardCheckpointer() as checkpointer:
-            return checkpointer.restore(item_dir, target)
+            restored = checkpointer.restore(item_dir, target)
     except Exception as e:  # orbax raises many types; the caller needs the path and the cause
         raise ValueError(
             f"checkpoint at {step_dir!r} is corrupt or does not match: cannot restore {item!r} ({e})"
         ) from e
+    _verify(step_dir, item, restored)
+    _check_shapes(step_dir, item, restored, target)
+    return restored
+
+
+def _check_shapes(step_dir: str, item: str, restored: Any, target: Any) -> None:
+    """orbax restores an array of another saved shape as saved, whatever the target says: refuse that here."""
+    got = jax.tree_util.tree_flatten_with_path(restored)[0]
+    want = jax.tree.leaves(target)
+    for (path, r), t in zip(got, want, strict=False):
+        if t is not None and hasattr(t, "shape") and tuple(r.shape) != tuple(t.shape):
+            raise ValueError(
+                f"checkpoint at {step_dir!r} does not match: {item}{jax.tree_util.keystr(path)} was saved with shape "
+                f"{tuple(r.shape)}, expected {tuple(t.shape)}"
+            )
 
 
 def restore_item(path: str | os.PathLike, item: str, target: Any) -> Any:
@@ -408,6 +609,8 @@ def restore_env_state(path: str | os.PathLike, target: Any) -> Any | None:
     try:
         restored = _restore_item(step_dir, "env_state", _drop_empty(target))
         return jax.tree.map(lambda t, r: t if r is None else r, target, restored, is_leaf=lambda x: x is None)
+    except ChecksumError:
+        raise
     except ValueError as e:
         logging.warning("not resuming the environment state (%s); environments start fresh", e)
         return None
@@ -430,6 +633,39 @@ def _obs_size(config: Mapping[str, Any]) -> types.ObservationSize:
 
 def load_policy(path: str | os.PathLike, deterministic: bool = True) -> types.Policy:
     """Rebuilds the inference function ``(observation, key) -> (action, extras)`` from a checkpoint alone."""
-    config = _read_config(path)
+    step_dir = resolve(path)
+    config = _read_config(step_dir)
     network = networks_from_config(config)
-    return ppo_networks.make_inference_fn(network)(load_params(path), deterministic=deterministic)
+    policy = ppo_networks.make_inference_fn(network)(load_params(step_dir), deterministic=deterministic)
+    expected = _obs_size(config)
+
+    def checked_policy(observations: types.Observation, key_sample: jax.Array) -> tuple[jax.Array, Any]:
+        _check_policy_input(step_dir, observations, expected)
+        return policy(observations, key_sample)
+
+    return checked_policy
+
+
+def _check_policy_input(step_dir: str, observations: Any, expected: types.ObservationSize) -> None:
+    """Shapes are static (also under ``jit``), so a policy given observations of another size says so at once."""
+    if isinstance(expected, Mapping):
+        if not isinstance(observations, Mapping):
+            raise ValueError(
+                f"the policy loaded from {step_dir!r} takes dict observations with keys {sorted(expected)}; "
+                f"got {type(observations).__name__}"
+            )
+        for key, size in expected.items():
+            shape = tuple(size) if isinstance(size, tuple | list) else (size,)
+            got = tuple(getattr(observations.get(key), "shape", ()))
+            if key not in observations or got[len(got) - len(shape) :] != shape:
+                raise ValueError(
+                    f"the policy loaded from {step_dir!r} takes observations[{key!r}] of shape {shape} (per env); "
+                    f"got {got if key in observations else 'no such key'}"
+                )
+        return
+    got = tuple(getattr(observations, "shape", ()))
+    if not got or got[-1] != expected:
+        raise ValueError(
+            f"the policy loaded from {step_dir!r} takes observations of size {expected} (arrays [..., {expected}]); "
+            f"got shape {got}: they come from another environment"
+        )

@@ -17,8 +17,8 @@ two-device test checks that the devices' copies agree.) One compiled call runs a
 
 Reading order: ``train`` checks its arguments and wires the named steps together; ``_make_training_step``
 (collect unrolls) and ``make_ppo_update`` (normaliser and SGD on them) are the algorithm; ``_make_training_fn``,
-``_make_reset_fn`` and ``_make_eval_run`` put them on the device mesh; ``_schedule`` splits the run into compiled
-calls, and the loop at the end of ``train`` runs them, evaluates and saves checkpoints.
+``_make_reset_fn`` and ``_make_eval_run`` put them on the device mesh; ``resume.make_schedule`` splits the run into
+compiled calls, and the loop at the end of ``train`` runs them, evaluates and saves checkpoints.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ import functools
 import logging
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import flax
@@ -43,7 +43,7 @@ from brax_core import compile as compile_options
 from brax_core import envs
 from brax_core.envs import training as env_training
 from brax_core.envs.base import Env, Wrapper
-from brax_core.training import acting, gradients, types
+from brax_core.training import acting, gradients, resume, types
 from brax_core.training.acme import running_statistics
 from brax_core.training.agents.ppo import checkpoint, networks_vision
 from brax_core.training.agents.ppo import losses as ppo_losses
@@ -250,6 +250,7 @@ def train(
     madrona_backend: bool = False,
     augment_pixels: bool = False,
     vision: bool = False,
+    allow_config_changes: bool | Sequence[str] = False,
 ) -> tuple[Callable[..., types.Policy], PPOTrainingParams, dict[str, float]]:
     """PPO training.
 
@@ -315,7 +316,10 @@ def train(
         ``jit(vmap)`` instead of ``pmap``); resets here always run as one compiled ``shard_map`` call over the
         training devices, which is what both choices compute, so the value changes nothing.
       progress_fn: ``progress_fn(num_steps: int, metrics: dict[str, float])`` at every evaluation and, with
-        ``log_training_metrics``, every ``training_metrics_steps`` env steps.
+        ``log_training_metrics``, every ``training_metrics_steps`` env steps. A callable that cannot take these two
+        arguments is refused before anything runs. User callbacks run after the checkpoint of their step is
+        saved (with ``save_checkpoint_path``; a callback raising between two evaluations first has the run saved at
+        its step), and their exceptions propagate with a note naming the callback and the checkpoint.
       policy_params_fn: ``policy_params_fn(current_step, make_policy, params)`` after every epoch, with params
         that ``make_policy`` accepts.
       randomization_fn: Brax's ``randomization_fn(sys, rng) -> (batched_sys, in_axes)``; ``rng`` is bound to one
@@ -328,7 +332,13 @@ def train(
         approximate KL, ``training/sps``) to ``progress_fn``.
       training_metrics_steps: env steps between training-metrics reports (default: every training step).
       save_checkpoint_path: directory for checkpoints, written after every epoch and at the end.
-      restore_checkpoint_path: a checkpoint (or a ``save_checkpoint_path``, for its newest) to resume from.
+      restore_checkpoint_path: a checkpoint (or a ``save_checkpoint_path``, for its newest) to resume from. Its
+        saved configuration (network sizes and options, observation normalisation, training hyperparameters) must
+        equal this call's: differing fields are refused, all listed, unless named in ``allow_config_changes``.
+        Resumed with the same ``num_timesteps``, ``num_evals``, ``num_resets_per_eval`` and
+        ``training_metrics_steps`` as the run that saved it, the run continues that run's schedule: the same
+        evaluation points (an evaluation point it resumes at is evaluated again), the same final step count and
+        the same parameters as an unbroken run (up to float32 reassociation, within 1e-5).
       restore_params: ``PPOTrainingParams`` (or ``(normalizer, policy, value)``) to start from.
       restore_value_fn: with ``restore_params``, also take the value parameters.
       max_to_keep: the most checkpoints kept in ``save_checkpoint_path`` (``None``: all).
@@ -342,6 +352,8 @@ def train(
         ``networks_vision.make_ppo_networks_vision``); requires ``action_repeat == 1`` as in Brax (a renderer should
         repeat physics steps itself, not render frames nobody sees). Whatever this flag, the observation normaliser
         keeps statistics of the non-image keys only.
+      allow_config_changes: field names (e.g. ``("learning_rate",)``) that may differ from the configuration of
+        the checkpoint ``restore_checkpoint_path`` names, or ``True`` for any; observation and action sizes never.
 
     Returns:
       ``(make_policy, params, metrics)``: the inference function factory, ``PPOTrainingParams`` and the last
@@ -432,8 +444,17 @@ def train(
         )
     if madrona_backend is not False:
         raise ValueError(f"madrona_backend must be False: brax_core has no batch renderer, got {madrona_backend!r}")
-    progress_fn = _callable("progress_fn", progress_fn)
-    policy_params_fn = _callable("policy_params_fn", policy_params_fn)
+    # Checked now; on failure they save the run first (save_now is defined once there is a run to save).
+    progress_fn = resume.user_callback(
+        "progress_fn", _callable("progress_fn", progress_fn), "(num_steps, metrics)", lambda: save_now()
+    )
+    policy_params_fn = resume.user_callback(
+        "policy_params_fn",
+        _callable("policy_params_fn", policy_params_fn),
+        "(current_step, make_policy, params)",
+        lambda: save_now(),
+    )
+    allow_config_changes = resume.check_allow("allow_config_changes", allow_config_changes)
     network_factory = _callable("network_factory", network_factory)
     in_factory = (getattr(network_factory, "keywords", None) or {}).get("use_distributional_critic")
     if in_factory is not None and bool(in_factory) != use_distributional_critic:
@@ -515,17 +536,25 @@ def train(
     preprocess = running_statistics.normalize if normalize_observations else types.identity_observation_preprocessor
     ppo_network = network_factory(obs_size, action_size, preprocess_observations_fn=preprocess)
     make_policy = ppo_networks.make_inference_fn(ppo_network)
+    if evaluate and eval_env is not None:
+        checkpoint.check_observation_size("eval_env", eval_env.observation_size, obs_size)
     config = None
-    if save_checkpoint_path is not None:
+    if save_checkpoint_path is not None or restore_checkpoint_path is not None:
         # Only a run that saves needs every network argument to be nameable in JSON.
-        config = checkpoint.network_config(obs_size, action_size, normalize_observations, network_factory).to_dict()
-        config["training"] = {name: getattr(hp, name) for name in _SAVED_TRAINING_FIELDS}
+        config = checkpoint.run_config(
+            obs_size, action_size, normalize_observations, network_factory, hp, required=save_checkpoint_path
+        )
+    if restore_checkpoint_path is not None:
+        checkpoint.check_resume_config(restore_checkpoint_path, config, allow_config_changes)
 
     training_state = _init_training_state(ppo_network, optimizer, obs_size, key_init, jit, replicated)
     env_steps = 0
     restored_env_state_from = None
 
     if restore_params is not None:
+        checkpoint.check_params_fit(
+            "restore_params", restore_params, checkpoint.abstract_params(ppo_network, obs_size), restore_value_fn
+        )
         value = restore_params.value_params if restore_value_fn else training_state.params.value
         params = ppo_losses.PPONetworkParams(policy=restore_params.policy_params, value=value)
         training_state = training_state.replace(
@@ -542,16 +571,27 @@ def train(
 
     saver = checkpoint.Saver(save_checkpoint_path, max_to_keep=max_to_keep) if save_checkpoint_path else None
 
-    def save(ts: TrainingState, env_state: Any | None) -> None:
+    # The step a run resumes from is already saved when it was restored from this save path.
+    saved_at: list[int] = []
+    if saver is not None and restore_checkpoint_path and os.path.dirname(restore_checkpoint_path) == saver.path:
+        saved_at.append(env_steps)
+
+    def save(ts: TrainingState, env_state: Any | None) -> str | None:
         if saver is None:
-            return
+            return None
+        if saved_at and saved_at[-1] == env_steps:
+            return os.path.join(saver.path, str(env_steps))
         state = {
             "optimizer_state": ts.optimizer_state,
             "env_steps": ts.env_steps,
             "training_step": ts.training_step,
             "key": key_run,
         }
-        saver.save(env_steps, current_params(ts), state, {**config, "env_steps": env_steps}, env_state)
+        saved_at.append(env_steps)
+        return saver.save(env_steps, current_params(ts), state, {**config, "env_steps": env_steps}, env_state)
+
+    def save_now() -> str | None:  # what a failing callback saves: the run as it stands
+        return save(training_state, env_state)
 
     if remaining <= 0:
         if num_timesteps > 0 and restore_checkpoint_path is not None:
@@ -622,15 +662,19 @@ def train(
         eval_policy = functools.partial(make_policy, deterministic=deterministic_eval)
         eval_run = _make_eval_run(wrapped_eval_env, eval_policy, local_eval_envs, eval_steps, mesh, jit)
 
-    # ---- schedule: total training steps split into epochs (and metrics intervals) of equal compiled length
-    num_evals_after_init, steps_per_call, calls_per_segment = _schedule(
-        -(-remaining // env_step_per_training_step),
+    # ---- schedule: the whole run's (not the remainder's), so that a resumed run continues the unbroken plan
+    # (A count between training steps comes from another batch size: the remainder is planned on its own.)
+    done, rest = divmod(env_steps, env_step_per_training_step)
+    schedule = resume.make_schedule(
+        -(-(num_timesteps if rest == 0 else remaining) // env_step_per_training_step),
         num_evals=num_evals,
         num_resets_per_eval=num_resets_per_eval,
         steps_between_reports=(
             max(1, (training_metrics_steps or 0) // env_step_per_training_step) if log_training_metrics else None
         ),
+        steps_done=done if rest == 0 else 0,
     )
+    steps_per_call = schedule.steps_per_call
     training_fn = _make_training_fn(training_step, steps_per_call, mesh, jit)
 
     # Reset, training and evaluation are traced here and compiled side by side (XLA compiles without the GIL).
@@ -649,6 +693,8 @@ def train(
         env_state = checkpoint.restore_env_state(restored_env_state_from, env_state) or env_state
 
     if evaluate:
+        for _ in range(schedule.evaluations_before_start(num_evals > 1)):
+            key_eval = jax.random.split(key_eval)[0]  # the key each earlier evaluation took, as Evaluator splits
         evaluator = acting.Evaluator(
             wrapped_eval_env,
             functools.partial(make_policy, deterministic=deterministic_eval),
@@ -664,36 +710,38 @@ def train(
     training_walltime = 0.0
     last_episode: dict[str, float] = {}
 
-    if evaluator is not None and num_evals > 1:
+    if evaluator is not None and schedule.evaluates_at_start(num_evals > 1):
         metrics = evaluator.run_evaluation(current_params(training_state), training_metrics={"eval/walltime": 0.0})
         logging.info(metrics)
         progress_fn(env_steps, metrics)
 
     training_metrics: dict[str, float] = {}
-    for _ in range(num_evals_after_init):
-        for reset_index in range(max(num_resets_per_eval, 1)):
-            for _ in range(calls_per_segment):
-                t = time.time()
-                training_state, env_state, step_metrics = training_fn(training_state, env_state, key_run)
-                step_metrics = jax.device_get(step_metrics)  # waits for the call: the timing below is honest
-                elapsed = time.time() - t
-                training_walltime += elapsed
-                env_steps += steps_per_call * env_step_per_training_step
-                training_metrics = _training_metrics(
-                    step_metrics,
-                    steps_per_call * env_step_per_training_step / max(elapsed, 1e-9),
-                    training_walltime,
-                    last_episode,
-                )
-                if log_training_metrics:
-                    logging.info(training_metrics)
-                    metrics = training_metrics
-                    progress_fn(env_steps, dict(training_metrics))
-            if num_resets_per_eval > 0 and reset_index < num_resets_per_eval:
-                reset_key = jax.random.fold_in(key_env, int(jax.device_get(training_state.training_step)))
-                env_state = reset_fn(reset_key)
-        if pair_to_steps(jax.device_get(training_state.env_steps)) % _TWO_32 != env_steps % _TWO_32:
-            raise RuntimeError("internal error: device and host env-step counts disagree")
+    for call in schedule.calls():
+        if schedule.resets_before(call):
+            reset_key = jax.random.fold_in(key_env, int(jax.device_get(training_state.training_step)))
+            env_state = reset_fn(reset_key)
+        t = time.time()
+        training_state, env_state, step_metrics = training_fn(training_state, env_state, key_run)
+        step_metrics = jax.device_get(step_metrics)  # waits for the call: the timing below is honest
+        elapsed = time.time() - t
+        training_walltime += elapsed
+        env_steps += steps_per_call * env_step_per_training_step
+        training_metrics = _training_metrics(
+            step_metrics,
+            steps_per_call * env_step_per_training_step / max(elapsed, 1e-9),
+            training_walltime,
+            last_episode,
+        )
+        if schedule.ends_epoch(call):
+            if pair_to_steps(jax.device_get(training_state.env_steps)) % _TWO_32 != env_steps % _TWO_32:
+                raise RuntimeError("internal error: device and host env-step counts disagree")
+            save(training_state, env_state)  # before any user callback: a failing one costs no work
+        if log_training_metrics:
+            logging.info(training_metrics)
+            metrics = training_metrics
+            progress_fn(env_steps, dict(training_metrics))
+        if not schedule.ends_epoch(call):
+            continue
         params = current_params(training_state)
         policy_params_fn(env_steps, make_policy, params)
         if evaluator is not None:
@@ -703,44 +751,11 @@ def train(
         elif num_evals > 0 and not log_training_metrics:
             metrics = training_metrics
             progress_fn(env_steps, dict(metrics))
-        save(training_state, env_state)
 
     logging.info("total steps: %s, wall time %.1f s", env_steps, time.time() - start)
     if saver is not None:
         saver.close()
     return make_policy, current_params(training_state), metrics
-
-
-# Training hyperparameters recorded in a checkpoint's config (the schema's names and validated values).
-_SAVED_TRAINING_FIELDS = (
-    "episode_length",
-    "action_repeat",
-    "num_envs",
-    "learning_rate",
-    "entropy_cost",
-    "discounting",
-    "unroll_length",
-    "batch_size",
-    "num_minibatches",
-    "num_updates_per_batch",
-    "reward_scaling",
-    "clipping_epsilon",
-    "gae_lambda",
-    "max_grad_norm",
-    "normalize_advantage",
-    "vf_loss_coefficient",
-    "bootstrap_on_timeout",
-    "normalize_observations_std_eps",
-    "normalize_observations_mode",
-    "normalize_until_count",
-    "clipping_epsilon_value",
-    "use_distributional_critic",
-    "desired_kl",
-    "learning_rate_schedule",
-    "learning_rate_schedule_min_lr",
-    "learning_rate_schedule_max_lr",
-    "seed",
-)
 
 
 def _init_training_state(
@@ -865,21 +880,6 @@ def _make_eval_run(
         return acting.summarize_eval(state.info["eval_metrics"], axis_name=_AXIS)
 
     return jit(jax.shard_map(per_device_eval, mesh=mesh, in_specs=(P(), P()), out_specs=P(), check_vma=False))
-
-
-def _schedule(
-    training_steps: int, *, num_evals: int, num_resets_per_eval: int, steps_between_reports: int | None
-) -> tuple[int, int, int]:
-    """``training_steps`` split into epochs (and, with ``steps_between_reports``, metrics intervals) of equal
-    compiled length: ``(epochs, steps_per_call, calls_per_segment)``, a segment being the steps between resets."""
-    epochs = max(num_evals - 1, 1)
-    segments = epochs * max(num_resets_per_eval, 1)
-    steps_per_segment = -(-training_steps // segments)
-    steps_per_call = steps_per_segment
-    if steps_between_reports is not None:
-        steps_per_call = min(steps_between_reports, steps_per_segment)
-        steps_per_segment = -(-steps_per_segment // steps_per_call) * steps_per_call
-    return epochs, steps_per_call, steps_per_segment // steps_per_call
 
 
 def make_ppo_update(
