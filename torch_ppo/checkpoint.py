@@ -191,6 +191,7 @@ def load_policy(path: str | os.PathLike, deterministic: bool = True, device: Any
         _check_observation(state["path"], observation, expected)
         return policy(observation, *args, **kwargs)
 
+    checked_policy.modules = policy.modules  # callers move or inspect the networks behind the policy
     return checked_policy
 
 

@@ -9,10 +9,13 @@ observation normaliser folds in every rank's batch; so all ranks hold identical 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import os
 
 import torch
 import torch.distributed as dist
+
+_groups_created = itertools.count()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,7 +45,13 @@ def setup(device: torch.device) -> DistributedContext:
     if not dist.is_available():
         raise RuntimeError("WORLD_SIZE > 1 but this torch build has no torch.distributed")
     backend = "nccl" if device.type == "cuda" else "gloo"
-    dist.init_process_group(backend=backend)
+    # torch names every new default group alike once the previous one is destroyed, so a second train() in the
+    # same launch would read the first group's stale addresses from torchrun's store (a rank that arrives early
+    # connects to a dead port). Each group train() creates gets its own key prefix; ranks call train() in the
+    # same order, so their counters agree.
+    store, rank, world = next(dist.rendezvous("env://"))
+    prefix = dist.PrefixStore(f"torch_ppo/{next(_groups_created)}/", store)
+    dist.init_process_group(backend=backend, store=prefix, rank=rank, world_size=world)
     return DistributedContext(dist.get_rank(), dist.get_world_size(), dist.group.WORLD, owns_group=True)
 
 
