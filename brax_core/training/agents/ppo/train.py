@@ -15,15 +15,19 @@ with ``check_vma=False``; every replicated output is the result of a cross-devic
 two-device test checks that the devices' copies agree.) One compiled call runs a whole epoch (or, with
 ``log_training_metrics``, one metrics interval) of training steps; the host only sees its results.
 
-Reading order: ``train`` checks its arguments and wires the named steps together; ``_make_training_step``
-(collect unrolls) and ``make_ppo_update`` (normaliser and SGD on them) are the algorithm; ``_make_training_fn``,
-``_make_reset_fn`` and ``_make_eval_run`` put them on the device mesh; ``resume.make_schedule`` splits the run into
-compiled calls, and the loop at the end of ``train`` runs them, evaluates and saves checkpoints.
+Reading order: ``train`` is Brax's flow as a sequence of named steps. ``_validated_arguments`` checks every
+argument before anything compiles; ``_make_training_env``, ``_make_networks`` and ``_init_training_state`` build the
+envs, the networks and the optimiser state; ``_start_from_params`` and ``_restore_training`` restore;
+``_make_training_step`` (collect unrolls) and ``make_ppo_update`` (normaliser and SGD on them) are the algorithm;
+``_make_training_fn``, ``_make_reset_fn`` and ``_make_eval_run`` put them on the device mesh; ``resume.make_schedule``
+splits the whole run into compiled calls, which compile side by side; the loop at the end of ``train`` runs an epoch
+of them (``_train_epoch``, which saves a checkpoint at its end), then evaluates and reports.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
 import functools
 import logging
 import os
@@ -120,6 +124,198 @@ def _devices(max_devices_per_host: int | None) -> list[jax.Device]:
         local = per_process[index]
         chosen.extend(local if max_devices_per_host is None else local[:max_devices_per_host])
     return chosen
+
+
+class _SaveFirst:
+    """What a failing user callback calls before its exception propagates: ``save`` (set once there is a run to
+    save) saves the run as it stands and returns where, or ``None`` without a checkpoint path."""
+
+    def __init__(self) -> None:
+        self.save: Callable[[], str | None] = lambda: None
+
+    def __call__(self) -> str | None:
+        return self.save()
+
+
+@dataclasses.dataclass(frozen=True)
+class _Arguments:
+    """``train``'s arguments once checked: the hyperparameters as the schema validated them, and how to run."""
+
+    hp: PPOConfig
+    environment: Env
+    eval_env: Env | None
+    wrap_env: bool | Callable[..., Env]
+    randomization_fn: Callable[..., Any] | None
+    network_factory: Callable[..., ppo_networks.PPONetworks]
+    progress_fn: Callable[[int, Mapping[str, Any]], None]
+    policy_params_fn: Callable[..., None]
+    save_first: _SaveFirst
+    allow_config_changes: bool | tuple[str, ...]
+    devices: list[jax.Device]
+    evaluate: bool
+    vision: bool
+    augment_pixels: bool
+    restore_params: PPOTrainingParams | None
+    restore_value_fn: bool
+    restore_checkpoint_path: str | None
+    env_steps_restored: int
+    save_checkpoint_path: str | os.PathLike | None
+
+    @property
+    def env_options(self) -> dict[str, Any]:
+        """The keyword arguments of ``_wrap_for`` shared by the training and the evaluation envs."""
+        hp = self.hp
+        return dict(
+            wrap_env=self.wrap_env,
+            episode_length=hp.episode_length,
+            action_repeat=hp.action_repeat,
+            randomization_fn=self.randomization_fn,
+        )
+
+
+def _validated_arguments(arguments: Mapping[str, Any]) -> _Arguments:
+    """``train``'s keyword arguments, checked in one place before anything compiles (errors name the argument)."""
+    environment = arguments["environment"]
+    if not (isinstance(environment, str) or envs.is_env(environment)):
+        raise TypeError(
+            "environment must be a brax_core Env, a MuJoCo Playground MjxEnv or a registered environment name "
+            f"('playground:<task>' too), got {environment!r}"
+        )
+    environment = envs.as_env(environment)
+    episode_length = arguments["episode_length"]
+    if episode_length is None:
+        episode_length = int(getattr(environment.unwrapped, "default_episode_length", 1000))
+    # The schema holds every hyperparameter train shares with the torch trainer and the command line.
+    schema_fields = {field.name for field in dataclasses.fields(PPOConfig)}
+    hp = PPOConfig(**{**{k: v for k, v in arguments.items() if k in schema_fields}, "episode_length": episode_length})
+    run_evals = _bool("run_evals", arguments["run_evals"])
+    max_devices_per_host = arguments["max_devices_per_host"]
+    if max_devices_per_host is not None:
+        max_devices_per_host = _positive_int("max_devices_per_host", max_devices_per_host)
+    restore_value_fn = _bool("restore_value_fn", arguments["restore_value_fn"])
+    # Not schema fields: like run_evals they say how to run, and the command line has no image environments.
+    vision, augment_pixels = _bool("vision", arguments["vision"]), _bool("augment_pixels", arguments["augment_pixels"])
+    if vision and hp.action_repeat != 1:
+        # Brax's rule: repeated actions would render frames no policy sees; a pixel env repeats physics itself.
+        raise ValueError(
+            f"vision=True needs action_repeat=1 (got {hp.action_repeat}); repeat physics steps inside the env instead"
+        )
+    madrona_backend = arguments["madrona_backend"]
+    if madrona_backend is not False:
+        raise ValueError(f"madrona_backend must be False: brax_core has no batch renderer, got {madrona_backend!r}")
+    # Checked now; on failure they save the run first (what to save is known once there is a run).
+    save_first = _SaveFirst()
+    progress_fn = resume.user_callback(
+        "progress_fn", _callable("progress_fn", arguments["progress_fn"]), "(num_steps, metrics)", save_first
+    )
+    policy_params_fn = resume.user_callback(
+        "policy_params_fn",
+        _callable("policy_params_fn", arguments["policy_params_fn"]),
+        "(current_step, make_policy, params)",
+        save_first,
+    )
+    allow_config_changes = resume.check_allow("allow_config_changes", arguments["allow_config_changes"])
+    network_factory = _checked_network_factory(arguments["network_factory"], hp.use_distributional_critic)
+    randomization_fn = arguments["randomization_fn"]
+    if randomization_fn is not None:
+        _callable("randomization_fn", randomization_fn)
+    eval_env = arguments["eval_env"]
+    if eval_env is not None:
+        if not envs.is_env(eval_env):
+            raise TypeError(f"eval_env must be a brax_core Env, a MuJoCo Playground MjxEnv or None, got {eval_env!r}")
+        eval_env = envs.as_env(eval_env)
+    wrap_env = _checked_wrap_env(arguments["wrap_env"], arguments["wrap_env_fn"])
+    devices = _devices(max_devices_per_host)
+    evaluate = hp.num_evals > 0 and run_evals
+    _check_device_split(hp, len(devices), evaluate)
+    restore_params = arguments["restore_params"]
+    if restore_params is not None:
+        restore_params = PPOTrainingParams(*_three_params(restore_params))
+    save_checkpoint_path = arguments["save_checkpoint_path"]
+    if save_checkpoint_path is not None and not isinstance(save_checkpoint_path, str | os.PathLike):
+        raise TypeError(f"save_checkpoint_path must be a path, got {save_checkpoint_path!r}")
+    restore_checkpoint_path = arguments["restore_checkpoint_path"]
+    if restore_checkpoint_path is not None:
+        restore_checkpoint_path = checkpoint.resolve(restore_checkpoint_path)
+    env_steps_restored = (
+        int(checkpoint.load_config(restore_checkpoint_path)["env_steps"]) if restore_checkpoint_path else 0
+    )
+    return _Arguments(
+        hp=hp,
+        environment=environment,
+        eval_env=eval_env,
+        wrap_env=wrap_env,
+        randomization_fn=randomization_fn,
+        network_factory=network_factory,
+        progress_fn=progress_fn,
+        policy_params_fn=policy_params_fn,
+        save_first=save_first,
+        allow_config_changes=allow_config_changes,
+        devices=devices,
+        evaluate=evaluate,
+        vision=vision,
+        augment_pixels=augment_pixels,
+        restore_params=restore_params,
+        restore_value_fn=restore_value_fn,
+        restore_checkpoint_path=restore_checkpoint_path,
+        env_steps_restored=env_steps_restored,
+        save_checkpoint_path=save_checkpoint_path,
+    )
+
+
+def _checked_network_factory(
+    network_factory: Any, use_distributional_critic: bool
+) -> Callable[..., ppo_networks.PPONetworks]:
+    """``network_factory``, checked against ``use_distributional_critic`` and bound to it when it is set."""
+    network_factory = _callable("network_factory", network_factory)
+    in_factory = (getattr(network_factory, "keywords", None) or {}).get("use_distributional_critic")
+    if in_factory is not None and bool(in_factory) != use_distributional_critic:
+        raise ValueError(
+            f"network_factory sets use_distributional_critic={in_factory!r} but train has "
+            f"use_distributional_critic={use_distributional_critic!r}; they must agree"
+        )
+    if use_distributional_critic:
+        # The value network must output quantiles; binding it here also records it in saved network configs.
+        network_factory = functools.partial(network_factory, use_distributional_critic=True)
+    return network_factory
+
+
+def _checked_wrap_env(wrap_env: Any, wrap_env_fn: Any) -> bool | Callable[..., Env]:
+    """The wrapper to apply: ``True``, ``False`` or a callable (Brax's ``wrap_env_fn`` wins over ``wrap_env``)."""
+    if wrap_env_fn is not None:
+        wrap_env = _callable("wrap_env_fn", wrap_env_fn)
+    if envs.playground.is_playground_training_wrapper(wrap_env):
+        wrap_env = True  # brax_core's own wrappers do what Playground's do, on the State PlaygroundEnv returns
+    if not (isinstance(wrap_env, bool) or callable(wrap_env)):
+        raise ValueError(f"wrap_env must be True, False or a wrapper callable, got {wrap_env!r}")
+    return wrap_env
+
+
+def _check_device_split(hp: PPOConfig, device_count: int, evaluate: bool) -> None:
+    """Refuses env and batch counts that the training devices cannot share equally."""
+    if hp.num_envs % device_count != 0:
+        raise ValueError(f"num_envs ({hp.num_envs}) must be divisible by the number of devices ({device_count})")
+    if hp.batch_size % device_count != 0:
+        raise ValueError(f"batch_size ({hp.batch_size}) must be divisible by the number of devices ({device_count})")
+    if evaluate and hp.num_eval_envs % device_count != 0:
+        raise ValueError(
+            f"num_eval_envs ({hp.num_eval_envs}) must be divisible by the number of devices ({device_count})"
+        )
+
+
+def _three_params(params: Any) -> tuple[Any, Any, Any]:
+    """``restore_params`` as ``(normalizer_params, policy_params, value_params)``."""
+    if all(hasattr(params, f) for f in PPOTrainingParams._fields):
+        return params.normalizer_params, params.policy_params, params.value_params
+    if isinstance(params, tuple | list) and len(params) == 3:
+        return tuple(params)
+    raise TypeError(
+        "restore_params must be PPOTrainingParams(normalizer_params, policy_params, value_params) or a "
+        f"(normalizer_params, policy_params, value_params) tuple, got {type(params).__name__}"
+    )
+
+
+# ---------------------------------------------------------------------------------------------- environments
 
 
 def _wrap_for(
@@ -359,403 +555,159 @@ def train(
       ``(make_policy, params, metrics)``: the inference function factory, ``PPOTrainingParams`` and the last
       metrics reported.
     """
-    # ---- bad input, before anything compiles
-    if not (isinstance(environment, str) or envs.is_env(environment)):
-        raise TypeError(
-            "environment must be a brax_core Env, a MuJoCo Playground MjxEnv or a registered environment name "
-            f"('playground:<task>' too), got {environment!r}"
-        )
-    environment = envs.as_env(environment)
-    if episode_length is None:
-        episode_length = int(getattr(environment.unwrapped, "default_episode_length", 1000))
-    hp = PPOConfig(
-        num_timesteps=num_timesteps,
-        episode_length=episode_length,
-        action_repeat=action_repeat,
-        num_envs=num_envs,
-        num_eval_envs=num_eval_envs,
-        learning_rate=learning_rate,
-        entropy_cost=entropy_cost,
-        discounting=discounting,
-        seed=seed,
-        unroll_length=unroll_length,
-        batch_size=batch_size,
-        num_minibatches=num_minibatches,
-        num_updates_per_batch=num_updates_per_batch,
-        num_resets_per_eval=num_resets_per_eval,
-        normalize_observations=normalize_observations,
-        normalize_observations_std_eps=normalize_observations_std_eps,
-        normalize_observations_mode=normalize_observations_mode,
-        normalize_until_count=normalize_until_count,
-        reward_scaling=reward_scaling,
-        clipping_epsilon=clipping_epsilon,
-        clipping_epsilon_value=clipping_epsilon_value,
-        gae_lambda=gae_lambda,
-        max_grad_norm=max_grad_norm,
-        normalize_advantage=normalize_advantage,
-        vf_loss_coefficient=vf_loss_coefficient,
-        bootstrap_on_timeout=bootstrap_on_timeout,
-        use_distributional_critic=use_distributional_critic,
-        desired_kl=desired_kl,
-        learning_rate_schedule=learning_rate_schedule,
-        learning_rate_schedule_min_lr=learning_rate_schedule_min_lr,
-        learning_rate_schedule_max_lr=learning_rate_schedule_max_lr,
-        use_pmap_on_reset=use_pmap_on_reset,
-        deterministic_eval=deterministic_eval,
-        num_evals=num_evals,
-        log_training_metrics=log_training_metrics,
-        training_metrics_steps=training_metrics_steps,
-        max_to_keep=max_to_keep,
-    )
-    # The validated values (numpy scalars become Python numbers) under the names the rest of the function uses.
-    num_timesteps, episode_length, action_repeat = hp.num_timesteps, hp.episode_length, hp.action_repeat
-    num_envs, num_eval_envs, num_evals = hp.num_envs, hp.num_eval_envs, hp.num_evals
-    learning_rate, entropy_cost, discounting, seed = hp.learning_rate, hp.entropy_cost, hp.discounting, hp.seed
-    unroll_length, batch_size, num_minibatches = hp.unroll_length, hp.batch_size, hp.num_minibatches
-    num_updates_per_batch, num_resets_per_eval = hp.num_updates_per_batch, hp.num_resets_per_eval
-    normalize_observations, reward_scaling, clipping_epsilon = (
-        hp.normalize_observations,
-        hp.reward_scaling,
-        hp.clipping_epsilon,
-    )
-    gae_lambda, max_grad_norm, normalize_advantage = hp.gae_lambda, hp.max_grad_norm, hp.normalize_advantage
-    vf_loss_coefficient, bootstrap_on_timeout = hp.vf_loss_coefficient, hp.bootstrap_on_timeout
-    deterministic_eval, log_training_metrics = hp.deterministic_eval, hp.log_training_metrics
-    training_metrics_steps, max_to_keep = hp.training_metrics_steps, hp.max_to_keep
-    clipping_epsilon_value, use_distributional_critic = hp.clipping_epsilon_value, hp.use_distributional_critic
-    normalizer_update = functools.partial(
-        running_statistics.update,
-        pmap_axis_name=_AXIS,
-        until_count=hp.normalize_until_count,
-        std_eps=hp.normalize_observations_std_eps,
-        mode=hp.normalize_observations_mode,
-    )
-    run_evals = _bool("run_evals", run_evals)
-    evaluate = num_evals > 0 and run_evals
-    if max_devices_per_host is not None:
-        max_devices_per_host = _positive_int("max_devices_per_host", max_devices_per_host)
-    restore_value_fn = _bool("restore_value_fn", restore_value_fn)
-    # Not schema fields: like run_evals they say how to run, and the command line has no image environments.
-    vision, augment_pixels = _bool("vision", vision), _bool("augment_pixels", augment_pixels)
-    if vision and action_repeat != 1:
-        # Brax's rule: repeated actions would render frames no policy sees; a pixel env repeats physics itself.
-        raise ValueError(
-            f"vision=True needs action_repeat=1 (got {action_repeat}); repeat physics steps inside the env instead"
-        )
-    if madrona_backend is not False:
-        raise ValueError(f"madrona_backend must be False: brax_core has no batch renderer, got {madrona_backend!r}")
-    # Checked now; on failure they save the run first (save_now is defined once there is a run to save).
-    progress_fn = resume.user_callback(
-        "progress_fn", _callable("progress_fn", progress_fn), "(num_steps, metrics)", lambda: save_now()
-    )
-    policy_params_fn = resume.user_callback(
-        "policy_params_fn",
-        _callable("policy_params_fn", policy_params_fn),
-        "(current_step, make_policy, params)",
-        lambda: save_now(),
-    )
-    allow_config_changes = resume.check_allow("allow_config_changes", allow_config_changes)
-    network_factory = _callable("network_factory", network_factory)
-    in_factory = (getattr(network_factory, "keywords", None) or {}).get("use_distributional_critic")
-    if in_factory is not None and bool(in_factory) != use_distributional_critic:
-        raise ValueError(
-            f"network_factory sets use_distributional_critic={in_factory!r} but train has "
-            f"use_distributional_critic={use_distributional_critic!r}; they must agree"
-        )
-    if use_distributional_critic:
-        # The value network must output quantiles; binding it here also records it in saved network configs.
-        network_factory = functools.partial(network_factory, use_distributional_critic=True)
-    if randomization_fn is not None:
-        _callable("randomization_fn", randomization_fn)
-    if eval_env is not None:
-        if not envs.is_env(eval_env):
-            raise TypeError(f"eval_env must be a brax_core Env, a MuJoCo Playground MjxEnv or None, got {eval_env!r}")
-        eval_env = envs.as_env(eval_env)
-    if wrap_env_fn is not None:
-        wrap_env = _callable("wrap_env_fn", wrap_env_fn)
-    if envs.playground.is_playground_training_wrapper(wrap_env):
-        wrap_env = True  # brax_core's own wrappers do what Playground's do, on the State PlaygroundEnv returns
-    if not (isinstance(wrap_env, bool) or callable(wrap_env)):
-        raise ValueError(f"wrap_env must be True, False or a wrapper callable, got {wrap_env!r}")
-    devices = _devices(max_devices_per_host)
-    device_count = len(devices)
-    if num_envs % device_count != 0:
-        raise ValueError(f"num_envs ({num_envs}) must be divisible by the number of devices ({device_count})")
-    if batch_size % device_count != 0:
-        raise ValueError(f"batch_size ({batch_size}) must be divisible by the number of devices ({device_count})")
-    if evaluate and num_eval_envs % device_count != 0:
-        raise ValueError(f"num_eval_envs ({num_eval_envs}) must be divisible by the number of devices ({device_count})")
-    if restore_params is not None:
-        restore_params = PPOTrainingParams(*_three_params(restore_params))
-    if save_checkpoint_path is not None and not isinstance(save_checkpoint_path, str | os.PathLike):
-        raise TypeError(f"save_checkpoint_path must be a path, got {save_checkpoint_path!r}")
-    if restore_checkpoint_path is not None:
-        restore_checkpoint_path = checkpoint.resolve(restore_checkpoint_path)
-    env_steps_restored = (
-        int(checkpoint.load_config(restore_checkpoint_path)["env_steps"]) if restore_checkpoint_path else 0
-    )
-
-    env_step_per_training_step = batch_size * unroll_length * num_minibatches * action_repeat
-    env_options = dict(
-        wrap_env=wrap_env,
-        episode_length=episode_length,
-        action_repeat=action_repeat,
-        randomization_fn=randomization_fn,
-    )
-    local_envs = num_envs // device_count
-    local_eval_envs = num_eval_envs // device_count if evaluate else 0
-    num_unrolls = batch_size * num_minibatches // num_envs
-
-    mesh = Mesh(np.asarray(devices), (_AXIS,))
-    jit = functools.partial(jax.jit, compiler_options=_compiler_options(devices, num_timesteps - env_steps_restored))
+    args = _validated_arguments(locals())  # first statement: locals() holds exactly train's arguments
+    hp = args.hp
+    remaining = hp.num_timesteps - args.env_steps_restored
+    mesh = Mesh(np.asarray(args.devices), (_AXIS,))
+    jit = functools.partial(jax.jit, compiler_options=_compiler_options(args.devices, remaining))
     replicated = NamedSharding(mesh, P())
-
-    optimizer = ppo_optimizer.make_optimizer(learning_rate, max_grad_norm, hp.learning_rate_schedule)
-
-    key = jax.random.PRNGKey(seed)
+    optimizer = ppo_optimizer.make_optimizer(hp.learning_rate, hp.max_grad_norm, hp.learning_rate_schedule)
+    key = jax.random.PRNGKey(hp.seed)
     key_init, key_run, key_env, key_eval, key_randomize = jax.random.split(key, 5)
 
     # ---- environments. Built before the networks so that the observation size comes from the reset the
     # trainer traces anyway: a separate probe would trace the env's reset (MJX forward dynamics) once more.
-    remaining = num_timesteps - env_steps_restored
-    env = reset_fn = abstract_env_state = None
-    if remaining > 0:
-        env = _wrap_for(environment, local_envs, key_randomize, **env_options)
-        reset_fn = _make_reset_fn(env, mesh, local_envs, jit)
-        abstract_env_state = reset_fn.eval_shape(key_env)
+    env, reset_fn, abstract_env_state = _make_training_env(args, remaining, key_randomize, key_env, mesh, jit)
 
-    # ---- networks and their (checkpoint) configuration
-    obs_size = _observation_size(environment, abstract_env_state.obs if wrap_env is True and env is not None else None)
-    action_size = environment.action_size
-    if (vision or augment_pixels) and not networks_vision.has_pixels(obs_size):
-        flag = "vision=True" if vision else "augment_pixels=True"
-        raise ValueError(
-            f"{flag} needs dict observations with image views (keys starting with 'pixels/'); the environment's "
-            f"observation_size is {obs_size!r}"
-        )
-    preprocess = running_statistics.normalize if normalize_observations else types.identity_observation_preprocessor
-    ppo_network = network_factory(obs_size, action_size, preprocess_observations_fn=preprocess)
+    # ---- networks, their (checkpoint) configuration, a resumed run's check against it, and the optimiser
+    ppo_network, obs_size, config = _make_networks(args, abstract_env_state)
     make_policy = ppo_networks.make_inference_fn(ppo_network)
-    if evaluate and eval_env is not None:
-        checkpoint.check_observation_size("eval_env", eval_env.observation_size, obs_size)
-    config = None
-    if save_checkpoint_path is not None or restore_checkpoint_path is not None:
-        # Only a run that saves needs every network argument to be nameable in JSON.
-        config = checkpoint.run_config(
-            obs_size, action_size, normalize_observations, network_factory, hp, required=save_checkpoint_path
-        )
-    if restore_checkpoint_path is not None:
-        checkpoint.check_resume_config(restore_checkpoint_path, config, allow_config_changes)
-
+    if args.restore_checkpoint_path is not None:
+        checkpoint.check_resume_config(args.restore_checkpoint_path, config, args.allow_config_changes)
     training_state = _init_training_state(ppo_network, optimizer, obs_size, key_init, jit, replicated)
+
+    # ---- restore: parameters to start from, then a checkpoint to resume
+    if args.restore_params is not None:
+        training_state = _start_from_params(args, training_state, ppo_network, obs_size, optimizer, jit, replicated)
     env_steps = 0
-    restored_env_state_from = None
-
-    if restore_params is not None:
-        checkpoint.check_params_fit(
-            "restore_params", restore_params, checkpoint.abstract_params(ppo_network, obs_size), restore_value_fn
-        )
-        value = restore_params.value_params if restore_value_fn else training_state.params.value
-        params = ppo_losses.PPONetworkParams(policy=restore_params.policy_params, value=value)
-        training_state = training_state.replace(
-            params=jax.device_put(params, replicated),
-            normalizer_params=jax.device_put(restore_params.normalizer_params, replicated),
-            optimizer_state=jit(optimizer.init, out_shardings=replicated)(params),
-        )
-    if restore_checkpoint_path is not None:
-        training_state, key_run, env_steps = _restore_training(restore_checkpoint_path, training_state, key_run)
-        restored_env_state_from = restore_checkpoint_path
-
-    def current_params(ts: TrainingState) -> PPOTrainingParams:
-        return PPOTrainingParams(ts.normalizer_params, ts.params.policy, ts.params.value)
-
-    saver = checkpoint.Saver(save_checkpoint_path, max_to_keep=max_to_keep) if save_checkpoint_path else None
-
-    # The step a run resumes from is already saved when it was restored from this save path.
-    saved_at: list[int] = []
-    if saver is not None and restore_checkpoint_path and os.path.dirname(restore_checkpoint_path) == saver.path:
-        saved_at.append(env_steps)
-
-    def save(ts: TrainingState, env_state: Any | None) -> str | None:
-        if saver is None:
-            return None
-        if saved_at and saved_at[-1] == env_steps:
-            return os.path.join(saver.path, str(env_steps))
-        state = {
-            "optimizer_state": ts.optimizer_state,
-            "env_steps": ts.env_steps,
-            "training_step": ts.training_step,
-            "key": key_run,
-        }
-        saved_at.append(env_steps)
-        return saver.save(env_steps, current_params(ts), state, {**config, "env_steps": env_steps}, env_state)
-
-    def save_now() -> str | None:  # what a failing callback saves: the run as it stands
-        return save(training_state, env_state)
+    if args.restore_checkpoint_path is not None:
+        training_state, key_run, env_steps = _restore_training(args.restore_checkpoint_path, training_state, key_run)
+    checkpoints = _Checkpoints(args, config, key_run, env_steps)
+    args.save_first.save = checkpoints.save_latest
 
     if remaining <= 0:
-        if num_timesteps > 0 and restore_checkpoint_path is not None:
+        if hp.num_timesteps > 0 and args.restore_checkpoint_path is not None:
             logging.info(
-                "checkpoint is at %d env steps, num_timesteps is %d: nothing to train", env_steps, num_timesteps
+                "checkpoint is at %d env steps, num_timesteps is %d: nothing to train", env_steps, hp.num_timesteps
             )
-        if saver is not None:
-            save(training_state, None)
-            saver.close()
-        return make_policy, current_params(training_state), {}
+        checkpoints.save(training_state, env_steps, None)
+        checkpoints.close()
+        return make_policy, _current_params(training_state), {}
 
-    extra_fields = ["truncation"]
-    if log_training_metrics:
-        extra_fields += ["episode_metrics", "episode_done"]
-
-    loss_fn = functools.partial(
-        ppo_losses.compute_ppo_loss,
-        ppo_network=ppo_network,
-        entropy_cost=entropy_cost,
-        discounting=discounting,
-        reward_scaling=reward_scaling,
-        gae_lambda=gae_lambda,
-        clipping_epsilon=clipping_epsilon,
-        normalize_advantage=normalize_advantage,
-        vf_loss_coefficient=vf_loss_coefficient,
-        bootstrap_on_timeout=bootstrap_on_timeout,
-        clipping_epsilon_value=clipping_epsilon_value,
-        use_distributional_critic=use_distributional_critic,
-    )
-    update = make_ppo_update(
-        ppo_network,
-        optimizer,
-        loss_fn,
-        num_minibatches=num_minibatches,
-        num_updates_per_batch=num_updates_per_batch,
-        normalizer_update=normalizer_update if normalize_observations else None,
-        learning_rate_schedule=hp.learning_rate_schedule,
-        desired_kl=hp.desired_kl,
-        learning_rate_schedule_min_lr=hp.learning_rate_schedule_min_lr,
-        learning_rate_schedule_max_lr=hp.learning_rate_schedule_max_lr,
-        clipping_epsilon_value=clipping_epsilon_value,
-        use_distributional_critic=use_distributional_critic,
-        augment_pixels=augment_pixels,
-    )
-
+    # ---- the compiled functions: training steps (collect unrolls, then the PPO update), reset, evaluation
+    env_steps_per_training_step = hp.batch_size * hp.unroll_length * hp.num_minibatches * hp.action_repeat
     training_step = _make_training_step(
         env,
         make_policy,
-        update,
-        unroll_length=unroll_length,
-        num_unrolls=num_unrolls,
-        extra_fields=tuple(extra_fields),
-        log_training_metrics=log_training_metrics,
-        env_steps_per_training_step=env_step_per_training_step,
+        _make_update(args, ppo_network, optimizer),
+        unroll_length=hp.unroll_length,
+        num_unrolls=hp.batch_size * hp.num_minibatches // hp.num_envs,
+        extra_fields=("truncation", "episode_metrics", "episode_done") if hp.log_training_metrics else ("truncation",),
+        log_training_metrics=hp.log_training_metrics,
+        env_steps_per_training_step=env_steps_per_training_step,
     )
+    eval_env, eval_run = _make_evaluation(args, make_policy, key_randomize, mesh, jit)
+    schedule = _make_schedule(hp, env_steps, env_steps_per_training_step)
+    training_fn = _make_training_fn(training_step, schedule.steps_per_call, mesh, jit)
 
-    # ---- evaluation
-    evaluator = None
-    if evaluate:
-        if eval_env is None:
-            eval_key = jax.random.fold_in(key_randomize, 1)
-            eval_base = _wrap_for(environment, local_eval_envs, eval_key, for_eval=True, **env_options)
-        else:
-            eval_base = _wrap_for(eval_env, local_eval_envs, None, for_eval=True, **env_options)
-        wrapped_eval_env = env_training.EvalWrapper(eval_base)
-        eval_steps = -(-episode_length // action_repeat)
-
-        eval_policy = functools.partial(make_policy, deterministic=deterministic_eval)
-        eval_run = _make_eval_run(wrapped_eval_env, eval_policy, local_eval_envs, eval_steps, mesh, jit)
-
-    # ---- schedule: the whole run's (not the remainder's), so that a resumed run continues the unbroken plan
-    # (A count between training steps comes from another batch size: the remainder is planned on its own.)
-    done, rest = divmod(env_steps, env_step_per_training_step)
-    schedule = resume.make_schedule(
-        -(-(num_timesteps if rest == 0 else remaining) // env_step_per_training_step),
-        num_evals=num_evals,
-        num_resets_per_eval=num_resets_per_eval,
-        steps_between_reports=(
-            max(1, (training_metrics_steps or 0) // env_step_per_training_step) if log_training_metrics else None
-        ),
-        steps_done=done if rest == 0 else 0,
-    )
-    steps_per_call = schedule.steps_per_call
-    training_fn = _make_training_fn(training_step, steps_per_call, mesh, jit)
-
-    # Reset, training and evaluation are traced here and compiled side by side (XLA compiles without the GIL).
-    sharded = NamedSharding(mesh, P(_AXIS))
-    abstract_env_state = jax.tree.map(
-        lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sharded), abstract_env_state
-    )
-    jobs = [(reset_fn, (key_env,)), (training_fn, (training_state, abstract_env_state, key_run))]
-    if evaluate:
-        jobs.append((eval_run, (current_params(training_state), key_eval)))
+    # ---- compile: reset, training and evaluation are traced here and compiled side by side (XLA compiles
+    # without the GIL)
+    jobs = [(reset_fn, (key_env,)), (training_fn, (training_state, _sharded(abstract_env_state, mesh), key_run))]
+    if eval_run is not None:
+        jobs.append((eval_run, (_current_params(training_state), key_eval)))
     compiled = _compile_in_parallel(jobs)
     reset_fn, training_fn = compiled[0], compiled[1]
 
     env_state = reset_fn(key_env)
-    if restored_env_state_from is not None:
-        env_state = checkpoint.restore_env_state(restored_env_state_from, env_state) or env_state
+    if args.restore_checkpoint_path is not None:
+        env_state = checkpoint.restore_env_state(args.restore_checkpoint_path, env_state) or env_state
+    checkpoints.track(training_state, env_state, env_steps)
+    initial_evaluation = hp.num_evals > 1
+    evaluator = None
+    if args.evaluate:
+        skipped = schedule.evaluations_before_start(initial_evaluation)
+        evaluator = _make_evaluator(args, eval_env, make_policy, key_eval, compiled[2], skipped)
 
-    if evaluate:
-        for _ in range(schedule.evaluations_before_start(num_evals > 1)):
-            key_eval = jax.random.split(key_eval)[0]  # the key each earlier evaluation took, as Evaluator splits
-        evaluator = acting.Evaluator(
-            wrapped_eval_env,
-            functools.partial(make_policy, deterministic=deterministic_eval),
-            num_eval_envs=num_eval_envs,
-            episode_length=episode_length,
-            action_repeat=action_repeat,
-            key=key_eval,
-            run_fn=compiled[2],
-        )
-
+    # ---- the outer loop: an epoch of training (saved at its end), then report and evaluate
     metrics: dict[str, float] = {}
     start = time.time()
-    training_walltime = 0.0
-    last_episode: dict[str, float] = {}
+    counters = _Counters(env_steps)
+    if evaluator is not None and schedule.evaluates_at_start(initial_evaluation):
+        initial = _current_params(training_state)
+        metrics = _evaluate(evaluator, initial, {"eval/walltime": 0.0}, args.progress_fn, env_steps)
 
-    if evaluator is not None and schedule.evaluates_at_start(num_evals > 1):
-        metrics = evaluator.run_evaluation(current_params(training_state), training_metrics={"eval/walltime": 0.0})
-        logging.info(metrics)
-        progress_fn(env_steps, metrics)
-
-    training_metrics: dict[str, float] = {}
-    for call in schedule.calls():
-        if schedule.resets_before(call):
-            reset_key = jax.random.fold_in(key_env, int(jax.device_get(training_state.training_step)))
-            env_state = reset_fn(reset_key)
-        t = time.time()
-        training_state, env_state, step_metrics = training_fn(training_state, env_state, key_run)
-        step_metrics = jax.device_get(step_metrics)  # waits for the call: the timing below is honest
-        elapsed = time.time() - t
-        training_walltime += elapsed
-        env_steps += steps_per_call * env_step_per_training_step
-        training_metrics = _training_metrics(
-            step_metrics,
-            steps_per_call * env_step_per_training_step / max(elapsed, 1e-9),
-            training_walltime,
-            last_episode,
+    report = args.progress_fn if hp.log_training_metrics else None  # training metrics as they come
+    for calls in _epochs(schedule):
+        training_state, env_state, training_metrics = _train_epoch(
+            training_fn,
+            reset_fn,
+            training_state,
+            env_state,
+            key_run,
+            key_env,
+            schedule,
+            calls,
+            schedule.steps_per_call * env_steps_per_training_step,
+            counters,
+            checkpoints,
+            report,
         )
-        if schedule.ends_epoch(call):
-            if pair_to_steps(jax.device_get(training_state.env_steps)) % _TWO_32 != env_steps % _TWO_32:
-                raise RuntimeError("internal error: device and host env-step counts disagree")
-            save(training_state, env_state)  # before any user callback: a failing one costs no work
-        if log_training_metrics:
-            logging.info(training_metrics)
+        if hp.log_training_metrics:
             metrics = training_metrics
-            progress_fn(env_steps, dict(training_metrics))
-        if not schedule.ends_epoch(call):
-            continue
-        params = current_params(training_state)
-        policy_params_fn(env_steps, make_policy, params)
+        params = _current_params(training_state)
+        args.policy_params_fn(counters.env_steps, make_policy, params)
         if evaluator is not None:
-            metrics = evaluator.run_evaluation(params, training_metrics=training_metrics)
-            logging.info(metrics)
-            progress_fn(env_steps, metrics)
-        elif num_evals > 0 and not log_training_metrics:
+            metrics = _evaluate(evaluator, params, training_metrics, args.progress_fn, counters.env_steps)
+        elif hp.num_evals > 0 and not hp.log_training_metrics:
             metrics = training_metrics
-            progress_fn(env_steps, dict(metrics))
+            args.progress_fn(counters.env_steps, dict(metrics))
 
-    logging.info("total steps: %s, wall time %.1f s", env_steps, time.time() - start)
-    if saver is not None:
-        saver.close()
-    return make_policy, current_params(training_state), metrics
+    logging.info("total steps: %s, wall time %.1f s", counters.env_steps, time.time() - start)
+    checkpoints.close()
+    return make_policy, _current_params(training_state), metrics
+
+
+# ------------------------------------------------------------------------------------------ the steps of train
+
+
+def _make_training_env(
+    args: _Arguments, remaining: int, key_randomize: jax.Array, key_env: jax.Array, mesh: Mesh, jit: Callable[..., Any]
+) -> tuple[Env | None, Any, Any]:
+    """One device's training envs, their jitted reset and its abstract output (``None``s with nothing to train)."""
+    if remaining <= 0:
+        return None, None, None
+    local_envs = args.hp.num_envs // len(args.devices)
+    env = _wrap_for(args.environment, local_envs, key_randomize, **args.env_options)
+    reset_fn = _make_reset_fn(env, mesh, local_envs, jit)
+    return env, reset_fn, reset_fn.eval_shape(key_env)
+
+
+def _make_networks(
+    args: _Arguments, abstract_env_state: Any | None
+) -> tuple[ppo_networks.PPONetworks, Any, dict[str, Any] | None]:
+    """The PPO networks, the observation size they take and, for a run that saves or resumes, its checkpoint
+    config."""
+    batched_obs = abstract_env_state.obs if args.wrap_env is True and abstract_env_state is not None else None
+    obs_size = _observation_size(args.environment, batched_obs)
+    action_size = args.environment.action_size
+    if (args.vision or args.augment_pixels) and not networks_vision.has_pixels(obs_size):
+        flag = "vision=True" if args.vision else "augment_pixels=True"
+        raise ValueError(
+            f"{flag} needs dict observations with image views (keys starting with 'pixels/'); the environment's "
+            f"observation_size is {obs_size!r}"
+        )
+    normalize = args.hp.normalize_observations
+    preprocess = running_statistics.normalize if normalize else types.identity_observation_preprocessor
+    ppo_network = args.network_factory(obs_size, action_size, preprocess_observations_fn=preprocess)
+    if args.evaluate and args.eval_env is not None:
+        checkpoint.check_observation_size("eval_env", args.eval_env.observation_size, obs_size)
+    config = None
+    if args.save_checkpoint_path is not None or args.restore_checkpoint_path is not None:
+        # Only a run that saves needs every network argument to be nameable in JSON.
+        config = checkpoint.run_config(
+            obs_size, action_size, normalize, args.network_factory, args.hp, required=args.save_checkpoint_path
+        )
+    return ppo_network, obs_size, config
 
 
 def _init_training_state(
@@ -790,6 +742,155 @@ def _init_training_state(
         )
 
     return jit(init, out_shardings=replicated)(key)
+
+
+def _start_from_params(
+    args: _Arguments,
+    training_state: TrainingState,
+    ppo_network: ppo_networks.PPONetworks,
+    obs_size: Any,
+    optimizer: optax.GradientTransformation,
+    jit: Callable[..., Any],
+    replicated: NamedSharding,
+) -> TrainingState:
+    """``training_state`` starting from ``restore_params`` (its value parameters only with ``restore_value_fn``),
+    once they are checked to fit the networks."""
+    restore_params = args.restore_params
+    target = checkpoint.abstract_params(ppo_network, obs_size)
+    checkpoint.check_params_fit("restore_params", restore_params, target, args.restore_value_fn)
+    value = restore_params.value_params if args.restore_value_fn else training_state.params.value
+    params = ppo_losses.PPONetworkParams(policy=restore_params.policy_params, value=value)
+    return training_state.replace(
+        params=jax.device_put(params, replicated),
+        normalizer_params=jax.device_put(restore_params.normalizer_params, replicated),
+        optimizer_state=jit(optimizer.init, out_shardings=replicated)(params),
+    )
+
+
+def _restore_training(
+    path: str, training_state: TrainingState, key_run: jax.Array
+) -> tuple[TrainingState, jax.Array, int]:
+    """Loads the complete training state saved at ``path`` into the shardings of ``training_state``."""
+    config = checkpoint.load_config(path)
+    params_target = PPOTrainingParams(
+        training_state.normalizer_params, training_state.params.policy, training_state.params.value
+    )
+    params = checkpoint.restore_item(path, "params", params_target)
+    state_target = {
+        "optimizer_state": training_state.optimizer_state,
+        "env_steps": training_state.env_steps,
+        "training_step": training_state.training_step,
+        "key": key_run,
+    }
+    state = checkpoint.restore_item(path, "state", state_target)
+    env_steps = int(config["env_steps"])
+    if pair_to_steps(jax.device_get(state["env_steps"])) != env_steps:
+        raise ValueError(f"checkpoint at {path!r} is inconsistent: its step counters disagree")
+    restored = training_state.replace(
+        optimizer_state=state["optimizer_state"],
+        params=ppo_losses.PPONetworkParams(policy=params.policy_params, value=params.value_params),
+        normalizer_params=params.normalizer_params,
+        env_steps=state["env_steps"],
+        training_step=state["training_step"],
+    )
+    return restored, state["key"], env_steps
+
+
+def _current_params(ts: TrainingState) -> PPOTrainingParams:
+    """The parameters of ``ts`` in the form ``make_policy``, callbacks and checkpoints take."""
+    return PPOTrainingParams(ts.normalizer_params, ts.params.policy, ts.params.value)
+
+
+class _Checkpoints:
+    """Writes the run's checkpoints into ``args.save_checkpoint_path`` (nothing when there is none), at most one
+    per step count, and keeps the run's latest state for a failing callback to save."""
+
+    def __init__(self, args: _Arguments, config: dict[str, Any] | None, key_run: jax.Array, env_steps: int):
+        path = args.save_checkpoint_path
+        self._saver = checkpoint.Saver(path, max_to_keep=args.hp.max_to_keep) if path else None
+        self._config = config
+        self._key_run = key_run
+        self._saved_at: list[int] = []
+        self._latest: tuple[TrainingState, Any, int] | None = None
+        # The step a run resumes from is already saved when it was restored from this save path.
+        restored = args.restore_checkpoint_path
+        if self._saver is not None and restored and os.path.dirname(restored) == self._saver.path:
+            self._saved_at.append(env_steps)
+
+    def save(self, ts: TrainingState, env_steps: int, env_state: Any | None) -> str | None:
+        """Saves ``ts`` (and ``env_state`` when given) as the checkpoint at ``env_steps``; returns its directory."""
+        if self._saver is None:
+            return None
+        if self._saved_at and self._saved_at[-1] == env_steps:
+            return os.path.join(self._saver.path, str(env_steps))
+        state = {
+            "optimizer_state": ts.optimizer_state,
+            "env_steps": ts.env_steps,
+            "training_step": ts.training_step,
+            "key": self._key_run,
+        }
+        self._saved_at.append(env_steps)
+        config = {**self._config, "env_steps": env_steps}
+        return self._saver.save(env_steps, _current_params(ts), state, config, env_state)
+
+    def track(self, ts: TrainingState, env_state: Any, env_steps: int) -> None:
+        """Records the run as it stands (the arrays a failing callback would have saved)."""
+        self._latest = (ts, env_state, env_steps)
+
+    def save_latest(self) -> str | None:
+        """Saves the run as it last stood (see ``track``)."""
+        if self._latest is None:
+            return None
+        ts, env_state, env_steps = self._latest
+        return self.save(ts, env_steps, env_state)
+
+    def close(self) -> None:
+        """Closes the writer."""
+        if self._saver is not None:
+            self._saver.close()
+
+
+def _make_update(
+    args: _Arguments, ppo_network: ppo_networks.PPONetworks, optimizer: optax.GradientTransformation
+) -> Callable[[TrainingState, types.Transition, jax.Array], tuple[TrainingState, dict[str, jax.Array]]]:
+    """The PPO update (``make_ppo_update``) with the loss and the observation statistics ``args`` ask for."""
+    hp = args.hp
+    loss_fn = functools.partial(
+        ppo_losses.compute_ppo_loss,
+        ppo_network=ppo_network,
+        entropy_cost=hp.entropy_cost,
+        discounting=hp.discounting,
+        reward_scaling=hp.reward_scaling,
+        gae_lambda=hp.gae_lambda,
+        clipping_epsilon=hp.clipping_epsilon,
+        normalize_advantage=hp.normalize_advantage,
+        vf_loss_coefficient=hp.vf_loss_coefficient,
+        bootstrap_on_timeout=hp.bootstrap_on_timeout,
+        clipping_epsilon_value=hp.clipping_epsilon_value,
+        use_distributional_critic=hp.use_distributional_critic,
+    )
+    normalizer_update = functools.partial(
+        running_statistics.update,
+        pmap_axis_name=_AXIS,
+        until_count=hp.normalize_until_count,
+        std_eps=hp.normalize_observations_std_eps,
+        mode=hp.normalize_observations_mode,
+    )
+    return make_ppo_update(
+        ppo_network,
+        optimizer,
+        loss_fn,
+        num_minibatches=hp.num_minibatches,
+        num_updates_per_batch=hp.num_updates_per_batch,
+        normalizer_update=normalizer_update if hp.normalize_observations else None,
+        learning_rate_schedule=hp.learning_rate_schedule,
+        desired_kl=hp.desired_kl,
+        learning_rate_schedule_min_lr=hp.learning_rate_schedule_min_lr,
+        learning_rate_schedule_max_lr=hp.learning_rate_schedule_max_lr,
+        clipping_epsilon_value=hp.clipping_epsilon_value,
+        use_distributional_critic=hp.use_distributional_critic,
+        augment_pixels=args.augment_pixels,
+    )
 
 
 def _make_training_step(
@@ -863,6 +964,29 @@ def _make_training_fn(training_step: Callable[..., Any], num_steps: int, mesh: M
     return jit(fn, donate_argnums=(0, 1))
 
 
+def _make_evaluation(
+    args: _Arguments,
+    make_policy: Callable[..., types.Policy],
+    key_randomize: jax.Array,
+    mesh: Mesh,
+    jit: Callable[..., Any],
+) -> tuple[Env | None, Any]:
+    """The evaluation envs of one device and their jitted evaluation run (``None``s when nothing is evaluated)."""
+    if not args.evaluate:
+        return None, None
+    hp = args.hp
+    local_eval_envs = hp.num_eval_envs // len(args.devices)
+    if args.eval_env is None:
+        eval_key = jax.random.fold_in(key_randomize, 1)
+        eval_base = _wrap_for(args.environment, local_eval_envs, eval_key, for_eval=True, **args.env_options)
+    else:
+        eval_base = _wrap_for(args.eval_env, local_eval_envs, None, for_eval=True, **args.env_options)
+    eval_env = env_training.EvalWrapper(eval_base)
+    eval_steps = -(-hp.episode_length // hp.action_repeat)
+    eval_policy = functools.partial(make_policy, deterministic=hp.deterministic_eval)
+    return eval_env, _make_eval_run(eval_env, eval_policy, local_eval_envs, eval_steps, mesh, jit)
+
+
 def _make_eval_run(
     eval_env: Env,
     eval_policy: Callable[[Any], types.Policy],
@@ -880,6 +1004,171 @@ def _make_eval_run(
         return acting.summarize_eval(state.info["eval_metrics"], axis_name=_AXIS)
 
     return jit(jax.shard_map(per_device_eval, mesh=mesh, in_specs=(P(), P()), out_specs=P(), check_vma=False))
+
+
+def _make_evaluator(
+    args: _Arguments,
+    eval_env: Env,
+    make_policy: Callable[..., types.Policy],
+    key: jax.Array,
+    run_fn: Any,
+    skipped_evaluations: int,
+) -> acting.Evaluator:
+    """Brax's ``Evaluator`` over the compiled evaluation run ``run_fn``, its key past the ``skipped_evaluations``
+    an unbroken run made before a resumed one starts."""
+    hp = args.hp
+    for _ in range(skipped_evaluations):
+        key = jax.random.split(key)[0]  # the key each earlier evaluation took, as Evaluator splits
+    return acting.Evaluator(
+        eval_env,
+        functools.partial(make_policy, deterministic=hp.deterministic_eval),
+        num_eval_envs=hp.num_eval_envs,
+        episode_length=hp.episode_length,
+        action_repeat=hp.action_repeat,
+        key=key,
+        run_fn=run_fn,
+    )
+
+
+def _make_schedule(hp: PPOConfig, env_steps: int, env_steps_per_training_step: int) -> resume.Schedule:
+    """The whole run's schedule (not the remainder's), so that a resumed run continues the unbroken plan."""
+    # A count between training steps comes from another batch size: the remainder is planned on its own.
+    done, rest = divmod(env_steps, env_steps_per_training_step)
+    remaining = hp.num_timesteps - env_steps
+    return resume.make_schedule(
+        -(-(hp.num_timesteps if rest == 0 else remaining) // env_steps_per_training_step),
+        num_evals=hp.num_evals,
+        num_resets_per_eval=hp.num_resets_per_eval,
+        steps_between_reports=(
+            max(1, (hp.training_metrics_steps or 0) // env_steps_per_training_step) if hp.log_training_metrics else None
+        ),
+        steps_done=done if rest == 0 else 0,
+    )
+
+
+def _epochs(schedule: resume.Schedule) -> list[range]:
+    """The calls this process runs, grouped by epoch (the first group starts where a resumed run starts)."""
+    calls = schedule.calls()
+    per_epoch = schedule.calls_per_epoch
+    starts = range(calls.start - calls.start % per_epoch, calls.stop, per_epoch)
+    return [range(max(first, calls.start), first + per_epoch) for first in starts]
+
+
+def _sharded(abstract_env_state: Any, mesh: Mesh) -> Any:
+    """The abstract env state laid out over the devices as the training call takes it."""
+    sharded = NamedSharding(mesh, P(_AXIS))
+    return jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sharded), abstract_env_state)
+
+
+def _compile_in_parallel(jobs: list[tuple[Any, tuple[Any, ...]]]) -> list[Any]:
+    """Lowers each ``(jitted_fn, args)`` in turn, then compiles them all at once on a thread pool."""
+    t = time.time()
+    lowered = [fn.lower(*args) for fn, args in jobs]
+    t_lower = time.time() - t
+    t = time.time()
+    if len(lowered) == 1:
+        compiled = [lowered[0].compile()]
+    else:
+        with concurrent.futures.ThreadPoolExecutor(max_workers=len(lowered)) as pool:
+            compiled = list(pool.map(lambda low: low.compile(), lowered))
+    logging.info(
+        "traced and lowered %d functions in %.1f s, compiled them in %.1f s", len(jobs), t_lower, time.time() - t
+    )
+    return compiled
+
+
+@dataclasses.dataclass
+class _Counters:
+    """What the host counts over a run: env steps, seconds in training calls, the last training-episode means."""
+
+    env_steps: int
+    training_walltime: float = 0.0
+    last_episode: dict[str, float] = dataclasses.field(default_factory=dict)
+
+
+def _train_epoch(
+    training_fn: Any,
+    reset_fn: Any,
+    ts: TrainingState,
+    env_state: Any,
+    key_run: jax.Array,
+    key_env: jax.Array,
+    schedule: resume.Schedule,
+    calls: range,
+    env_steps_per_call: int,
+    counters: _Counters,
+    checkpoints: _Checkpoints,
+    report: Callable[[int, Mapping[str, Any]], None] | None,
+) -> tuple[TrainingState, Any, dict[str, float]]:
+    """Runs ``calls``, the compiled calls of one epoch (the envs reset before a segment's first call where the
+    schedule says so): ``(ts, env_state, the last call's training metrics)``. The checkpoint at the epoch's end is
+    saved before ``report`` (set: given each call's training metrics) sees that call, so a failing callback
+    costs no work."""
+    training_metrics: dict[str, float] = {}
+    for call in calls:
+        if schedule.resets_before(call):
+            reset_key = jax.random.fold_in(key_env, int(jax.device_get(ts.training_step)))
+            env_state = reset_fn(reset_key)
+        t = time.time()
+        ts, env_state, step_metrics = training_fn(ts, env_state, key_run)
+        step_metrics = jax.device_get(step_metrics)  # waits for the call: the timing below is honest
+        elapsed = time.time() - t
+        counters.training_walltime += elapsed
+        counters.env_steps += env_steps_per_call
+        checkpoints.track(ts, env_state, counters.env_steps)
+        sps = env_steps_per_call / max(elapsed, 1e-9)
+        training_metrics = _training_metrics(step_metrics, sps, counters.training_walltime, counters.last_episode)
+        if schedule.ends_epoch(call):
+            if pair_to_steps(jax.device_get(ts.env_steps)) % _TWO_32 != counters.env_steps % _TWO_32:
+                raise RuntimeError("internal error: device and host env-step counts disagree")
+            checkpoints.save(ts, counters.env_steps, env_state)
+        if report is not None:
+            logging.info(training_metrics)
+            report(counters.env_steps, dict(training_metrics))
+    return ts, env_state, training_metrics
+
+
+def _evaluate(
+    evaluator: acting.Evaluator,
+    params: PPOTrainingParams,
+    training_metrics: Mapping[str, Any],
+    progress_fn: Callable[[int, Mapping[str, Any]], None],
+    env_steps: int,
+) -> dict[str, float]:
+    """Evaluates ``params`` and reports the metrics (with ``training_metrics``) to ``progress_fn``."""
+    metrics = evaluator.run_evaluation(params, training_metrics=training_metrics)
+    logging.info(metrics)
+    progress_fn(env_steps, metrics)
+    return metrics
+
+
+def _training_metrics(
+    step_metrics: Mapping[str, Any], sps: float, walltime: float, last_episode: dict[str, float]
+) -> dict[str, float]:
+    """Host-side training metrics.
+
+    ``episode/*`` are means over the training episodes that ended since the last report (the previous values are
+    kept when none ended; ``episode/count`` is how many ended).
+    """
+    out = {f"training/{k}": float(v) for k, v in step_metrics.items() if not k.startswith("episode")}
+    out["training/sps"] = sps
+    out["training/walltime"] = walltime
+    count = float(step_metrics.get("episode_count", 0.0))
+    for k, v in step_metrics.items():
+        if k.startswith("episode_sum/"):
+            name = f"episode/{k.split('/', 1)[1]}"
+            if count > 0:
+                last_episode[name] = float(v) / count
+            else:
+                # Until the first episode ends the keys exist with 0.0 (and episode/count says none ended yet).
+                last_episode.setdefault(name, 0.0)
+    if "episode_count" in step_metrics:
+        out.update(last_episode)
+        out["episode/count"] = count
+    return out
+
+
+# ----------------------------------------------------------------------------------------------- the update
 
 
 def make_ppo_update(
@@ -909,6 +1198,7 @@ def make_ppo_update(
     (``None``: the observation statistics are left as they are). The step counters of ``ts`` are not changed.
     """
     adaptive_kl = learning_rate_schedule == ppo_optimizer.LRSchedule.ADAPTIVE_KL
+    old_values = clipping_epsilon_value is not None and not use_distributional_critic
     loss_and_pgrad_fn = gradients.loss_and_pgrad(loss_fn, pmap_axis_name=axis_name, has_aux=True)
 
     def minibatch_step(carry, data: types.Transition, normalizer_params):
@@ -932,36 +1222,17 @@ def make_ppo_update(
         optimizer_state, params, key = carry
         if augment_pixels:
             key, key_shift = jax.random.split(key)
-            data = data._replace(
-                observation=random_shift_pixels(data.observation, key_shift),
-                next_observation=random_shift_pixels(data.next_observation, key_shift),
-            )
+            data = _shift_pixels(data, key_shift)
         key, key_perm, key_grad = jax.random.split(key, 3)
-        local_batch = jax.tree.leaves(data.reward)[0].shape[0]
-        permutation = jax.random.permutation(key_perm, local_batch)
-        shuffled = jax.tree.map(lambda x: jnp.reshape(x[permutation], (num_minibatches, -1) + x.shape[1:]), data)
         (optimizer_state, params, _), metrics = jax.lax.scan(
             functools.partial(minibatch_step, normalizer_params=normalizer_params),
             (optimizer_state, params, key_grad),
-            shuffled,
+            _shuffled_minibatches(data, key_perm, num_minibatches),
         )
         return (optimizer_state, params, key), metrics
 
-    def with_behaviour_outputs(data: types.Transition, ts: TrainingState) -> types.Transition:
-        """Adds what the loss compares against the behaviour policy: its values (clipped value loss) and its
-        distribution parameters (ADAPTIVE_KL). The parameters did not change during collection, so one pass over
-        the batch gives what the actor would have recorded step by step."""
-        extras = dict(data.extras["policy_extras"])
-        if clipping_epsilon_value is not None and not use_distributional_critic:
-            extras["value"] = ppo_network.value_network.apply(ts.normalizer_params, ts.params.value, data.observation)
-        if adaptive_kl:
-            extras["distribution_params"] = ppo_network.policy_network.apply(
-                ts.normalizer_params, ts.params.policy, data.observation
-            )
-        return data._replace(extras={**data.extras, "policy_extras": extras})
-
     def update(ts: TrainingState, data: types.Transition, key: jax.Array) -> tuple[TrainingState, dict[str, jax.Array]]:
-        data = with_behaviour_outputs(data, ts)
+        data = _with_behaviour_outputs(ppo_network, ts, data, values=old_values, distribution=adaptive_kl)
         normalizer_params = ts.normalizer_params
         # ADAPTIVE_KL measures the KL against the behaviour policy, so the statistics it was collected with stay
         # in place until after SGD.
@@ -979,6 +1250,42 @@ def make_ppo_update(
         return ts, jax.tree.map(jnp.mean, metrics)
 
     return update
+
+
+def _with_behaviour_outputs(
+    ppo_network: ppo_networks.PPONetworks,
+    ts: TrainingState,
+    data: types.Transition,
+    *,
+    values: bool,
+    distribution: bool,
+) -> types.Transition:
+    """``data`` with what the loss compares against the behaviour policy: its values (clipped value loss) and its
+    distribution parameters (ADAPTIVE_KL). The parameters did not change during collection, so one pass over the
+    batch gives what the actor would have recorded step by step."""
+    extras = dict(data.extras["policy_extras"])
+    if values:
+        extras["value"] = ppo_network.value_network.apply(ts.normalizer_params, ts.params.value, data.observation)
+    if distribution:
+        extras["distribution_params"] = ppo_network.policy_network.apply(
+            ts.normalizer_params, ts.params.policy, data.observation
+        )
+    return data._replace(extras={**data.extras, "policy_extras": extras})
+
+
+def _shift_pixels(data: types.Transition, key: jax.Array) -> types.Transition:
+    """``data`` with its observations and next observations shifted alike (``random_shift_pixels``)."""
+    return data._replace(
+        observation=random_shift_pixels(data.observation, key),
+        next_observation=random_shift_pixels(data.next_observation, key),
+    )
+
+
+def _shuffled_minibatches(data: types.Transition, key: jax.Array, num_minibatches: int) -> types.Transition:
+    """``data``'s unrolls in a random order, split into ``num_minibatches`` minibatches (a leading axis)."""
+    local_batch = jax.tree.leaves(data.reward)[0].shape[0]
+    permutation = jax.random.permutation(key, local_batch)
+    return jax.tree.map(lambda x: jnp.reshape(x[permutation], (num_minibatches, -1) + x.shape[1:]), data)
 
 
 def random_shift_pixels(observation: Any, key: jax.Array, max_shift: int = 4) -> Any:
@@ -1005,85 +1312,4 @@ def random_shift_pixels(observation: Any, key: jax.Array, max_shift: int = 4) ->
             return jax.lax.dynamic_slice(padded, start, unroll.shape)
 
         out[name] = jax.vmap(shift)(images, offsets)
-    return out
-
-
-def _compile_in_parallel(jobs: list[tuple[Any, tuple[Any, ...]]]) -> list[Any]:
-    """Lowers each ``(jitted_fn, args)`` in turn, then compiles them all at once on a thread pool."""
-    t = time.time()
-    lowered = [fn.lower(*args) for fn, args in jobs]
-    t_lower = time.time() - t
-    t = time.time()
-    if len(lowered) == 1:
-        compiled = [lowered[0].compile()]
-    else:
-        with concurrent.futures.ThreadPoolExecutor(max_workers=len(lowered)) as pool:
-            compiled = list(pool.map(lambda low: low.compile(), lowered))
-    logging.info(
-        "traced and lowered %d functions in %.1f s, compiled them in %.1f s", len(jobs), t_lower, time.time() - t
-    )
-    return compiled
-
-
-def _three_params(params: Any) -> tuple[Any, Any, Any]:
-    if all(hasattr(params, f) for f in PPOTrainingParams._fields):
-        return params.normalizer_params, params.policy_params, params.value_params
-    if isinstance(params, tuple | list) and len(params) == 3:
-        return tuple(params)
-    raise TypeError(
-        "restore_params must be PPOTrainingParams(normalizer_params, policy_params, value_params) or a "
-        f"(normalizer_params, policy_params, value_params) tuple, got {type(params).__name__}"
-    )
-
-
-def _restore_training(path: str, training_state: TrainingState, key_run: jax.Array):
-    """Loads the complete training state saved at ``path`` into the shardings of ``training_state``."""
-    config = checkpoint.load_config(path)
-    params_target = PPOTrainingParams(
-        training_state.normalizer_params, training_state.params.policy, training_state.params.value
-    )
-    params = checkpoint.restore_item(path, "params", params_target)
-    state_target = {
-        "optimizer_state": training_state.optimizer_state,
-        "env_steps": training_state.env_steps,
-        "training_step": training_state.training_step,
-        "key": key_run,
-    }
-    state = checkpoint.restore_item(path, "state", state_target)
-    env_steps = int(config["env_steps"])
-    if pair_to_steps(jax.device_get(state["env_steps"])) != env_steps:
-        raise ValueError(f"checkpoint at {path!r} is inconsistent: its step counters disagree")
-    restored = training_state.replace(
-        optimizer_state=state["optimizer_state"],
-        params=ppo_losses.PPONetworkParams(policy=params.policy_params, value=params.value_params),
-        normalizer_params=params.normalizer_params,
-        env_steps=state["env_steps"],
-        training_step=state["training_step"],
-    )
-    return restored, state["key"], env_steps
-
-
-def _training_metrics(
-    step_metrics: Mapping[str, Any], sps: float, walltime: float, last_episode: dict[str, float]
-) -> dict[str, float]:
-    """Host-side training metrics.
-
-    ``episode/*`` are means over the training episodes that ended since the last report (the previous values are
-    kept when none ended; ``episode/count`` is how many ended).
-    """
-    out = {f"training/{k}": float(v) for k, v in step_metrics.items() if not k.startswith("episode")}
-    out["training/sps"] = sps
-    out["training/walltime"] = walltime
-    count = float(step_metrics.get("episode_count", 0.0))
-    for k, v in step_metrics.items():
-        if k.startswith("episode_sum/"):
-            name = f"episode/{k.split('/', 1)[1]}"
-            if count > 0:
-                last_episode[name] = float(v) / count
-            else:
-                # Until the first episode ends the keys exist with 0.0 (and episode/count says none ended yet).
-                last_episode.setdefault(name, 0.0)
-    if "episode_count" in step_metrics:
-        out.update(last_episode)
-        out["episode/count"] = count
     return out
