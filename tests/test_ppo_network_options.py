@@ -121,8 +121,10 @@ def test_kernel_initialiser_factories_and_kwargs():
         (dict(state_dependent_std="yes"), "state_dependent_std"),
         (dict(policy_network_kernel_init_fn=jax.nn.initializers.lecun_uniform()), "policy_network_kernel_init_fn"),
         (dict(value_network_kernel_init_kwargs={"nope": 1}), "value_network_kernel_init_kwargs"),
-        (dict(kernel_init=jax.nn.initializers.zeros, policy_network_kernel_init_fn=jax.nn.initializers.he_normal),
-         "kernel_init"),
+        (
+            dict(kernel_init=jax.nn.initializers.zeros, policy_network_kernel_init_fn=jax.nn.initializers.he_normal),
+            "kernel_init",
+        ),
         (dict(policy_obs_key=""), "policy_obs_key"),
     ],
 )
@@ -178,8 +180,15 @@ def test_load_policy_rebuilds_every_variant_and_params_pickle(tmp_path, variant)
         **options,
     )
     make_policy, params, _ = jax_ppo.train(
-        "fast", num_timesteps=0, num_envs=4, batch_size=4, num_minibatches=1, normalize_observations=True,
-        network_factory=factory, save_checkpoint_path=str(tmp_path), num_evals=0,
+        "fast",
+        num_timesteps=0,
+        num_envs=4,
+        batch_size=4,
+        num_minibatches=1,
+        normalize_observations=True,
+        network_factory=factory,
+        save_checkpoint_path=str(tmp_path),
+        num_evals=0,
     )
     obs = jnp.asarray(np.random.default_rng(1).normal(size=(8, 2)).astype(np.float32))
     key = jax.random.PRNGKey(5)
@@ -284,8 +293,12 @@ def test_normal_policy_loss_matches_brax_core(variant):
     hyper = dict(entropy_cost=0.01, discounting=0.97, reward_scaling=10.0, gae_lambda=0.95, clipping_epsilon=0.2)
     key = jax.random.PRNGKey(7)
     loss_fn = lambda p: jax_losses.compute_ppo_loss(
-        jax_losses.PPONetworkParams(p.policy_params, p.value_params), p.normalizer_params, _as_transition(data), key,
-        nets, **hyper,
+        jax_losses.PPONetworkParams(p.policy_params, p.value_params),
+        p.normalizer_params,
+        _as_transition(data),
+        key,
+        nets,
+        **hyper,
     )
     (jax_total, jax_metrics), jax_grads = jax.value_and_grad(loss_fn, has_aux=True, allow_int=True)(params)
     modules = load_params(_torch_modules(options), transfer.jax_params_to_torch(params))

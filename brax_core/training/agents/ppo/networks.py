@@ -158,15 +158,23 @@ def make_ppo_networks(
         if not isinstance(key, str) or not key:
             raise ValueError(f"{name} must be a non-empty string naming a dict-observation key, got {key!r}")
     if kernel_init is not None and not callable(kernel_init):
-        raise ValueError(f"kernel_init must be an initialiser (e.g. jax.nn.initializers.lecun_uniform()) or None, "
-                         f"got {kernel_init!r}")
+        raise ValueError(
+            f"kernel_init must be an initialiser (e.g. jax.nn.initializers.lecun_uniform()) or None, "
+            f"got {kernel_init!r}"
+        )
     policy_init = kernel_initializer(
-        "policy_network_kernel_init_fn", policy_network_kernel_init_fn,
-        "policy_network_kernel_init_kwargs", policy_network_kernel_init_kwargs, kernel_init,
+        "policy_network_kernel_init_fn",
+        policy_network_kernel_init_fn,
+        "policy_network_kernel_init_kwargs",
+        policy_network_kernel_init_kwargs,
+        kernel_init,
     )
     value_init = kernel_initializer(
-        "value_network_kernel_init_fn", value_network_kernel_init_fn,
-        "value_network_kernel_init_kwargs", value_network_kernel_init_kwargs, kernel_init,
+        "value_network_kernel_init_fn",
+        value_network_kernel_init_fn,
+        "value_network_kernel_init_kwargs",
+        value_network_kernel_init_kwargs,
+        kernel_init,
     )
     mean_init = None
     if mean_kernel_init_fn is not None:
