@@ -339,9 +339,8 @@ def _check(name: str, given: Any, actual: Any) -> None:
 
 def _load_jax_checkpoint(path: str | os.PathLike) -> tuple[Any, dict]:
     """``(params, network kwargs)`` of a brax_core PPO checkpoint (missing/corrupt: the loader's clear errors)."""
-    config = jax_checkpoint.load_config(path).to_dict()
+    kwargs = jax_checkpoint.load_config(path).to_dict()["network_factory_kwargs"]
     params = jax_checkpoint.load_params(path)
-    kwargs = {k: jax_checkpoint.value_from_config(v) for k, v in config["network_factory_kwargs"].items()}
     return params, kwargs
 
 

@@ -13,6 +13,7 @@ from typing import Any, NamedTuple
 import flax
 import jax
 from flax import linen
+from ml_collections import config_dict
 
 from brax_core.training import distribution, networks, types
 
@@ -54,6 +55,9 @@ def kernel_initializer(
             f"{fn_name} must be an initialiser factory such as jax.nn.initializers.lecun_uniform (one of "
             f"{sorted(networks.KERNEL_INITIALIZER)}), got {fn!r}"
         )
+    if isinstance(kwargs, config_dict.ConfigDict):
+        # A nested dict of a checkpoint configuration (``**config.network_factory_kwargs``) arrives as one.
+        kwargs = kwargs.to_dict()
     if kwargs is not None and not (isinstance(kwargs, Mapping) and all(isinstance(k, str) for k in kwargs)):
         raise ValueError(f"{kwargs_name} must be a mapping of keyword arguments for {fn_name} or None, got {kwargs!r}")
     if kernel_init is not None:
