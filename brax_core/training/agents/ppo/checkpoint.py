@@ -496,7 +496,7 @@ class Saver:
         config_json.setdefault("env_steps", int(env_steps))
         params = _ppo_params(params)
         # The normaliser's std_eps is a setting, not an array, so the configuration carries it.
-        std_eps = float(getattr(params.normalizer_params, "std_eps", 0.0))
+        std_eps = float(getattr(getattr(params, "normalizer_params", None), "std_eps", 0.0))
         if std_eps:
             config_json["normalizer_std_eps"] = std_eps
         items = {"config": ocp.args.JsonSave(config_json), "params": ocp.args.StandardSave(params)}
@@ -535,7 +535,6 @@ def save(
     A configuration value that cannot be stored raises ``ValueError`` before anything is written.
     """
     config_to_json(config)
-    _ppo_params(params)
     saver = Saver(path, max_to_keep=max_to_keep)
     try:
         return saver.save(step, params, state, config, env_state)
@@ -543,15 +542,12 @@ def save(
         saver.close()
 
 
-def _ppo_params(params: Any) -> ppo_networks.PPOTrainingParams:
-    if isinstance(params, ppo_networks.PPOTrainingParams):
-        return params
-    if isinstance(params, tuple | list) and len(params) == 3:
+def _ppo_params(params: Any) -> Any:
+    """Brax's ``(normalizer_params, policy_params, value_params)`` as the ``PPOTrainingParams`` that training
+    saves, so both load alike; any other tree is saved as it is."""
+    if type(params) in (tuple, list) and len(params) == 3:
         return ppo_networks.PPOTrainingParams(*params)
-    raise TypeError(
-        "params must be PPOTrainingParams(normalizer_params, policy_params, value_params) or a "
-        f"(normalizer_params, policy_params, value_params) tuple, got {type(params).__name__}"
-    )
+    return params
 
 
 def _drop_empty(tree: Any) -> Any:
