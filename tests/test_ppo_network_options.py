@@ -221,6 +221,9 @@ def test_network_config_round_trips_live_values_through_save_and_load_config(tmp
     with pytest.raises(ValueError, match=r"network_factory_kwargs\['activation'\].*cannot be named"):
         checkpoint.save(tmp_path / "bad", 1, params, bad)
     assert not (tmp_path / "bad").exists()
+    with pytest.raises(TypeError, match="pass the configuration as config, the fourth argument"):
+        checkpoint.save(tmp_path / "bad", 1, params, {"optimizer_state": ()}, config)  # state and config swapped
+    assert not (tmp_path / "bad").exists()
 
 
 @pytest.mark.parametrize("variant", ["tanh_normal", "log", "state_dependent_log_clipped"])

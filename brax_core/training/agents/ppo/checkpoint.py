@@ -534,6 +534,13 @@ def save(
 
     A configuration value that cannot be stored raises ``ValueError`` before anything is written.
     """
+    if isinstance(state, config_dict.ConfigDict) or (
+        isinstance(state, Mapping) and state.get("format") == CONFIG_FORMAT
+    ):
+        raise TypeError(
+            "save(path, step, params, config, state=None, env_state=None, max_to_keep=None): state is a checkpoint "
+            "configuration; pass the configuration as config, the fourth argument (as Brax's save)"
+        )
     config_to_json(config)
     saver = Saver(path, max_to_keep=max_to_keep)
     try:
