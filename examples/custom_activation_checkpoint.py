@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         config.update(num_timesteps=config["num_timesteps"] // 8, num_evals=2)
     make_policy, params, metrics = ppo.train(env_name, save_checkpoint_path=out, **config)
     print(f"trained; eval reward {metrics['eval/episode_reward']:.1f}; checkpoints in {out}")
-    print("saved activation:", checkpoint.load_config(out)["network_factory_kwargs"]["activation"])
+    print("saved activation:", checkpoint.load_config_json(out)["network_factory_kwargs"]["activation"])
 
     loaded = checkpoint.load_policy(out, deterministic=True)
     obs = jax.random.normal(jax.random.PRNGKey(0), (8, jnp.size(params.normalizer_params.mean)))
@@ -58,7 +58,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     actual, _ = loaded(obs, jax.random.PRNGKey(1))
     gap = float(np.max(np.abs(np.asarray(actual) - np.asarray(expected))))
     print(f"loaded policy matches the trained one (max action difference {gap:.2e})")
-    return {"path": out, "max_action_difference": gap, "config": checkpoint.load_config(out).to_dict()}
+    return {
+        "path": out,
+        "max_action_difference": gap,
+        "config": checkpoint.load_config(out).to_dict(),  # live: the activation is the partial again
+        "saved_config": checkpoint.load_config_json(out),  # as written: the activation by name
+    }
 
 
 if __name__ == "__main__":

@@ -213,8 +213,8 @@ def test_vision_ppo_trains_augments_checkpoints_and_reloads(tmp_path):
     assert float(params.normalizer_params.mean["state"][1]) > 0  # mean velocity: the policy pushes sometimes
 
     config = checkpoint.load_config(tmp_path / "ckpt")
-    json.dumps(config.to_dict())
-    assert config["observation_size"]["pixels/view_0"] == list(VIEW)
+    assert config["observation_size"]["pixels/view_0"] == VIEW
+    assert json.loads(json.dumps(checkpoint.config_to_json(config)))["observation_size"]["pixels/view_0"] == list(VIEW)
     loaded = checkpoint.load_policy(tmp_path / "ckpt", deterministic=True)
     rng = np.random.default_rng(0)
     obs = {

@@ -32,9 +32,12 @@ def test_save_intermediate_policies_saves_every_eval_and_reloads(tmp_path):
 
 
 def test_custom_activation_checkpoint_reloads_from_config_alone(tmp_path):
-    result = _load("custom_activation_checkpoint").main(["--tiny", "--out", str(tmp_path)])
+    module = _load("custom_activation_checkpoint")
+    result = module.main(["--tiny", "--out", str(tmp_path)])
+    saved = result["saved_config"]["network_factory_kwargs"]["activation"]
+    assert saved == {"callable": {"name": "scaled_swish", "kwargs": {"beta": 2.0}}}
     activation = result["config"]["network_factory_kwargs"]["activation"]
-    assert activation == {"callable": {"name": "scaled_swish", "kwargs": {"beta": 2.0}}}
+    assert activation.func is module.scaled_swish and activation.keywords == {"beta": 2.0}
     assert result["max_action_difference"] < 1e-6
 
 

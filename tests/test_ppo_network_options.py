@@ -121,8 +121,10 @@ def test_kernel_initialiser_factories_and_kwargs():
         (dict(state_dependent_std="yes"), "state_dependent_std"),
         (dict(policy_network_kernel_init_fn=jax.nn.initializers.lecun_uniform()), "policy_network_kernel_init_fn"),
         (dict(value_network_kernel_init_kwargs={"nope": 1}), "value_network_kernel_init_kwargs"),
-        (dict(kernel_init=jax.nn.initializers.zeros, policy_network_kernel_init_fn=jax.nn.initializers.he_normal),
-         "kernel_init"),
+        (
+            dict(kernel_init=jax.nn.initializers.zeros, policy_network_kernel_init_fn=jax.nn.initializers.he_normal),
+            "kernel_init",
+        ),
         (dict(policy_obs_key=""), "policy_obs_key"),
     ],
 )
@@ -158,13 +160,70 @@ def test_network_config_is_a_config_dict_in_brax_argument_order():
     assert isinstance(config, config_dict.ConfigDict)
     assert config.action_size == ACT and config.normalize_observations is True
     assert config.network_factory_kwargs.distribution_type == "normal"
-    plain = json.loads(json.dumps(config.to_dict()))
+    assert config.network_factory_kwargs.policy_network_kernel_init_fn is jax.nn.initializers.orthogonal
+    plain = json.loads(json.dumps(checkpoint.config_to_json(config)))
     assert plain["observation_size"] == {"state": [3], "privileged_state": [5]}
     nets = checkpoint.networks_from_config(config)
     kernel = nets.policy_network.init(jax.random.PRNGKey(0))["params"]["MLP_0"]["hidden_0"]["kernel"]
     np.testing.assert_allclose(kernel @ kernel.T, 0.01 * np.eye(kernel.shape[0]), atol=1e-6)  # orthogonal, scaled
     with pytest.raises(TypeError, match="network_factory must be callable"):
         checkpoint.network_config(factory, {"state": (3,)}, ACT, True)  # the older argument order
+
+
+def test_network_config_round_trips_live_values_through_save_and_load_config(tmp_path):
+    activation = jax.nn.swish
+    factory = functools.partial(
+        ppo_networks.make_ppo_networks,
+        policy_hidden_layer_sizes=(8, 4),
+        value_hidden_layer_sizes=(4,),
+        activation=activation,
+        policy_network_kernel_init_fn=jax.nn.initializers.orthogonal,
+        policy_network_kernel_init_kwargs={"scale": 0.5},
+    )
+    config = checkpoint.network_config(2, ACT, True, factory)  # the `fast` env's sizes
+    kwargs = config.network_factory_kwargs
+    assert kwargs.policy_hidden_layer_sizes == (8, 4) and kwargs.activation is activation
+    nets = ppo_networks.make_ppo_networks(
+        config.observation_size, config.action_size, preprocess_observations_fn=running_statistics.normalize, **kwargs
+    )
+    key = jax.random.PRNGKey(0)
+    stats = running_statistics.init_state(jax.ShapeDtypeStruct((2,), jnp.float32), std_eps=0.02)
+    params = (stats, nets.policy_network.init(key), nets.value_network.init(key))
+    # On disk the callables are names and the tuples lists, as checkpoints have always been written.
+    saved = checkpoint.config_to_json(config)
+    assert saved["network_factory"] == {"name": "make_ppo_networks"}
+    assert saved["network_factory_kwargs"]["activation"] == {"callable": {"name": "swish"}}
+    assert saved["network_factory_kwargs"]["policy_network_kernel_init_fn"] == {
+        "callable": {"kernel_initializer": "orthogonal"}
+    }
+    assert saved["network_factory_kwargs"]["policy_hidden_layer_sizes"] == [8, 4]
+
+    step_dir = checkpoint.save(tmp_path / "ckpt", step=7, params=params, config=config)  # Brax's signature
+    assert checkpoint.load_config_json(step_dir) == {**saved, "env_steps": 7, "normalizer_std_eps": 0.02}
+    loaded = checkpoint.load_config(tmp_path / "ckpt" / "000000000007")  # Brax's step name finds step 7
+    assert loaded.network_factory_kwargs.to_dict() == kwargs.to_dict()
+    assert loaded.network_factory_kwargs.activation is activation
+    assert loaded.network_factory_kwargs.value_hidden_layer_sizes == (4,)
+    assert (loaded.observation_size, loaded.action_size, loaded.normalize_observations) == (2, ACT, True)
+    rebuilt = ppo_networks.make_ppo_networks(
+        loaded.observation_size, loaded.action_size, **loaded.network_factory_kwargs
+    )
+    kernel = rebuilt.policy_network.init(key)["params"]["hidden_0"]["kernel"]
+    np.testing.assert_allclose(kernel @ kernel.T, 0.25 * np.eye(2), atol=1e-6)  # orthogonal rows, scale 0.5
+    restored = checkpoint.load(step_dir)
+    assert restored.normalizer_params.std_eps == 0.02
+    np.testing.assert_array_equal(
+        restored.policy_params["params"]["hidden_0"]["kernel"], params[1]["params"]["hidden_0"]["kernel"]
+    )
+
+    # A value that cannot be named is refused, naming the argument, before anything is written.
+    bad = checkpoint.network_config(2, ACT, True, functools.partial(factory, activation=lambda x: x))
+    with pytest.raises(ValueError, match=r"network_factory_kwargs\['activation'\].*cannot be named"):
+        checkpoint.save(tmp_path / "bad", 1, params, bad)
+    assert not (tmp_path / "bad").exists()
+    with pytest.raises(TypeError, match="pass the configuration as config, the fourth argument"):
+        checkpoint.save(tmp_path / "bad", 1, params, {"optimizer_state": ()}, config)  # state and config swapped
+    assert not (tmp_path / "bad").exists()
 
 
 @pytest.mark.parametrize("variant", ["tanh_normal", "log", "state_dependent_log_clipped"])
@@ -178,8 +237,15 @@ def test_load_policy_rebuilds_every_variant_and_params_pickle(tmp_path, variant)
         **options,
     )
     make_policy, params, _ = jax_ppo.train(
-        "fast", num_timesteps=0, num_envs=4, batch_size=4, num_minibatches=1, normalize_observations=True,
-        network_factory=factory, save_checkpoint_path=str(tmp_path), num_evals=0,
+        "fast",
+        num_timesteps=0,
+        num_envs=4,
+        batch_size=4,
+        num_minibatches=1,
+        normalize_observations=True,
+        network_factory=factory,
+        save_checkpoint_path=str(tmp_path),
+        num_evals=0,
     )
     obs = jnp.asarray(np.random.default_rng(1).normal(size=(8, 2)).astype(np.float32))
     key = jax.random.PRNGKey(5)
@@ -284,8 +350,12 @@ def test_normal_policy_loss_matches_brax_core(variant):
     hyper = dict(entropy_cost=0.01, discounting=0.97, reward_scaling=10.0, gae_lambda=0.95, clipping_epsilon=0.2)
     key = jax.random.PRNGKey(7)
     loss_fn = lambda p: jax_losses.compute_ppo_loss(
-        jax_losses.PPONetworkParams(p.policy_params, p.value_params), p.normalizer_params, _as_transition(data), key,
-        nets, **hyper,
+        jax_losses.PPONetworkParams(p.policy_params, p.value_params),
+        p.normalizer_params,
+        _as_transition(data),
+        key,
+        nets,
+        **hyper,
     )
     (jax_total, jax_metrics), jax_grads = jax.value_and_grad(loss_fn, has_aux=True, allow_int=True)(params)
     modules = load_params(_torch_modules(options), transfer.jax_params_to_torch(params))

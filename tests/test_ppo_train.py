@@ -164,9 +164,10 @@ def test_training_metrics_without_eval_and_activations_with_and_without_saving(t
         if len(results) == 2:  # saving changes nothing about training
             _assert_trees_close(results[0], results[1], rtol=0, atol=0)
         saved = tmp_path / activation.__name__
-        brax_style = checkpoint.load_config(saved)  # Brax's type: attribute access, .to_dict() is the JSON
-        assert brax_style.network_factory_kwargs.policy_hidden_layer_sizes == [16, 16]
-        config = json.loads(json.dumps(brax_style.to_dict()))
+        brax_style = checkpoint.load_config(saved)  # Brax's type: attribute access, live values
+        assert brax_style.network_factory_kwargs.policy_hidden_layer_sizes == (16, 16)
+        assert brax_style.network_factory_kwargs.activation is activation
+        config = json.loads(json.dumps(checkpoint.load_config_json(saved)))
         kwargs = config["network_factory_kwargs"]
         assert kwargs["activation"] == {"callable": {"name": activation.__name__}}
         assert kwargs["policy_hidden_layer_sizes"] == [16, 16] and config["observation_size"] == 2
@@ -219,8 +220,8 @@ def test_resume_is_exact_and_the_step_count_passes_two_to_the_32(tmp_path):
     }
     state = checkpoint.restore_item(ckpt, "state", target)
     state["env_steps"] = jnp.asarray(ppo.steps_to_pair(near))
-    config = {**checkpoint.load_config(ckpt).to_dict(), "env_steps": near}
-    checkpoint.save(tmp_path / "near", near, params, state, config)
+    config = {**checkpoint.load_config_json(ckpt), "env_steps": near}
+    checkpoint.save(tmp_path / "near", near, params, config, state)
 
     reports = []
     big = tmp_path / "big"
@@ -376,7 +377,7 @@ def test_mjx_env_state_with_empty_arrays_saves_and_restores(tmp_path):
     assert env_state.pipeline_state.act.size == 0
     params = {"w": jnp.ones(2)}
     state = {"training_step": jnp.int32(4)}
-    checkpoint.save(tmp_path / "ck", 8, params, state, {"note": "test"}, env_state=env_state)
+    checkpoint.save(tmp_path / "ck", 8, params, {"note": "test"}, state, env_state=env_state)
     target = jax.tree.map(jnp.zeros_like, env_state)
     restored = checkpoint.restore_env_state(tmp_path / "ck", target)
     assert restored is not None

@@ -148,12 +148,13 @@ def _flax_policy_to_state_dict(variables: Mapping[str, Any]) -> dict[str, torch.
 def _state_dict_to_flax_policy(state: Mapping[str, torch.Tensor]) -> dict[str, Any]:
     if "mean.weight" not in state:
         return _state_dict_to_flax_mlp(state)
-    mlp = {k[len("mlp."):]: v for k, v in state.items() if k.startswith("mlp.")}
+    mlp = {k[len("mlp.") :]: v for k, v in state.items() if k.startswith("mlp.")}
     params: dict[str, Any] = {"MLP_0": _state_dict_to_flax_mlp(mlp)["params"] if mlp else {}}
     for torch_name, flax_name in (("mean", "Dense_0"), ("std_dense", "Dense_1")):
         if f"{torch_name}.weight" in state:
             params[flax_name] = {
-                "kernel": _to_jax(state[f"{torch_name}.weight"].T), "bias": _to_jax(state[f"{torch_name}.bias"])
+                "kernel": _to_jax(state[f"{torch_name}.weight"].T),
+                "bias": _to_jax(state[f"{torch_name}.bias"]),
             }
     if "std_param" in state:
         params["std_param"] = {"value": _to_jax(state["std_param"])}
@@ -239,11 +240,21 @@ class TorchDeterministicPolicy(nn.Module):
 
 # make_ppo_networks kwargs that do not change a policy's deterministic actions, or are read from its weights.
 _IRRELEVANT_FOR_ACTIONS = (
-    "value_hidden_layer_sizes", "value_obs_key", "preprocess_observations_fn", "kernel_init",
-    "policy_network_kernel_init_fn", "policy_network_kernel_init_kwargs", "value_network_kernel_init_fn",
-    "value_network_kernel_init_kwargs", "mean_kernel_init_fn", "mean_kernel_init_kwargs", "init_noise_std",
-    "distribution_type", "state_dependent_std",
-    "use_distributional_critic", "num_quantiles",  # the critic's; the policy is the same either way
+    "value_hidden_layer_sizes",
+    "value_obs_key",
+    "preprocess_observations_fn",
+    "kernel_init",
+    "policy_network_kernel_init_fn",
+    "policy_network_kernel_init_kwargs",
+    "value_network_kernel_init_fn",
+    "value_network_kernel_init_kwargs",
+    "mean_kernel_init_fn",
+    "mean_kernel_init_kwargs",
+    "init_noise_std",
+    "distribution_type",
+    "state_dependent_std",
+    "use_distributional_critic",
+    "num_quantiles",  # the critic's; the policy is the same either way
 )
 
 
@@ -296,7 +307,7 @@ def jax_policy_to_torch(
         options.pop("mean_clip_scale", None)  # 'normal' only, as in make_ppo_networks
         options.pop("noise_std_type", None)
     else:
-        mlp = {k[len("mlp."):]: v for k, v in policy_state.items() if k.startswith("mlp.")}
+        mlp = {k[len("mlp.") :]: v for k, v in policy_state.items() if k.startswith("mlp.")}
         in_size, hidden = _layer_sizes(mlp) if mlp else (int(policy_state["mean.weight"].shape[1]), [])
         act_size = int(policy_state["mean.weight"].shape[0])
         options.pop("min_std", None)  # 'tanh_normal' only
@@ -308,8 +319,12 @@ def jax_policy_to_torch(
     if policy_hidden_layer_sizes is not None:
         _check("policy_hidden_layer_sizes", list(policy_hidden_layer_sizes), hidden)
     module = TorchDeterministicPolicy(
-        in_size, act_size, hidden, _activation_name(activation),
-        distribution_type=layout["distribution_type"], **options,
+        in_size,
+        act_size,
+        hidden,
+        _activation_name(activation),
+        distribution_type=layout["distribution_type"],
+        **options,
     )
     with torch.no_grad():
         module.network.load_params_state_dict(policy_state)
@@ -324,9 +339,8 @@ def _check(name: str, given: Any, actual: Any) -> None:
 
 def _load_jax_checkpoint(path: str | os.PathLike) -> tuple[Any, dict]:
     """``(params, network kwargs)`` of a brax_core PPO checkpoint (missing/corrupt: the loader's clear errors)."""
-    config = jax_checkpoint.load_config(path).to_dict()
+    kwargs = jax_checkpoint.load_config(path).to_dict()["network_factory_kwargs"]
     params = jax_checkpoint.load_params(path)
-    kwargs = {k: jax_checkpoint.value_from_config(v) for k, v in config["network_factory_kwargs"].items()}
     return params, kwargs
 
 

@@ -51,17 +51,26 @@ class RunningStatisticsState(NestedMeanStd):
 
     count: jax.Array
     summed_variance: Nest
+    # A setting, not a statistic: static, so the arrays (and checkpoints of them) are those without it.
+    std_eps: float = struct.field(pytree_node=False, default=0.0)
 
 
 def _zeros_like_spec(x: Any) -> jax.Array:
     return jnp.zeros(getattr(x, "shape", ()), jnp.float32)
 
 
-def init_state(nest: Nest) -> RunningStatisticsState:
-    """Initial statistics for data shaped like ``nest`` (arrays or ``jax.ShapeDtypeStruct``s, no batch dims)."""
+def init_state(nest: Nest, std_eps: float = 0.0) -> RunningStatisticsState:
+    """Initial statistics for data shaped like ``nest`` (arrays or ``jax.ShapeDtypeStruct``s, no batch dims).
+
+    ``std_eps`` (as Brax's) is kept in the state: ``update`` adds it to the variance unless given another.
+    """
+    if isinstance(std_eps, bool) or not isinstance(std_eps, int | float) or not math.isfinite(std_eps) or std_eps < 0:
+        raise ValueError(f"std_eps must be a finite number >= 0, got {std_eps!r}")
     zeros = jax.tree.map(_zeros_like_spec, nest)
     ones = jax.tree.map(lambda z: jnp.ones_like(z), zeros)
-    return RunningStatisticsState(count=jnp.zeros((), jnp.float32), mean=zeros, summed_variance=zeros, std=ones)
+    return RunningStatisticsState(
+        count=jnp.zeros((), jnp.float32), mean=zeros, summed_variance=zeros, std=ones, std_eps=float(std_eps)
+    )
 
 
 def _batch_axes(batch_leaf: jax.Array, stat_leaf: jax.Array, validate_shapes: bool) -> tuple[int, ...]:
@@ -84,7 +93,7 @@ def update(
     pmap_axis_name: str | tuple[str, ...] | None = None,
     validate_shapes: bool = True,
     until_count: int | None = None,
-    std_eps: float = 0.0,
+    std_eps: float | None = None,
     mode: str = "welford",
 ) -> RunningStatisticsState:
     """Merges a batch (leading dims are batch dims) into the running statistics.
@@ -98,7 +107,7 @@ def update(
       pmap_axis_name: axis name(s) to sum counts and moments over when running under ``pmap``/``shard_map``.
       validate_shapes: check that every batch leaf ends with its statistic's shape.
       until_count: freeze the statistics once a batch would take their count past this (``None``: never).
-      std_eps: added to the variance under the square root of the reported std.
+      std_eps: added to the variance under the square root of the reported std (``None``: the state's).
       mode: ``'welford'`` or ``'ema'`` (see the module docstring); one run must keep one mode, since
         ``summed_variance`` holds a sum in the first and the variance in the second.
     """
@@ -164,11 +173,15 @@ def update(
     pairs = [merge(m, sv, x) for m, sv, x in leaves]
     mean = jax.tree.unflatten(treedef, [p[0] for p in pairs])
     summed_variance = jax.tree.unflatten(treedef, [p[1] for p in pairs])
+    if std_eps is None:
+        std_eps = state.std_eps
     per_sample = (lambda sv: sv / count) if mode == "welford" else (lambda v: v)
     std = jax.tree.map(
         lambda sv: jnp.clip(jnp.sqrt(per_sample(sv) + std_eps), std_min_value, std_max_value), summed_variance
     )
-    new_state = RunningStatisticsState(count=count, mean=mean, summed_variance=summed_variance, std=std)
+    new_state = RunningStatisticsState(
+        count=count, mean=mean, summed_variance=summed_variance, std=std, std_eps=state.std_eps
+    )
     if until_count is None:
         return new_state
     frozen = count > until_count

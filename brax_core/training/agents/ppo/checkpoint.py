@@ -1,11 +1,13 @@
 """PPO checkpoints with orbax (``brax.training.agents.ppo.checkpoint`` counterpart).
 
-Layout: ``<save_checkpoint_path>/<env_steps, 12 digits>/`` holding three items,
+Layout: ``<save_checkpoint_path>/<env_steps>/`` (Brax's 12-digit name of a step, ``000000000100``, resolves to
+``100``) holding these items,
 
 * ``config``: JSON — observation and action sizes (integers), ``normalize_observations``, the network factory
   and *every* network keyword argument (activations and initialisers by name), the env-step count as an exact
-  integer, and the training hyperparameters (``network_config`` builds it as an ``ml_collections.ConfigDict``,
-  as Brax does);
+  integer, and the training hyperparameters. ``network_config`` builds it as an ``ml_collections.ConfigDict`` of
+  live values, as Brax does; ``save`` writes its JSON form (``config_to_json``) and ``load_config`` returns the
+  live values again;
 * ``params``: ``PPOTrainingParams(normalizer_params, policy_params, value_params)``;
 * ``state``: optimiser state, RNG key and step counters;
 * ``env_state``: the training environments' state, so a resumed run continues exactly;
@@ -135,6 +137,8 @@ def _config_value(value: Any, what: str) -> Any:
         return {"callable": _callable_to_config(value, what)}
     if hasattr(value, "item") and getattr(value, "ndim", None) == 0:
         return value.item()
+    if hasattr(value, "tolist") and isinstance(getattr(value, "ndim", None), int):
+        return value.tolist()
     if _json_value(value):
         return value
     raise ValueError(f"{what} = {value!r} cannot be stored in a JSON checkpoint configuration")
@@ -203,11 +207,13 @@ def network_config(
     normalize_observations: bool,
     network_factory: Callable[..., Any],
 ) -> config_dict.ConfigDict:
-    """The configuration that rebuilds the networks, as Brax's: a ``ConfigDict`` (``.to_dict()`` is JSON).
+    """The configuration that rebuilds the networks, as Brax's: a ``ConfigDict`` of the live values.
 
     Holds ``observation_size``, ``action_size``, ``normalize_observations``, the factory and *every* factory
-    keyword argument (defaults included; activations and initialisers by name). Raises ``ValueError`` for an
-    argument that cannot be named.
+    keyword argument (defaults included) as given: tuples stay tuples and activations and initialisers stay
+    callables, so ``network_factory(obs, act, **config.network_factory_kwargs)`` rebuilds the networks. ``save``
+    stores callables by name (``config_to_json``) and raises ``ValueError`` for one that cannot be named;
+    ``load_config`` turns the names back into the callables.
     """
     if not callable(network_factory):
         raise TypeError(
@@ -215,7 +221,6 @@ def network_config(
             f"network_factory must be callable, got {network_factory!r}"
         )
     factory, kwargs = _factory_and_kwargs(network_factory)
-    factory_cfg = _callable_to_config(factory, "network_factory")
     full_kwargs: dict[str, Any] = {}
     try:
         signature = inspect.signature(factory)
@@ -229,17 +234,51 @@ def network_config(
                 continue
             full_kwargs[name] = param.default
     full_kwargs.update({k: v for k, v in kwargs.items() if k != "preprocess_observations_fn"})
-    obs_cfg = _obs_json(observation_size)
     config = {
         "format": CONFIG_FORMAT,
-        "observation_size": obs_cfg,
-        "action_size": int(action_size),
-        "normalize_observations": bool(normalize_observations),
-        "network_factory": factory_cfg,
-        "network_factory_kwargs": {k: _config_value(v, k) for k, v in full_kwargs.items()},
+        "observation_size": observation_size,
+        "action_size": action_size,
+        "normalize_observations": normalize_observations,
+        "network_factory": factory,
+        "network_factory_kwargs": full_kwargs,
     }
-    json.dumps(config)  # it must be valid JSON
     return config_dict.ConfigDict(config)
+
+
+def config_to_json(config: Mapping[str, Any] | config_dict.ConfigDict) -> dict[str, Any]:
+    """The JSON form of a checkpoint configuration, as ``save`` writes it: callables by name, tuples as lists,
+    scalar arrays as numbers. A configuration already in this form comes back unchanged.
+
+    Raises ``ValueError`` naming the entry for a value that cannot be stored (a lambda, an unknown object).
+    """
+    if not isinstance(config, Mapping | config_dict.ConfigDict):
+        raise TypeError(f"config must be a ConfigDict or a mapping (see network_config), got {type(config).__name__}")
+    plain = _plain(config)
+    out: dict[str, Any] = {}
+    for key, value in plain.items():
+        if key == "network_factory" and callable(value):
+            out[key] = _callable_to_config(value, "network_factory")
+        elif key == "network_factory_kwargs" and isinstance(value, Mapping):
+            out[key] = {str(k): _config_value(v, f"network_factory_kwargs[{k!r}]") for k, v in value.items()}
+        elif key == "observation_size":
+            out[key] = _obs_json(value)
+        else:
+            out[key] = _config_value(value, f"config[{key!r}]")
+    json.dumps(out)  # it must be valid JSON
+    return out
+
+
+def _live_config(config: Mapping[str, Any]) -> dict[str, Any]:
+    """A configuration in JSON form (or already live) with its callables, tuples and sizes as Python values."""
+    live = dict(config)
+    factory = live.get("network_factory")
+    if isinstance(factory, Mapping):
+        live["network_factory"] = _callable_from_config(factory)
+    if isinstance(live.get("network_factory_kwargs"), Mapping):
+        live["network_factory_kwargs"] = {k: value_from_config(v) for k, v in live["network_factory_kwargs"].items()}
+    if "observation_size" in live:
+        live["observation_size"] = _obs_size(live)
+    return live
 
 
 def run_config(
@@ -257,7 +296,7 @@ def run_config(
     otherwise (a run that only restores) the configuration holds the sizes and ``training`` only.
     """
     try:
-        config = network_config(observation_size, action_size, normalize_observations, network_factory).to_dict()
+        config = config_to_json(network_config(observation_size, action_size, normalize_observations, network_factory))
     except ValueError:
         if required:
             raise
@@ -321,22 +360,29 @@ def _plain(config: Any) -> dict[str, Any]:
     return config.to_dict() if isinstance(config, config_dict.ConfigDict) else dict(config)
 
 
-def networks_from_config(config: Mapping[str, Any] | config_dict.ConfigDict) -> ppo_networks.PPONetworks:
-    """Rebuilds the PPO networks a configuration describes."""
-    config = _plain(config)
-    factory = _callable_from_config(config["network_factory"])
-    kwargs = {k: value_from_config(v) for k, v in config["network_factory_kwargs"].items()}
-    obs_size = config["observation_size"]
-    if isinstance(obs_size, Mapping):
-        obs_size = {k: tuple(v) if isinstance(v, list) else v for k, v in obs_size.items()}
+def networks_from_config(
+    config: Mapping[str, Any] | config_dict.ConfigDict, network_factory: Callable[..., Any] | None = None
+) -> ppo_networks.PPONetworks:
+    """Rebuilds the PPO networks a configuration (live, as ``network_config`` and ``load_config`` give it, or its
+    JSON form) describes, with ``network_factory`` instead of the saved factory when one is given."""
+    config = _live_config(_plain(config))
+    factory = config["network_factory"] if network_factory is None else network_factory
     preprocess = (
         running_statistics.normalize if config["normalize_observations"] else types.identity_observation_preprocessor
     )
-    return factory(obs_size, config["action_size"], preprocess_observations_fn=preprocess, **kwargs)
+    return factory(
+        config["observation_size"],
+        config["action_size"],
+        preprocess_observations_fn=preprocess,
+        **config["network_factory_kwargs"],
+    )
 
 
-def abstract_params(network: ppo_networks.PPONetworks, observation_size: types.ObservationSize) -> Any:
-    """Shapes and dtypes of ``PPOTrainingParams`` for ``network`` (nothing is computed)."""
+def abstract_params(
+    network: ppo_networks.PPONetworks, observation_size: types.ObservationSize, std_eps: float = 0.0
+) -> Any:
+    """Shapes and dtypes of ``PPOTrainingParams`` for ``network`` (nothing is computed; ``std_eps`` is the
+    normaliser's setting)."""
     key = jax.random.PRNGKey(0)
     if isinstance(observation_size, Mapping):
         # As in training, image views have no running statistics.
@@ -348,7 +394,7 @@ def abstract_params(network: ppo_networks.PPONetworks, observation_size: types.O
         template = jax.ShapeDtypeStruct((int(observation_size),), jnp.float32)
     return jax.eval_shape(
         lambda: ppo_networks.PPOTrainingParams(
-            running_statistics.init_state(template),
+            running_statistics.init_state(template, std_eps),
             network.policy_network.init(key),
             network.value_network.init(key),
         )
@@ -377,6 +423,13 @@ def resolve(path: str | os.PathLike) -> str:
     """A checkpoint step directory: ``path`` itself, or the newest one under a ``save_checkpoint_path``."""
     path = os.path.abspath(os.fspath(path))
     if not os.path.exists(path):
+        # Brax names step directories with 12 digits (000000000100); ours are the plain number (100).
+        parent, name = os.path.split(path)
+        same_step = [
+            d for d in step_directories(parent) if _STEP_DIR.match(name) and int(os.path.basename(d)) == int(name)
+        ]
+        if same_step:
+            return same_step[0]
         raise FileNotFoundError(f"no checkpoint at {path!r}: the path does not exist")
     if os.path.isdir(os.path.join(path, "config")):
         return path
@@ -388,12 +441,21 @@ def resolve(path: str | os.PathLike) -> str:
 
 def load_config(path: str | os.PathLike) -> config_dict.ConfigDict:
     """The configuration of a checkpoint (a step directory or the newest under ``path``), as Brax's: a
-    ``ConfigDict`` (``config.network_factory_kwargs``, ``config["env_steps"]``; ``.to_dict()`` is the saved JSON).
+    ``ConfigDict`` of live values (``config.network_factory_kwargs``, ``config["env_steps"]``).
 
-    Callables stay as saved (``{"callable": {"name": ...}}``); ``load_policy`` and ``networks_from_config``
-    resolve them.
+    The saved names become callables again (activations, kernel initialisers, the network factory; a custom
+    one must be registered first, see ``register_activation``) and the saved lists of the network arguments
+    and observation shapes become tuples, so the configuration equals the one ``network_config`` built and
+    ``make_ppo_networks(obs, act, **config.network_factory_kwargs)`` works. ``config_to_json`` gives the saved
+    JSON form.
     """
-    return config_dict.ConfigDict(_read_config(path))
+    return config_dict.ConfigDict(_live_config(_read_config(path)))
+
+
+def load_config_json(path: str | os.PathLike) -> dict[str, Any]:
+    """The configuration of a checkpoint as saved: plain JSON dicts, callables by name (nothing is imported or
+    looked up, so a checkpoint naming an unregistered activation still reads)."""
+    return _read_config(path)
 
 
 def _read_config(path: str | os.PathLike) -> dict[str, Any]:
@@ -425,16 +487,23 @@ class Saver:
         self,
         env_steps: int,
         params: Any,
-        state: Any,
+        state: Any | None,
         config: Mapping[str, Any] | config_dict.ConfigDict,
         env_state: Any | None = None,
     ) -> str:
-        items = {
-            "config": ocp.args.JsonSave(_plain(config)),
-            "params": ocp.args.StandardSave(params),
-            "state": ocp.args.StandardSave(state),
-        }
-        trees = {"params": params, "state": state}
+        """Writes one step directory (``state`` and ``env_state`` are optional; a run needs both to resume)."""
+        config_json = {**config_to_json(config)}
+        config_json.setdefault("env_steps", int(env_steps))
+        params = _ppo_params(params)
+        # The normaliser's std_eps is a setting, not an array, so the configuration carries it.
+        std_eps = float(getattr(getattr(params, "normalizer_params", None), "std_eps", 0.0))
+        if std_eps:
+            config_json["normalizer_std_eps"] = std_eps
+        items = {"config": ocp.args.JsonSave(config_json), "params": ocp.args.StandardSave(params)}
+        trees = {"params": params}
+        if state is not None:
+            trees["state"] = state
+            items["state"] = ocp.args.StandardSave(state)
         if env_state is not None:
             trees["env_state"] = _drop_empty(env_state)
             items["env_state"] = ocp.args.StandardSave(trees["env_state"])
@@ -451,19 +520,41 @@ class Saver:
 
 def save(
     path: str | os.PathLike,
-    env_steps: int,
+    step: int,
     params: Any,
-    state: Any,
-    config: Mapping[str, Any],
+    config: Mapping[str, Any] | config_dict.ConfigDict,
+    state: Any | None = None,
     env_state: Any | None = None,
     max_to_keep: int | None = None,
 ) -> str:
-    """Saves one checkpoint under ``path`` (see ``Saver``)."""
+    """Saves one checkpoint under ``path`` in the step directory ``step`` (the env-step count), as Brax's
+    ``save(path, step, params, config)``; ``state`` (optimiser state, key, counters) and ``env_state`` make it
+    resumable (see ``Saver``). ``params`` are ``PPOTrainingParams`` or Brax's
+    ``(normalizer_params, policy_params, value_params)`` tuple. Returns the step directory.
+
+    A configuration value that cannot be stored raises ``ValueError`` before anything is written.
+    """
+    if isinstance(state, config_dict.ConfigDict) or (
+        isinstance(state, Mapping) and state.get("format") == CONFIG_FORMAT
+    ):
+        raise TypeError(
+            "save(path, step, params, config, state=None, env_state=None, max_to_keep=None): state is a checkpoint "
+            "configuration; pass the configuration as config, the fourth argument (as Brax's save)"
+        )
+    config_to_json(config)
     saver = Saver(path, max_to_keep=max_to_keep)
     try:
-        return saver.save(env_steps, params, state, config, env_state)
+        return saver.save(step, params, state, config, env_state)
     finally:
         saver.close()
+
+
+def _ppo_params(params: Any) -> Any:
+    """Brax's ``(normalizer_params, policy_params, value_params)`` as the ``PPOTrainingParams`` that training
+    saves, so both load alike; any other tree is saved as it is."""
+    if type(params) in (tuple, list) and len(params) == 3:
+        return ppo_networks.PPOTrainingParams(*params)
+    return params
 
 
 def _drop_empty(tree: Any) -> Any:
@@ -616,12 +707,21 @@ def restore_env_state(path: str | os.PathLike, target: Any) -> Any | None:
         return None
 
 
+def load(path: str | os.PathLike) -> ppo_networks.PPOTrainingParams:
+    """Brax's name for ``load_params``: ``(normalizer_params, policy_params, value_params)`` from a checkpoint."""
+    return load_params(path)
+
+
 def load_params(path: str | os.PathLike) -> ppo_networks.PPOTrainingParams:
     """``PPOTrainingParams(normalizer_params, policy_params, value_params)`` from a checkpoint."""
     step_dir = resolve(path)
     config = _read_config(step_dir)
-    network = networks_from_config(config)
-    return _restore_item(step_dir, "params", abstract_params(network, _obs_size(config)))
+    return _restore_params(step_dir, config, networks_from_config(config))
+
+
+def _restore_params(step_dir: str, config: Mapping[str, Any], network: ppo_networks.PPONetworks) -> Any:
+    target = abstract_params(network, _obs_size(config), config.get("normalizer_std_eps", 0.0))
+    return _restore_item(step_dir, "params", target)
 
 
 def _obs_size(config: Mapping[str, Any]) -> types.ObservationSize:
@@ -631,13 +731,22 @@ def _obs_size(config: Mapping[str, Any]) -> types.ObservationSize:
     return obs
 
 
-def load_policy(path: str | os.PathLike, deterministic: bool = True) -> types.Policy:
-    """Rebuilds the inference function ``(observation, key) -> (action, extras)`` from a checkpoint alone."""
+def load_policy(
+    path: str | os.PathLike, network_factory: Callable[..., Any] | None = None, deterministic: bool = True
+) -> types.Policy:
+    """Rebuilds the inference function ``(observation, key) -> (action, extras)`` from a checkpoint alone (as
+    Brax's ``load_policy``; ``network_factory`` replaces the saved factory, called with the saved arguments)."""
+    if network_factory is not None and not callable(network_factory):
+        raise TypeError(
+            f"load_policy(path, network_factory=None, deterministic=True): network_factory must be callable or "
+            f"None, got {network_factory!r}"
+        )
     step_dir = resolve(path)
     config = _read_config(step_dir)
-    network = networks_from_config(config)
-    policy = ppo_networks.make_inference_fn(network)(load_params(step_dir), deterministic=deterministic)
+    network = networks_from_config(config, network_factory)
     expected = _obs_size(config)
+    params = _restore_params(step_dir, config, network)
+    policy = ppo_networks.make_inference_fn(network)(params, deterministic=deterministic)
 
     def checked_policy(observations: types.Observation, key_sample: jax.Array) -> tuple[jax.Array, Any]:
         _check_policy_input(step_dir, observations, expected)

@@ -13,6 +13,7 @@ from typing import Any, NamedTuple
 import flax
 import jax
 from flax import linen
+from ml_collections import config_dict
 
 from brax_core.training import distribution, networks, types
 
@@ -54,6 +55,9 @@ def kernel_initializer(
             f"{fn_name} must be an initialiser factory such as jax.nn.initializers.lecun_uniform (one of "
             f"{sorted(networks.KERNEL_INITIALIZER)}), got {fn!r}"
         )
+    if isinstance(kwargs, config_dict.ConfigDict):
+        # A nested dict of a checkpoint configuration (``**config.network_factory_kwargs``) arrives as one.
+        kwargs = kwargs.to_dict()
     if kwargs is not None and not (isinstance(kwargs, Mapping) and all(isinstance(k, str) for k in kwargs)):
         raise ValueError(f"{kwargs_name} must be a mapping of keyword arguments for {fn_name} or None, got {kwargs!r}")
     if kernel_init is not None:
@@ -158,15 +162,23 @@ def make_ppo_networks(
         if not isinstance(key, str) or not key:
             raise ValueError(f"{name} must be a non-empty string naming a dict-observation key, got {key!r}")
     if kernel_init is not None and not callable(kernel_init):
-        raise ValueError(f"kernel_init must be an initialiser (e.g. jax.nn.initializers.lecun_uniform()) or None, "
-                         f"got {kernel_init!r}")
+        raise ValueError(
+            f"kernel_init must be an initialiser (e.g. jax.nn.initializers.lecun_uniform()) or None, "
+            f"got {kernel_init!r}"
+        )
     policy_init = kernel_initializer(
-        "policy_network_kernel_init_fn", policy_network_kernel_init_fn,
-        "policy_network_kernel_init_kwargs", policy_network_kernel_init_kwargs, kernel_init,
+        "policy_network_kernel_init_fn",
+        policy_network_kernel_init_fn,
+        "policy_network_kernel_init_kwargs",
+        policy_network_kernel_init_kwargs,
+        kernel_init,
     )
     value_init = kernel_initializer(
-        "value_network_kernel_init_fn", value_network_kernel_init_fn,
-        "value_network_kernel_init_kwargs", value_network_kernel_init_kwargs, kernel_init,
+        "value_network_kernel_init_fn",
+        value_network_kernel_init_fn,
+        "value_network_kernel_init_kwargs",
+        value_network_kernel_init_kwargs,
+        kernel_init,
     )
     mean_init = None
     if mean_kernel_init_fn is not None:

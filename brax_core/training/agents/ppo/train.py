@@ -238,7 +238,7 @@ def _validated_arguments(arguments: Mapping[str, Any]) -> _Arguments:
     if restore_checkpoint_path is not None:
         restore_checkpoint_path = checkpoint.resolve(restore_checkpoint_path)
     env_steps_restored = (
-        int(checkpoint.load_config(restore_checkpoint_path)["env_steps"]) if restore_checkpoint_path else 0
+        int(checkpoint.load_config_json(restore_checkpoint_path)["env_steps"]) if restore_checkpoint_path else 0
     )
     return _Arguments(
         hp=hp,
@@ -760,9 +760,13 @@ def _start_from_params(
     checkpoint.check_params_fit("restore_params", restore_params, target, args.restore_value_fn)
     value = restore_params.value_params if args.restore_value_fn else training_state.params.value
     params = ppo_losses.PPONetworkParams(policy=restore_params.policy_params, value=value)
+    normalizer = restore_params.normalizer_params
+    if isinstance(normalizer, running_statistics.RunningStatisticsState):
+        # The run's normalize_observations_std_eps applies; a loaded state's setting would only retrace.
+        normalizer = normalizer.replace(std_eps=training_state.normalizer_params.std_eps)
     return training_state.replace(
         params=jax.device_put(params, replicated),
-        normalizer_params=jax.device_put(restore_params.normalizer_params, replicated),
+        normalizer_params=jax.device_put(normalizer, replicated),
         optimizer_state=jit(optimizer.init, out_shardings=replicated)(params),
     )
 
@@ -771,7 +775,7 @@ def _restore_training(
     path: str, training_state: TrainingState, key_run: jax.Array
 ) -> tuple[TrainingState, jax.Array, int]:
     """Loads the complete training state saved at ``path`` into the shardings of ``training_state``."""
-    config = checkpoint.load_config(path)
+    config = checkpoint.load_config_json(path)
     params_target = PPOTrainingParams(
         training_state.normalizer_params, training_state.params.policy, training_state.params.value
     )
