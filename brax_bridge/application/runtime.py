@@ -9,18 +9,15 @@ import jax
 import torch
 
 from brax_core import _quiet  # noqa: F401  (hides MJX's import-time stdout line before anything else)
+from brax_core import compile as compile_options
 
 
-def enable_compile_cache() -> None:
-    """A persistent XLA cache makes a second run of the same command start in seconds instead of minutes.
+def enable_compile_cache() -> str | None:
+    """A persistent XLA cache lets a second run of the same command skip XLA (see ``brax_core.compile``).
 
     ``BRAX_BRIDGE_JAX_CACHE`` names the folder (default ``~/.cache/brax_bridge/jax``); empty turns it off.
     """
-    path = os.environ.get("BRAX_BRIDGE_JAX_CACHE", "~/.cache/brax_bridge/jax")
-    if not path:
-        return
-    jax.config.update("jax_compilation_cache_dir", os.path.expanduser(path))
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+    return compile_options.enable_persistent_cache()
 
 
 def default_device() -> str:

@@ -8,11 +8,16 @@ from collections.abc import Callable
 from typing import Any
 
 from brax_core import _quiet  # noqa: F401  (before any env module imports mujoco.mjx)
+from brax_core import compile as _compile
 
 # isort: split
 from brax_core.envs import playground
 from brax_core.envs.base import Env, PipelineEnv, State, Wrapper
 from brax_core.envs.wrappers import training
+
+# Every trainer and the bridge build their environments from here, so the persistent compile cache is on before
+# their first compile: a second run of the same configuration loads XLA's output instead of compiling again.
+_compile.enable_persistent_cache()
 
 # name -> "module:Class", imported on first use so listing names compiles nothing.
 _BUILTIN = {
