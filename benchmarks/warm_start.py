@@ -5,9 +5,9 @@ with the cache off, once with an empty cache (cold: compiles and writes), then `
 cache (warm). Times are seconds from the process start:
 
 - ``import``: the entry point's imports (JAX, MuJoCo MJX, torch, tensordict: the same in every run);
-- ``ready``: from the call until the first training step is done, i.e. the trainer's report after one training
-  step minus that report's own evaluation time (``eval/epoch_eval_time``); for ``TorchEnv``, construction,
-  ``reset`` and one ``step``.
+- ``ready``: from the call until the first training step is done: the trainer's report after one training step,
+  less that report's own evaluation time (``eval/epoch_eval_time``), so the evaluation before training is
+  included; for ``TorchEnv``, construction, ``reset`` and one ``step``.
 
 The trainers use the env's preset sizes (``inverted_pendulum`` by default) for exactly one training step.
 
