@@ -90,8 +90,15 @@ def test_every_geom_type_is_exported_and_hidden_groups_are_not():
     mujoco.mj_forward(model, data)
     payload = _payload(html.render(model, [data]))
     kinds = {g["name"]: g["type"] for g in payload["geoms"]}
-    assert kinds == {"floor": "plane", "s": "sphere", "c": "capsule", "y": "cylinder", "b": "box",
-                     "e": "ellipsoid", "m": "mesh"}
+    assert kinds == {
+        "floor": "plane",
+        "s": "sphere",
+        "c": "capsule",
+        "y": "cylinder",
+        "b": "box",
+        "e": "ellipsoid",
+        "m": "mesh",
+    }
     mesh = next(g for g in payload["geoms"] if g["type"] == "mesh")["mesh"]
     assert len(mesh["vert"]) == 3 * 4 and len(mesh["face"]) == 3 * 4  # a tetrahedron
 
@@ -141,3 +148,18 @@ def test_viewer_script_is_package_data_inlined_into_every_page(pendulum):
     with open(os.path.join(os.path.dirname(__file__), "..", "pyproject.toml"), "rb") as f:
         package_data = tomllib.load(f)["tool"]["setuptools"]["package-data"]["brax_core"]
     assert "io/viewer.js" in package_data  # shipped in wheels, not only in a source checkout
+
+
+def test_json_module_writes_the_document_the_viewer_plays(pendulum, tmp_path):
+    from brax_core.io import json as brax_json  # Brax's brax.io.json
+
+    sys, mj_model, frames = pendulum
+    text = brax_json.dumps(sys, frames)
+    assert json.loads(text) == _payload(html.render(sys, frames))
+    written = brax_json.save(tmp_path / "trajectory.json", sys, frames, dt=0.05)
+    with open(written, encoding="utf-8") as f:
+        data = json.load(f)
+    assert data["frames"] == 12 and data["dt"] == 0.05
+    np.testing.assert_allclose(data["xpos"][7], np.asarray(frames[7].xpos), atol=1e-5)
+    with pytest.raises(ValueError, match="dt must be a positive"):
+        brax_json.dumps(sys, frames, dt=0.0)
