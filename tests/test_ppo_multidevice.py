@@ -2,6 +2,7 @@
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import textwrap
@@ -34,7 +35,8 @@ SCRIPT = textwrap.dedent(
         np.array_equal(np.asarray(leaf.addressable_shards[0].data), np.asarray(leaf.addressable_shards[1].data))
         for leaf in leaves)
     train_result = {"spread": sorted(set(spread)), "same": same, "reports": reports,
-                    "count": float(params.normalizer_params.count), "device_error": device_error}
+                    "count": float(params.normalizer_params.count), "device_error": device_error,
+                    "params": [np.asarray(leaf.addressable_shards[0].data).tolist() for leaf in leaves]}
 
     # One PPO update of the same global batch, on one device and split over two. Whole `train()` runs cannot be
     # compared: every device collects its own rollouts from its own keys (as in Brax), so the two runs see different
@@ -95,6 +97,73 @@ SCRIPT = textwrap.dedent(
 )
 
 
+# The same run as the script's first, on two processes of one CPU device each, joined by JAX's multi-controller
+# runtime (jax.distributed: a coordinator on localhost, gloo collectives between the CPU processes).
+MULTI_PROCESS_SCRIPT = textwrap.dedent(
+    """
+    import json, os, sys
+    import jax
+    import numpy as np
+    jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    jax.distributed.initialize(
+        coordinator_address=os.environ["COORDINATOR"], num_processes=2, process_id=int(sys.argv[1]))
+    sys.path.insert(0, os.environ["PPO_TESTS_DIR"])
+    import conftest  # noqa: F401  (shared compile cache)
+    from test_ppo_train import STEP, TINY
+    from brax_core.training.agents.ppo import train as ppo
+
+    assert jax.process_count() == 2 and jax.device_count() == 2 and jax.local_device_count() == 1
+    reports = []
+    _, params, metrics = ppo.train(
+        "fast", num_timesteps=4 * STEP, num_evals=0, log_training_metrics=True, training_metrics_steps=2 * STEP,
+        progress_fn=lambda s, m: reports.append((s, m["episode/sum_reward"])), **TINY)
+    leaves = jax.tree.leaves(params)
+    print("RESULT" + json.dumps({
+        "process": jax.process_index(), "reports": reports, "count": float(params.normalizer_params.count),
+        "params": [np.asarray(leaf.addressable_shards[0].data).tolist() for leaf in leaves]}))
+    jax.distributed.shutdown()
+    """
+)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("localhost", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def two_processes():
+    """Both processes' results, launched side by side as two hosts would be."""
+    env = dict(os.environ)
+    env["JAX_PLATFORMS"] = "cpu"
+    env["PPO_TESTS_DIR"] = os.path.dirname(__file__)
+    env["COORDINATOR"] = f"localhost:{_free_port()}"
+    env["XLA_FLAGS"] = env.get("XLA_FLAGS", "").replace("--xla_force_host_platform_device_count=2", "")
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", MULTI_PROCESS_SCRIPT, str(rank)],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for rank in (0, 1)
+    ]
+    results = []
+    for proc in procs:
+        try:
+            out, err = proc.communicate(timeout=300)
+        except subprocess.TimeoutExpired:
+            for p in procs:
+                p.kill()
+            raise
+        assert proc.returncode == 0, err[-3000:]
+        line = [x for x in out.splitlines() if x.startswith("RESULT")][-1]
+        results.append(json.loads(line[len("RESULT") :]))
+    return results
+
+
 @pytest.fixture(scope="module")
 def two_devices():
     """The script's results; one subprocess (one JAX start-up and compile cache load) serves both tests."""
@@ -130,3 +199,18 @@ def test_two_device_update_equals_one_device_update_of_the_same_batch(two_device
         moved += int(not np.allclose(np.asarray(one), np.asarray(start)))
     # The update did something to check: most parameter leaves and the normaliser's statistics changed.
     assert moved >= len(result["start"]) // 2, moved
+
+
+def test_two_processes_train_as_two_devices_of_one_process(two_processes, two_devices):
+    """Multi-host data parallelism is JAX's: the same global computation, whichever process holds a device."""
+    one_process = two_devices["train"]
+    assert [r["process"] for r in two_processes] == [0, 1]
+    for result in two_processes:
+        # Every process reports (Brax reports on process 0 only), with the global run's figures.
+        assert result["reports"] == one_process["reports"]
+        assert result["count"] == 4 * 1280
+        assert len(result["params"]) == len(one_process["params"])
+        for mine, reference in zip(result["params"], one_process["params"], strict=True):
+            np.testing.assert_allclose(np.asarray(mine), np.asarray(reference), rtol=1e-6, atol=1e-7)
+    for a, b in zip(two_processes[0]["params"], two_processes[1]["params"], strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
