@@ -13,7 +13,8 @@ MuJoCo's forward kinematics. The env's other documented differences from Brax (r
 humanoid's inertia and velocity layout, extra metrics) are checked against their own definitions, named where
 they are used.
 
-Each env's ``reset`` and unbatched ``step`` are compiled once and every state goes through the same compiled step.
+Each env's ``reset`` and unbatched ``step`` are compiled once (``compiled_envs.py``, shared with
+``test_envs_planar.py``) and every state goes through the same compiled step.
 The cheap planar envs run by default; the others are ``slow`` (their compiles take most of this module's time).
 """
 
@@ -28,6 +29,7 @@ import jax.numpy as jnp
 import mujoco
 import numpy as np
 import pytest
+from compiled_envs import compiled_env
 
 from brax_core import envs
 from brax_core.envs.humanoid import _cinert
@@ -398,8 +400,7 @@ def _outputs(state: envs.State) -> dict:
 @functools.cache
 def run(name: str) -> Run:
     """Resets ``name`` and steps it with random actions, then once more from a pushed pose (one compile each)."""
-    env = envs.get_environment(name)
-    reset, step = jax.jit(env.reset), jax.jit(env.step)
+    env, reset, step = compiled_env(name)  # shared with test_envs_planar.py
     poses = POSES[name]
     rng = np.random.default_rng(0)
     first = reset(jax.random.PRNGKey(1))
