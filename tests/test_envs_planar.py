@@ -28,6 +28,7 @@ import jax.numpy as jnp
 import mujoco
 import numpy as np
 import pytest
+from compiled_envs import compiled_env
 from mujoco import mjx
 
 from brax_core import envs
@@ -90,8 +91,7 @@ def _weak_leaves(tree) -> list[str]:
 
 
 def _make_rollout(name: str) -> Rollout:
-    env = envs.get_environment(name)
-    reset_fn, step_fn = jax.jit(env.reset), jax.jit(env.step)
+    env, reset_fn, step_fn = compiled_env(name)
     state = reset_fn(jax.random.PRNGKey(0))
     first = _numpy_state(state)
     weak = _weak_leaves(state)

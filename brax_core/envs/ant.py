@@ -33,8 +33,11 @@
   controls, same start agree within 1e-4 on ``qpos`` and 2e-3 on ``qvel`` (absolute) over 25 physics steps
   (float32 MJX against float64 MuJoCo).
 
-Differences from Brax 0.14's ``ant``: none in observation, reward, termination, reset or solver settings;
-Brax's ``contact_force_range`` argument (unused there: contact forces are not observed) is not accepted.
+Differences from Brax 0.14's ``ant``: none in observation, reward, termination, reset, metrics or solver settings
+(``tests/test_env_definitions.py`` recomputes them with Brax's formulas); the torso pose is read from the pipeline
+state as Brax's ``mjx`` backend reads it (the pose before the step's last physics step; Brax's default
+``generalized`` pipeline reads the reached pose). Brax's ``contact_force_range`` argument (unused there: contact
+forces are not observed) is not accepted.
 """
 
 from __future__ import annotations

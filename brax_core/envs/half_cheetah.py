@@ -32,7 +32,10 @@
 Differences from Brax 0.14's ``halfcheetah`` (deliberate, for speed on MJX): the constraint solver runs Newton with
 1 iteration and 4 line-search steps with Euler damping disabled (Brax's model keeps MuJoCo's defaults: 4
 iterations, 50 line-search steps, damping enabled), and the torso capsule collides with the floor (in Brax only the
-head, thighs and feet do). Observation, reward, termination and reset are Brax's.
+head, thighs and feet do). Observation, reward, termination, reset and metrics are Brax's
+(``tests/test_env_definitions.py`` recomputes them with Brax's formulas); the torso's x position is read from the
+pipeline state as Brax's ``mjx`` backend reads it (the pose before the step's last physics step; Brax's default
+``generalized`` pipeline reads the reached pose).
 """
 
 from __future__ import annotations

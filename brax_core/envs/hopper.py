@@ -32,9 +32,14 @@
   controls, over 25 env steps (100 physics steps, foot contacts included) to ``qpos`` atol 1e-5, ``qvel`` atol 1e-4
   (float32 vs float64).
 
-Differences from Brax 0.14's ``hopper`` (deliberate): the forward velocity and the health test read the state the step
-reached (Brax reads body poses one physics step late); ``metrics['x_position']`` is the torso's position at reset
-too (Brax reports 0 there).
+Brax reads the torso's x and height from its body pose; here they are ``qpos[0]`` and ``qpos[1]``, which equal
+that pose (the torso frame sits on the root joints, and ``rootz``'s ``ref`` makes ``qpos[1]`` the world height).
+
+Differences from Brax 0.14's ``hopper`` (deliberate; ``tests/test_env_definitions.py`` checks the rest against
+Brax's formulas): the forward velocity, the observed height and the health test read the state the step reached,
+as Brax's default ``generalized`` pipeline does (its ``mjx`` backend reads body poses one physics step late);
+``metrics['x_position']`` is the torso's position at reset too (Brax reports 0 there); the step also ends an
+episode whose state stops being finite.
 """
 
 from __future__ import annotations

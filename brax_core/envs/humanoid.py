@@ -40,7 +40,10 @@
 Differences from Brax 0.14's ``humanoid`` (deliberate): observations 45-220 are MuJoCo's own ``cinert`` and
 ``cvel`` per body (the layout of MuJoCo's MJX tutorial humanoid); Brax builds them from its own transforms (the
 inertia as a 3x3 matrix about the whole-body centre of mass plus mass, and mass-weighted linear before angular
-velocity). Sizes, action mapping, reward, termination and reset are Brax's.
+velocity). Sizes, the other observations, action mapping, reward, termination, reset and metrics are Brax's
+(``tests/test_env_definitions.py`` recomputes them with Brax's formulas); body poses and the centre of mass are read
+from the pipeline state as Brax's ``mjx`` backend reads them (before the step's last physics step; Brax's default
+``generalized`` pipeline reads the reached poses).
 """
 
 from __future__ import annotations

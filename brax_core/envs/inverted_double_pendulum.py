@@ -36,9 +36,11 @@
 The tip is found by running forward kinematics on the state the step reached (``mjx.step`` leaves ``site_xpos``
 at the state before its last integration), so it always matches native MuJoCo's ``site_xpos`` for ``qpos``.
 
-Differences from Brax 0.14's ``inverted_double_pendulum`` (deliberate): the tip height comes from the state the
-step reached (Brax reads its pose one physics step late); ``metrics`` report the three reward terms and the tip
-height (Brax reports none).
+Differences from Brax 0.14's ``inverted_double_pendulum`` (deliberate; ``tests/test_env_definitions.py`` checks the
+rest against Brax's formulas): the tip comes from the pose of the state the step reached, as Brax's default
+``generalized`` pipeline computes it (on Brax's ``mjx`` backend the pose is the one before the step's last physics
+step); ``metrics`` report the three reward terms and the tip height (Brax reports none). ``alive_bonus`` and
+``reset_noise_scale`` (fixed 10 and 0.01 in Brax) are arguments with Brax's values as defaults.
 """
 
 from __future__ import annotations

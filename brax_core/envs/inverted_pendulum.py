@@ -9,7 +9,11 @@
 * Defaults: ``episode_length`` 1000, ``n_frames`` 2 (``dt`` 0.04 s).
 
 Differences from Brax 0.14's ``inverted_pendulum``: none in observation, action mapping, reward, termination or
-reset; the step also ends an episode whose state stops being finite.
+reset (``tests/test_env_definitions.py`` recomputes them with Brax's formulas); the step also ends an episode whose
+state stops being finite. ``info`` carries no ``'time_out'`` flag: Brax's sets it equal to ``done``, so its PPO with
+``bootstrap_on_timeout`` would bootstrap a fallen pole as if the time limit had ended the episode; our trainers
+read time-limit ends from the ``truncation`` flag of the episode wrapper. ``reset_noise_scale`` (Brax: fixed 0.01)
+is an argument with Brax's value as its default.
 """
 
 from __future__ import annotations

@@ -31,10 +31,13 @@
 The fingertip position and velocity come from forward kinematics of the state the step reached (``mjx.step``
 leaves positions at the state before its last integration).
 
-Differences from Brax 0.14's ``reacher`` (deliberate): observations 6, 7 are the fingertip's true velocity; Brax
-adds the elbow link's angular velocity crossed with a fixed world-x offset (not rotated with the arm), so the two
-agree only when the arm points along x, and it reads poses one physics step late. The step also ends an episode
-whose state stops being finite.
+Differences from Brax 0.14's ``reacher`` (deliberate; ``tests/test_env_definitions.py`` checks the rest against
+Brax's formulas): observations 6, 7 are the fingertip's true velocity; Brax adds the elbow link's angular velocity
+crossed with a fixed world-x offset (not rotated with the arm), so the two agree only when the arm points along x.
+Poses are those of the state the step reached, as Brax's default ``generalized`` pipeline computes them (its
+``mjx`` backend reads them one physics step late). The step also ends an episode whose state stops being finite.
+``reset_noise_scale`` and ``target_radius`` (fixed 0.1 and 0.2 in Brax) are arguments with Brax's values as
+defaults.
 """
 
 from __future__ import annotations

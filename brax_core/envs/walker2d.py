@@ -32,9 +32,11 @@
   controls, over 25 env steps (100 physics steps, foot contacts included) to ``qpos`` atol 2e-4, ``qvel`` atol 2e-3
   (float32 vs float64).
 
-Differences from Brax 0.14's ``walker2d`` (deliberate): as for ``hopper``, the forward velocity and the health test
-read the state the step reached (Brax reads body poses one physics step late); the step also ends an episode whose
-state stops being finite.
+Differences from Brax 0.14's ``walker2d`` (deliberate; ``tests/test_env_definitions.py`` checks the rest against
+Brax's formulas): as for ``hopper``, the forward velocity, the observed height and the health test read the state
+the step reached, as Brax's default ``generalized`` pipeline does (its ``mjx`` backend reads body poses one physics
+step late); ``metrics['x_position']`` is the torso's position at reset too (Brax reports 0 there); the step also
+ends an episode whose state stops being finite.
 """
 
 from __future__ import annotations
