@@ -155,10 +155,8 @@ def _write_section(path: str, text: str) -> None:
 def _throughput_worker(args: argparse.Namespace, trainer: str, seed: str) -> None:
     """One run of one trainer (in its own process): prints its per-interval ``training/sps`` as JSON."""
     import brax_bridge  # noqa: F401  (first, so it configures JAX before its backend starts)
-    from brax_bridge.application.runtime import enable_compile_cache
     from brax_core.training.agents.ppo import presets
 
-    enable_compile_cache()
     preset = dict(presets.PRESETS[args.env])
     steps = preset["batch_size"] * preset["num_minibatches"] * preset["unroll_length"] * preset.get("action_repeat", 1)
     every = steps * (args.interval or max(1, 8192 // steps))

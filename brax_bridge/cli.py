@@ -223,7 +223,7 @@ def train_command(
     checkpoint there; --resume DIR continues it exactly (only --num-timesteps may change on resume, and other
     hyperparameter flags with --allow-changes).
     """
-    from brax_bridge.application import runs, runtime
+    from brax_bridge.application import runs
 
     if resume is not None:
         if out is not None or seed != 0 or device != "auto":
@@ -240,7 +240,6 @@ def train_command(
         stamp = time.strftime("%Y%m%d-%H%M%S")
         run_dir = str(out) if out is not None else os.path.join("runs", f"{_folder_name(env)}-{trainer}-{stamp}")
         config = runs.make_config(env, trainer, seed, resolved, used, torch_device)
-    runtime.enable_compile_cache()
     console.print(f"training [bold]{config['trainer']}[/] PPO on [bold]{config['env']}[/] "
                   f"({config['hyperparameters']['num_timesteps']:,} env steps, preset {config['preset']}) -> {run_dir}")
     with runs.sigint_stops(runs.StopFlag(), console) as stop:
@@ -319,7 +318,6 @@ def compare_command(
     resolved, used = _resolve(env, preset, hp)
     out_dir = str(out) if out is not None else os.path.join("runs", f"compare_{_folder_name(env)}")
     os.makedirs(out_dir, exist_ok=True)
-    runtime.enable_compile_cache()
     console.print(f"comparing {' vs '.join(trainer_list)} PPO on [bold]{env}[/], seeds {seed_list}, "
                   f"{resolved['num_timesteps']:,} env steps each (preset {used}) -> {out_dir}")
     summaries, curves = [], []
@@ -414,7 +412,6 @@ def bench_command(
 
     if size not in bench.SIZES:
         raise _fail(f"--size must be one of: {', '.join(bench.SIZES)}; got {size!r}")
-    runtime.enable_compile_cache()
     try:
         results = bench.run_all(size, console)
     except bench.BenchmarksNotFound as err:

@@ -87,15 +87,14 @@ def test_ten_thousand_differentiable_steps_stay_within_memory_bounds():
     assert end - warm < RSS_BOUND_MB, (warm, end)
 
 
-def _ppo_iterations(trainer: str, iterations: int) -> tuple[list[tuple[int, int]], list[float]]:
+def _ppo_iterations(trainer: str, iterations: int) -> list[tuple[int, int]]:
     """Footprints at every report of a ``fast`` run reporting after each training step."""
     tiny = {k: v for k, v in presets.PRESETS["fast"].items() if k not in ("num_timesteps", "num_evals")}
     step = tiny["batch_size"] * tiny["num_minibatches"] * tiny["unroll_length"]
-    footprints, rss = [], []
+    footprints = []
 
     def progress(_, metrics):
         footprints.append(_footprint())
-        rss.append(_peak_rss_mb())
 
     options = dict(
         num_timesteps=iterations * step,
@@ -111,10 +110,10 @@ def _ppo_iterations(trainer: str, iterations: int) -> tuple[list[tuple[int, int]
         network = tiny.pop("network_factory").keywords
         torch_ppo.train("fast", **options, **tiny, **network)
     assert len(footprints) == iterations
-    return footprints, rss
+    return footprints
 
 
 @pytest.mark.parametrize("trainer", ["jax", "torch"])
 def test_ppo_iterations_keep_nothing(trainer):
-    footprints, _ = _ppo_iterations(trainer, 12)
+    footprints = _ppo_iterations(trainer, 12)
     assert _stops_growing(footprints), footprints

@@ -114,10 +114,8 @@ def _state(trainer) -> dict:
 def _worker(out_dir: str) -> None:
     import torch.distributed as dist
 
-    import torch_ppo
-    from brax_bridge.application.runtime import enable_compile_cache
+    import torch_ppo  # turns on the persistent compile cache (conftest does not run in a worker)
 
-    enable_compile_cache()  # the test session's persistent cache (conftest does not run in a worker)
     rank = int(os.environ["RANK"])
     reports = []
     _, params, metrics = torch_ppo.train(

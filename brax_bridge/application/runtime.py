@@ -1,4 +1,5 @@
-"""Process-wide facts and settings the commands share: the persistent compile cache, devices, the machine."""
+"""Process-wide facts the commands share: devices, the machine. (The persistent compile cache is turned on when
+``brax_core.envs`` is imported; see ``brax_core.compile``.)"""
 
 from __future__ import annotations
 
@@ -9,15 +10,6 @@ import jax
 import torch
 
 from brax_core import _quiet  # noqa: F401  (hides MJX's import-time stdout line before anything else)
-from brax_core import compile as compile_options
-
-
-def enable_compile_cache() -> str | None:
-    """A persistent XLA cache lets a second run of the same command skip XLA (see ``brax_core.compile``).
-
-    ``BRAX_BRIDGE_JAX_CACHE`` names the folder (default ``~/.cache/brax_bridge/jax``); empty turns it off.
-    """
-    return compile_options.enable_persistent_cache()
 
 
 def default_device() -> str:
