@@ -1,18 +1,23 @@
 """PPO parity: the JAX trainer and torch_ppo on the same env, hyperparameters (the JAX preset) and seeds, in one run.
 
-For every seed, both trainers run back to back (JAX, then torch) in this process; the figures are
+Every run is a fresh process. For every seed the trainers alternate (JAX, then torch), each run twice: *cold*,
+with an empty persistent compile cache (everything compiles), then *warm*, with the cache the cold run filled (a
+second run of the same configuration). The figures are
 
 * the evaluation reward at every evaluation point (the same env-step counts for both trainers),
 * wall time from the ``train`` call to the first evaluation with reward >= the target (start-up included),
+* start-up: from the ``train`` call to its first report (the evaluation before training),
 * training steps/s (the trainers' ``training/sps``, evaluation and start-up excluded) and end-to-end steps/s,
-* the ratio torch / JAX of the time to target.
+* the ratios torch / JAX of the time to target (cold and warm) and of training steps/s,
+* the machine's 1-minute load average before and after each run.
 
 Usage:
   python benchmarks/ppo_parity.py [--env inverted_pendulum] [--seeds 0 1 2] [--target 950] [--torch-threads N]
-                                  [--write benchmarks/RESULTS.md]
+                                  [--set num_envs=1024 batch_size=256 ...] [--write benchmarks/RESULTS.md]
 
-``--write`` replaces the ``## PPO parity`` section of the results file (creating the file if needed), leaving the
-other sections alone.
+``--set`` overrides preset values for both trainers (Python literals). ``--write`` replaces the section of the
+results file this configuration writes (``## PPO parity``, or ``## PPO parity, 1024 envs`` for ``--set
+num_envs=1024``), leaving the other sections alone.
 
 ``--throughput`` measures only training speed on the env's preset: each trainer trains ``--readings`` intervals of
 ``--interval`` training steps with no evaluation, reporting ``training/sps`` per interval; the first interval
@@ -38,26 +43,39 @@ from typing import Any
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 SECTION = "## PPO parity"
+CACHE_VAR = "BRAX_BRIDGE_JAX_CACHE"  # brax_core.compile's switch for the persistent compile cache
 
 
-def _jax_run(env: str, preset: dict[str, Any], seed: int, target: float) -> dict[str, Any]:
-    from brax_core.training.agents.ppo import train as jax_ppo
+def _preset(env: str, overrides: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The JAX preset with the overrides, and its network's keyword arguments (torch_ppo takes them flat)."""
+    from brax_core.training.agents.ppo import presets
 
-    return _timed(lambda progress: jax_ppo.train(env, seed=seed, progress_fn=progress, **preset), target)
-
-
-def _torch_run(
-    env: str, preset: dict[str, Any], net: dict[str, Any], seed: int, target: float, threads: int | None
-) -> dict[str, Any]:
-    import torch_ppo
-
-    kwargs = {k: v for k, v in preset.items() if k != "network_factory"}
-    if threads is not None:
-        kwargs["num_threads"] = threads
-    return _timed(lambda progress: torch_ppo.train(env, seed=seed, progress_fn=progress, **kwargs, **net), target)
+    preset = {**presets.PRESETS[env], **overrides}
+    return preset, presets.network_kwargs(env)
 
 
-def _timed(run: Any, target: float) -> dict[str, Any]:
+def _run_worker(args: argparse.Namespace, trainer: str, seed: int) -> None:
+    """One training run (in its own process): prints its figures as JSON on a line starting with ``RUN``."""
+    import brax_bridge  # noqa: F401  (first, so it configures JAX before its backend starts)
+
+    preset, net = _preset(args.env, args.overrides)
+    if trainer == "jax":
+        from brax_core.training.agents.ppo import train as jax_ppo
+
+        result = _timed(lambda progress: jax_ppo.train(args.env, seed=seed, progress_fn=progress, **preset), args)
+    else:
+        import torch_ppo
+
+        kwargs = {k: v for k, v in preset.items() if k != "network_factory"}
+        if args.torch_threads is not None:
+            kwargs["num_threads"] = args.torch_threads
+        result = _timed(
+            lambda progress: torch_ppo.train(args.env, seed=seed, progress_fn=progress, **kwargs, **net), args
+        )
+    print("RUN " + json.dumps(result), flush=True)
+
+
+def _timed(run: Any, args: argparse.Namespace) -> dict[str, Any]:
     curve: list[tuple[int, float, float]] = []
     sps: list[float] = []
     start = time.perf_counter()
@@ -70,10 +88,11 @@ def _timed(run: Any, target: float) -> dict[str, Any]:
 
     run(progress)
     wall = time.perf_counter() - start
-    reached = next(((s, t) for s, r, t in curve if r >= target), None)
+    reached = next(((s, t) for s, r, t in curve if r >= args.target), None)
     return {
         "curve": curve,
         "wall_s": wall,
+        "startup_s": curve[0][2] if curve else None,
         "steps_to_target": reached[0] if reached else None,
         "time_to_target_s": reached[1] if reached else None,
         "train_sps": statistics.median(sps) if sps else None,
@@ -82,69 +101,101 @@ def _timed(run: Any, target: float) -> dict[str, Any]:
     }
 
 
+def _spawn(args: argparse.Namespace, trainer: str, seed: int, cache: str) -> dict[str, Any]:
+    """Runs one worker process with the compile cache in ``cache``; adds the load average around it."""
+    import subprocess
+
+    cmd = [sys.executable, os.path.abspath(__file__), "--env", args.env, "--target", str(args.target)]
+    cmd += ["--set", *args.set] if args.set else []
+    cmd += ["--torch-threads", str(args.torch_threads)] if args.torch_threads is not None else []
+    cmd += ["--run-worker", trainer, str(seed)]
+    load_before = os.getloadavg()[0]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=False, env={**os.environ, CACHE_VAR: cache})
+    line = next((x for x in out.stdout.splitlines() if x.startswith("RUN ")), None)
+    if out.returncode != 0 or line is None:
+        raise SystemExit(f"{trainer} seed {seed} failed:\n{out.stdout[-2000:]}\n{out.stderr[-3000:]}")
+    return {**json.loads(line[4:]), "load": [load_before, os.getloadavg()[0]]}
+
+
 def _fmt(x: Any, digits: int = 0) -> str:
     if x is None:
         return "not reached"
     return f"{x:,.{digits}f}" if isinstance(x, float) else f"{x:,}"
 
 
+def _section(args: argparse.Namespace) -> str:
+    return SECTION + (f", {args.overrides['num_envs']} envs" if "num_envs" in args.overrides else "")
+
+
+def _median(values: list[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return statistics.median(present) if len(present) == len(values) and present else None
+
+
 def _markdown(args: argparse.Namespace, preset: dict[str, Any], net: dict[str, Any], runs: dict, cmd: str) -> str:
+    loads = [x for seed in runs.values() for t in seed.values() for r in t.values() for x in r["load"]]
+    sizes = {k: preset[k] for k in ("num_envs", "batch_size", "num_minibatches", "unroll_length", "num_timesteps")}
     lines = [
-        SECTION,
+        _section(args),
         "",
-        f"`{cmd}` — one run, {args.when}; machine: {os.cpu_count()}-core CPU without a GPU, shared with other "
-        f"jobs (python {platform.python_version()}, torch_ppo num_threads {args.torch_threads or 'default (1)'}).",
-        f"Env `{args.env}`; both trainers use the JAX preset `PRESETS[{args.env!r}]` (networks {json.dumps(net)}),",
-        "same seeds; JAX then torch per seed, back to back in one process. Time to target includes start-up "
-        "(compilation) and evaluations.",
+        f"`{cmd}` — one invocation, {args.when}; machine: {os.cpu_count()}-core CPU without a GPU, 1-minute load "
+        f"average {min(loads):.1f}-{max(loads):.1f} around the runs (python {platform.python_version()}, torch_ppo "
+        f"num_threads {args.torch_threads or 'default (1)'}).",
+        f"Env `{args.env}`; both trainers use the JAX preset `PRESETS[{args.env!r}]`"
+        + (f" with {json.dumps(args.overrides)}" if args.overrides else "")
+        + f" ({json.dumps(sizes)}; networks {json.dumps(net)}), same seeds. Every run is a fresh process; per seed "
+        "JAX then torch, each first *cold* (empty persistent compile cache) then *warm* (the cache its cold run "
+        "wrote). Time to target counts from the `train` call and includes start-up (compilation) and evaluations; "
+        "start-up is the `train` call to its first report.",
         "",
-        f"| seed | trainer | steps to {args.target:g} | time to {args.target:g} (s) | train steps/s | "
-        "end-to-end steps/s | final reward | wall (s) |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        f"| seed | trainer | steps to {args.target:g} | time to {args.target:g}, cold (s) | time to {args.target:g}, "
+        "warm (s) | start-up cold / warm (s) | train steps/s | end-to-end steps/s | final reward | wall, cold (s) |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
-    for seed in args.seeds:
+    for seed in sorted(runs):
         for trainer in ("jax", "torch"):
-            r = runs[seed][trainer]
+            cold, warm = runs[seed][trainer]["cold"], runs[seed][trainer]["warm"]
             lines.append(
-                f"| {seed} | {trainer} | {_fmt(r['steps_to_target'])} | {_fmt(r['time_to_target_s'], 1)} | "
-                f"{_fmt(r['train_sps'])} | {_fmt(r['end_to_end_sps'])} | {_fmt(r['final_reward'], 1)} | "
-                f"{_fmt(r['wall_s'], 1)} |"
+                f"| {seed} | {trainer} | {_fmt(cold['steps_to_target'])} | {_fmt(cold['time_to_target_s'], 1)} | "
+                f"{_fmt(warm['time_to_target_s'], 1)} | {_fmt(cold['startup_s'], 1)} / {_fmt(warm['startup_s'], 1)} | "
+                f"{_fmt(cold['train_sps'])} | {_fmt(cold['end_to_end_sps'])} | {_fmt(cold['final_reward'], 1)} | "
+                f"{_fmt(cold['wall_s'], 1)} |"
             )
-    ratios = [
-        runs[s]["torch"]["time_to_target_s"] / runs[s]["jax"]["time_to_target_s"]
-        for s in args.seeds
-        if runs[s]["torch"]["time_to_target_s"] and runs[s]["jax"]["time_to_target_s"]
-    ]
-    lines += ["", "Reward at the evaluation points (env steps: JAX / torch):", ""]
-    steps = [s for s, _, _ in runs[args.seeds[0]]["jax"]["curve"]]
+
+    def ratio(key: str, phase: str) -> float | None:
+        torch_v = _median([runs[s]["torch"][phase][key] for s in runs])
+        jax_v = _median([runs[s]["jax"][phase][key] for s in runs])
+        return torch_v / jax_v if torch_v and jax_v else None
+
+    lines += ["", "Reward at the evaluation points (env steps: JAX / torch, cold runs):", ""]
+    first = runs[min(runs)]["jax"]["cold"]["curve"]
+    steps = [s for s, _, _ in first]
     lines.append("| seed | " + " | ".join(f"{s:,}" for s in steps) + " |")
     lines.append("| --- |" + " --- |" * len(steps))
-    for seed in args.seeds:
-        jc = {s: r for s, r, _ in runs[seed]["jax"]["curve"]}
-        tc = {s: r for s, r, _ in runs[seed]["torch"]["curve"]}
+    for seed in sorted(runs):
+        jc = {s: r for s, r, _ in runs[seed]["jax"]["cold"]["curve"]}
+        tc = {s: r for s, r, _ in runs[seed]["torch"]["cold"]["curve"]}
         cells = [f"{jc.get(s, float('nan')):.0f} / {tc.get(s, float('nan')):.0f}" for s in steps]
         lines.append(f"| {seed} | " + " | ".join(cells) + " |")
-    if ratios:
-        train_ratio = [runs[s]["torch"]["train_sps"] / runs[s]["jax"]["train_sps"] for s in args.seeds]
-        lines += [
-            "",
-            f"**Ratio torch / JAX, time to reward {args.target:g}, cold start (first seed, both trainers compile "
-            f"everything): {ratios[0]:.2f}; target <= 1.25.** Per seed: {', '.join(f'{r:.2f}' for r in ratios)}. "
-            "Later seeds are not cold for torch: TorchEnvs of one configuration share their compiled step within "
-            "a process, while the JAX trainer compiles its training function in every `train` call, so their "
-            "ratios mostly measure JAX's compile time.",
-            "",
-            f"Steady-state training throughput, torch / JAX (`training/sps`): "
-            f"{', '.join(f'{r:.2f}' for r in train_ratio)}. The JAX trainer runs a whole epoch (physics, policy, "
-            "SGD) as one compiled call; torch_ppo calls the bridge's jitted step once per env step and runs the "
-            "policy and SGD in torch, so per-step dispatch dominates on small CPU batches (128 envs here).",
-        ]
+    medians = {
+        "time to target, cold": ratio("time_to_target_s", "cold"),
+        "time to target, warm": ratio("time_to_target_s", "warm"),
+        "training steps/s": ratio("train_sps", "cold"),
+    }
+    lines += [
+        "",
+        f"**Medians over {len(runs)} seed(s), torch / JAX:** "
+        + "; ".join(
+            f"{k} {_fmt(v, 2) if v is not None else 'n/a (not reached in every run)'}" for k, v in medians.items()
+        )
+        + ".",
+    ]
     return "\n".join(lines) + "\n"
 
 
-def _write_section(path: str, text: str) -> None:
+def _write_section(path: str, text: str, section: str) -> None:
     body = open(path).read() if os.path.exists(path) else "# Benchmark results\n"
-    pattern = re.compile(rf"^{re.escape(SECTION)}\n.*?(?=^## |\Z)", re.S | re.M)
+    pattern = re.compile(rf"^{re.escape(section)}\n.*?(?=^## |\Z)", re.S | re.M)
     body = pattern.sub(lambda _: text + "\n", body) if pattern.search(body) else body.rstrip("\n") + "\n\n" + text
     tmp = path + ".tmp"
     with open(tmp, "w") as f:
@@ -209,14 +260,26 @@ def _throughput(args: argparse.Namespace, argv: list[str] | None) -> None:
     )
 
 
+def _literal(text: str) -> tuple[str, Any]:
+    import ast
+
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"--set takes key=value pairs, got {text!r}")
+    try:
+        return key, ast.literal_eval(value)
+    except (ValueError, SyntaxError):
+        raise argparse.ArgumentTypeError(f"--set {key}: {value!r} is not a Python literal") from None
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--env", default="inverted_pendulum")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--target", type=float, default=950.0)
-    parser.add_argument("--num-timesteps", type=int, default=None, help="override the preset's num_timesteps")
+    parser.add_argument("--set", nargs="+", default=[], metavar="KEY=VALUE", help="override preset values")
     parser.add_argument("--torch-threads", type=int, default=None, help="torch_ppo's num_threads (default: its own)")
-    parser.add_argument("--write", default=None, help="results file whose PPO parity section to replace")
+    parser.add_argument("--write", default=None, help="results file whose section to replace")
     parser.add_argument("--json", default=None, help="also dump the raw figures here")
     parser.add_argument("--from-json", default=None, help="re-render a previous run's figures (no training)")
     parser.add_argument("--command", default=None, help="with --from-json: the command that produced them")
@@ -225,40 +288,41 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--interval", type=int, default=None, help="--throughput: training steps per sps reading")
     parser.add_argument("--readings", type=int, default=6, help="--throughput: sps readings per run (first dropped)")
     parser.add_argument("--worker", nargs=2, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--run-worker", nargs=2, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    args.overrides = dict(_literal(x) for x in args.set)
     if args.worker is not None:
         _throughput_worker(args, *args.worker)
+        return
+    if args.run_worker is not None:
+        _run_worker(args, args.run_worker[0], int(args.run_worker[1]))
         return
     if args.throughput:
         _throughput(args, argv)
         return
 
-    import brax_bridge  # noqa: F401  (first, so it configures JAX before its backend starts)
+    import tempfile
+
     from brax_core.training.agents.ppo import presets
 
-    preset = dict(presets.PRESETS[args.env])
-    if args.num_timesteps is not None:
-        preset["num_timesteps"] = args.num_timesteps
+    preset = {**presets.PRESETS[args.env], **args.overrides}
     net = presets.network_kwargs(args.env)
     runs: dict[int, dict[str, Any]] = {}
     if args.from_json:
         with open(args.from_json) as f:
             runs = {int(k): v for k, v in json.load(f).items()}
-        args.seeds = sorted(runs)
     for seed in args.seeds if not args.from_json else []:
         runs[seed] = {}
         for trainer in ("jax", "torch"):
-            if trainer == "jax":
-                r = _jax_run(args.env, preset, seed, args.target)
-            else:
-                r = _torch_run(args.env, preset, net, seed, args.target, args.torch_threads)
-            runs[seed][trainer] = r
-            print(
-                f"seed {seed} {trainer}: steps to target {r['steps_to_target']}, "
-                f"time to target {r['time_to_target_s']}, train sps {r['train_sps']}, wall {r['wall_s']:.1f}s, "
-                f"curve {[(s, round(x)) for s, x, _ in r['curve']]}",
-                flush=True,
-            )
+            with tempfile.TemporaryDirectory(prefix="ppo_parity_cache_") as cache:
+                runs[seed][trainer] = {phase: _spawn(args, trainer, seed, cache) for phase in ("cold", "warm")}
+            for phase, r in runs[seed][trainer].items():
+                print(
+                    f"seed {seed} {trainer} {phase}: steps to target {r['steps_to_target']}, time to target "
+                    f"{r['time_to_target_s']}, start-up {r['startup_s']}, train sps {r['train_sps']}, wall "
+                    f"{r['wall_s']:.1f}s, load {r['load']}, curve {[(s, round(x)) for s, x, _ in r['curve']]}",
+                    flush=True,
+                )
     cmd = args.command or "python " + " ".join(
         ["benchmarks/ppo_parity.py", *(argv if argv is not None else sys.argv[1:])]
     )
@@ -268,7 +332,7 @@ def main(argv: list[str] | None = None) -> None:
         with open(args.json, "w") as f:
             json.dump({str(k): v for k, v in runs.items()}, f, indent=1)
     if args.write:
-        _write_section(args.write, text)
+        _write_section(args.write, text, _section(args))
 
 
 if __name__ == "__main__":
