@@ -310,11 +310,16 @@ def config_markdown(result: dict[str, Any]) -> str:
     seeds = result["seeds"]
     runs = result["runs"]
     warm = result["warm"]
+    first = runs[str(seeds[0])]
+    fmt = lambda v: ", ".join(f"{k} {x}" for k, x in v.items())  # noqa: E731
     lines = [
         f"### Configuration {result['config']}: {result['title']}, threshold {t}",
         "",
-        f"{len(seeds)} seed{'s' if len(seeds) != 1 else ''} ({', '.join(map(str, seeds))}); measured "
-        f"{result['when']}. Hyperparameters (both): {_hparams_text(result)}.",
+        f"`{result['command']}` — **{len(seeds)} seed{'s' if len(seeds) != 1 else ''}** "
+        f"({', '.join(map(str, seeds))}), measured {result['when']} on a {MACHINE}. Hyperparameters (both): "
+        f"{_hparams_text(result)}. Versions: Brax side python {first['brax']['python']}, "
+        f"{fmt(first['brax']['versions'])}; brax_core side (commit {result['commit']}) python "
+        f"{first['ours']['python']}, {fmt(first['ours']['versions'])}.",
     ]
     if result["threshold_source"]:
         lines += ["", f"Threshold: {result['threshold_source']}."]
@@ -387,23 +392,21 @@ def config_markdown(result: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def section_markdown(results: list[dict[str, Any]], command: str, ours_versions: dict[str, str], commit: str) -> str:
-    brax_versions = results[0]["runs"][str(results[0]["seeds"][0])]["brax"]["versions"]
-    brax_python = results[0]["runs"][str(results[0]["seeds"][0])]["brax"]["python"]
-    fmt = lambda v: ", ".join(f"{k} {x}" for k, x in v.items())  # noqa: E731
+def section_markdown(results: list[dict[str, Any]]) -> str:
+    """The results section: what is compared, then one table per configuration."""
     head = [
         SECTION,
         "",
-        f"`{command}`; machine: {MACHINE} (x86_64), shared with other jobs (load averages under each table). "
-        "brax_core's JAX PPO (`brax_core.training.agents.ppo.train.train`) against Brax 0.14.2's "
+        f"`benchmarks/vs_brax.py`; machine: {MACHINE} (x86_64), shared with other jobs (load averages under each "
+        "table). brax_core's JAX PPO (`brax_core.training.agents.ppo.train.train`) against Brax 0.14.2's "
         '(`brax.training.agents.ppo.train.train`), `get_environment(name, backend="generalized")` on both '
         "sides, the same arguments and seeds. Every run is a fresh process, Brax and brax_core alternating; times "
         "are seconds from launching the process (imports, env construction and compilation included). "
         "brax_core's cold runs each start with an empty persistent compile cache (Brax keeps none); the warm "
-        "column is one more brax_core run reusing the first seed's filled cache.",
+        "column is one more brax_core run reusing the first seed's filled cache. Brax runs in a virtualenv the "
+        "script builds (Brax 0.14.2's PPO does not start on jax 0.10). Each configuration's table comes from the "
+        "command above it.",
         "",
-        f"Versions: Brax side python {brax_python}, {fmt(brax_versions)} (virtualenv built by the script); "
-        f"brax_core side (commit {commit}) python {platform.python_version()}, {fmt(ours_versions)}.",
         "",
     ]
     return "\n".join(head) + "\n".join(config_markdown(r) + "\n" for r in results)
@@ -433,6 +436,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--venv", default=os.path.expanduser("~/.cache/brax_bridge/vs_brax_venv"))
     parser.add_argument("--write", default=None, help="results file whose section to insert or replace")
     parser.add_argument("--json", default=None, help="also dump the raw figures here")
+    parser.add_argument("--from-json", default=None, help="render (and --write) a previous run's figures, no runs")
     parser.add_argument("--child", choices=("brax", "ours"), help=argparse.SUPPRESS)
     parser.add_argument("--spec", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -445,16 +449,22 @@ def main(argv: list[str] | None = None) -> None:
     if len(set(args.seeds)) != len(args.seeds):
         parser.error(f"--seeds must be distinct, got {args.seeds}")
 
+    if args.from_json:
+        with open(args.from_json) as f:
+            results = json.load(f)
+    else:
+        results = _measure(args, argv)
+    text = section_markdown(results)
+    print("\n" + text)
+    if args.write:
+        _write_section(args.write, text)
+
+
+def _measure(args: argparse.Namespace, argv: list[str] | None) -> list[dict[str, Any]]:
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
     configs = _configs()
     ensure_venv(args.venv)
     command = "python " + " ".join(["benchmarks/vs_brax.py", *(argv if argv is not None else sys.argv[1:])])
-    results = []
-    for number in dict.fromkeys(args.configs):
-        results.append(run_config(number, configs[number], args.seeds, args.venv))
-        if args.json:
-            with open(args.json, "w") as f:
-                json.dump(results, f, indent=1)
     commit = (
         subprocess.run(
             ["git", "rev-parse", "--short", "HEAD"],
@@ -465,11 +475,14 @@ def main(argv: list[str] | None = None) -> None:
         ).stdout.strip()
         or "unknown"
     )
-    first = results[0]["runs"][str(args.seeds[0])]["ours"]
-    text = section_markdown(results, command, first["versions"], commit)
-    print("\n" + text)
-    if args.write:
-        _write_section(args.write, text)
+    results = []
+    for number in dict.fromkeys(args.configs):
+        result = run_config(number, configs[number], args.seeds, args.venv)
+        results.append({**result, "command": command, "commit": commit})
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump(results, f, indent=1)
+    return results
 
 
 if __name__ == "__main__":
