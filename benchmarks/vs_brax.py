@@ -75,9 +75,10 @@ _BRAX_NOTEBOOK_PENDULUM = dict(
 )
 DOUBLE_PENDULUM_THRESHOLD_SOURCE = (
     "Brax publishes no training figure for `inverted_double_pendulum` (its training notebook's reward-axis limits "
-    "`max_y` have no entry for either pendulum and its stored output is `ant`'s), so the threshold is Gymnasium's "
-    "`reward_threshold` for InvertedDoublePendulum (9,100), whose reward Brax's env follows: 10 per step alive less "
-    "distance and velocity penalties, about 9,360 at most over 1,000 steps"
+    "`max_y` have no entry for either pendulum, and the notebook's stored output is `ant`'s), so the threshold is "
+    "Gymnasium's registered `reward_threshold` for InvertedDoublePendulum-v5, 9,100 (for InvertedPendulum-v5 it is "
+    "the 950 used above); Brax's env has the same reward, 10 per step alive less distance and velocity penalties, "
+    "at most about 9,360 over 1,000 steps"
 )
 
 
