@@ -24,14 +24,11 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 RESULTS = os.path.join(HERE, "RESULTS.md")
 SECTION = "## JAX PPO"
-# Brax itself cannot run beside brax_core here (Brax 0.14.2's PPO fails at start on jax 0.10), so its figure is
-# quoted from an earlier measurement on the same machine.
+# Brax runs beside brax_core only in its own virtualenv (Brax 0.14.2's PPO fails at start on jax 0.10), which
+# benchmarks/vs_brax.py builds; this table points there.
 BRAX_REFERENCE = (
-    "Brax 0.14.2's own PPO (`brax.training.agents.ppo.train`, `generalized` backend, 2048 envs, batch 1024, "
-    "unroll 5, 32 minibatches, 4 updates per batch, discounting 0.97, learning rate 3e-4, entropy cost 1e-2, "
-    "reward scaling 10) on `inverted_pendulum`, measured on the same machine with an earlier JAX, reached eval "
-    "reward 1000 at 0.98M env steps after 194 s wall (36 s start-up, about 10k env steps/s). It cannot run side "
-    "by side: Brax 0.14.2's PPO fails at start on jax 0.10 (`jax.device_put_replicated` was removed)."
+    "Brax 0.14.2's own PPO against this one, side by side in alternating fresh processes (Brax in a virtualenv "
+    'with jax 0.7.2): `benchmarks/vs_brax.py`, section "Against Brax\'s PPO".'
 )
 
 CHILD = r"""
@@ -60,6 +57,7 @@ print("RESULT" + json.dumps({"reports": reports, "config": {k: describe(v) for k
 
 def run_one(env_name: str, target: float, opt_level: str) -> dict:
     env = dict(os.environ, BRAX_CORE_CPU_OPT_LEVEL=opt_level, JAX_PLATFORMS="cpu", BENCH_STOP="1")
+    load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as cache:
         env["BENCH_CACHE"] = cache
         t = time.time()
@@ -82,18 +80,20 @@ def run_one(env_name: str, target: float, opt_level: str) -> dict:
         "training_sps": sorted(training_sps)[len(training_sps) // 2] if training_sps else None,
         "final_reward": reports[-1]["reward"],
         "config": result["config"],
+        "load": [load_before, os.getloadavg()[0]],
     }
 
 
 def markdown(env_name: str, target: float, runs: list[dict], command: str) -> str:
+    loads = [x for r in runs for x in r["load"]]
     lines = [
         SECTION,
         "",
         f"`{env_name}` to evaluation reward >= {target:g}, brax_core PPO with `presets.PRESETS['{env_name}']`, "
         "cold start (empty compile cache) in a fresh process per row, rows run one after the other in one "
         f"invocation on a {os.cpu_count()}-core CPU without a GPU ({platform.processor() or platform.machine()}, "
-        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}). Other jobs ran on the machine while measuring: "
-        "absolute times vary with load, the ratios within one run hold.",
+        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}); 1-minute load average {min(loads):.1f}-"
+        f"{max(loads):.1f} around the runs.",
         "",
         f"Command: `{command}`",
         "",
@@ -119,7 +119,7 @@ def markdown(env_name: str, target: float, runs: list[dict], command: str) -> st
         "",
         "Hyperparameters: " + ", ".join(f"{k}={v}" for k, v in base["config"].items()) + ".",
         "",
-        "Reference, not from this run: " + BRAX_REFERENCE,
+        BRAX_REFERENCE,
         "",
     ]
     return "\n".join(lines)
