@@ -42,6 +42,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import orbax.checkpoint as ocp
+from jax.experimental import multihost_utils
 from ml_collections import config_dict
 
 from brax_core.training import networks, resume, types
@@ -511,7 +512,13 @@ class Saver:
         self._manager.save(int(env_steps), args=ocp.args.Composite(**items), force=True)
         self._manager.wait_until_finished()
         step_dir = os.path.join(self.path, f"{int(env_steps)}")
-        _write_file_checksums(step_dir)
+        # In a multi-process run every process writes its own shards into the one shared directory and orbax
+        # finishes it when all have; the digests are one file, written by one process (two writers would race on
+        # its temporary name), and no process goes on before it exists (a resume or load would find it missing).
+        if jax.process_index() == 0:
+            _write_file_checksums(step_dir)
+        if jax.process_count() > 1:
+            multihost_utils.sync_global_devices(f"brax_core checkpoint {step_dir}")
         return step_dir
 
     def close(self) -> None:
