@@ -22,6 +22,10 @@ Layout: ``<save_checkpoint_path>/<env_steps>/`` (Brax's 12-digit name of a step,
 orbax writes each step into a temporary directory and renames it when complete, so an interrupted save never
 looks like a checkpoint; ``max_to_keep`` bounds how many are kept. ``load_policy`` rebuilds the inference
 function from the saved configuration alone.
+
+With several JAX processes (``jax.distributed``) every process saves into the same path, which must be on a
+filesystem they all see: each writes its own shards (its envs' state), process 0 the rest, and the step
+directory is complete once all have finished.
 """
 
 from __future__ import annotations
@@ -518,7 +522,7 @@ class Saver:
         if jax.process_index() == 0:
             _write_file_checksums(step_dir)
         if jax.process_count() > 1:
-            multihost_utils.sync_global_devices(f"brax_core checkpoint {step_dir}")
+            multihost_utils.sync_global_devices(f"brax_core checkpoint at {int(env_steps)} steps")
         return step_dir
 
     def close(self) -> None:
