@@ -7,8 +7,11 @@ import subprocess
 import sys
 import textwrap
 
+import jax
 import numpy as np
 import pytest
+
+from brax_core.training.agents.ppo import checkpoint
 
 SCRIPT = textwrap.dedent(
     """
@@ -113,14 +116,37 @@ MULTI_PROCESS_SCRIPT = textwrap.dedent(
     from brax_core.training.agents.ppo import train as ppo
 
     assert jax.process_count() == 2 and jax.device_count() == 2 and jax.local_device_count() == 1
+    # One folder both processes see, as a shared filesystem would be across machines.
+    saved, interrupted = (os.path.join(os.environ["CHECKPOINTS"], name) for name in ("saved", "interrupted"))
+    run = dict(num_timesteps=4 * STEP, num_evals=0, log_training_metrics=True, training_metrics_steps=2 * STEP, **TINY)
     reports = []
     _, params, metrics = ppo.train(
-        "fast", num_timesteps=4 * STEP, num_evals=0, log_training_metrics=True, training_metrics_steps=2 * STEP,
-        progress_fn=lambda s, m: reports.append((s, m["episode/sum_reward"])), **TINY)
-    leaves = jax.tree.leaves(params)
+        "fast", progress_fn=lambda s, m: reports.append((s, m["episode/sum_reward"])), save_checkpoint_path=saved,
+        **run)
+
+    # The same run stopped by its callback at the first report (saved there) and resumed from that checkpoint.
+    class Stop(Exception):
+        pass
+
+    def stop(s, m):
+        resumed_reports.append((s, m["episode/sum_reward"]))
+        raise Stop
+
+    resumed_reports = []
+    try:
+        ppo.train("fast", progress_fn=stop, save_checkpoint_path=interrupted, **run)
+    except Stop:
+        pass
+    _, resumed, _ = ppo.train(
+        "fast", progress_fn=lambda s, m: resumed_reports.append((s, m["episode/sum_reward"])),
+        restore_checkpoint_path=interrupted, save_checkpoint_path=interrupted, **run)
+
+    def local(tree):
+        return [np.asarray(leaf.addressable_shards[0].data).tolist() for leaf in jax.tree.leaves(tree)]
+
     print("RESULT" + json.dumps({
         "process": jax.process_index(), "reports": reports, "count": float(params.normalizer_params.count),
-        "params": [np.asarray(leaf.addressable_shards[0].data).tolist() for leaf in leaves]}))
+        "params": local(params), "resumed_reports": resumed_reports, "resumed": local(resumed)}))
     jax.distributed.shutdown()
     """
 )
@@ -133,9 +159,16 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def two_processes():
+def two_process_checkpoints(tmp_path_factory):
+    """The folder the two processes save their checkpoints into."""
+    return tmp_path_factory.mktemp("two_process_checkpoints")
+
+
+@pytest.fixture(scope="module")
+def two_processes(two_process_checkpoints):
     """Both processes' results, launched side by side as two hosts would be."""
     env = dict(os.environ)
+    env["CHECKPOINTS"] = str(two_process_checkpoints)
     env["JAX_PLATFORMS"] = "cpu"
     env["PPO_TESTS_DIR"] = os.path.dirname(__file__)
     env["COORDINATOR"] = f"localhost:{_free_port()}"
@@ -214,3 +247,33 @@ def test_two_processes_train_as_two_devices_of_one_process(two_processes, two_de
             np.testing.assert_allclose(np.asarray(mine), np.asarray(reference), rtol=1e-6, atol=1e-7)
     for a, b in zip(two_processes[0]["params"], two_processes[1]["params"], strict=True):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+def test_two_processes_write_one_loadable_checkpoint_and_resume_exactly(
+    two_processes, two_devices, two_process_checkpoints
+):
+    """Each process writes its shards into the shared folder; the checkpoint is written once, complete, and loads
+    as the parameters both processes trained; a run stopped and resumed by both processes is the unbroken one."""
+    saved, interrupted = two_process_checkpoints / "saved", two_process_checkpoints / "interrupted"
+    # Only finished step directories (no temporary ones left behind), each with its file digests.
+    assert sorted(os.listdir(saved)) == ["5120"]
+    assert sorted(os.listdir(interrupted)) == ["2560", "5120"]
+    for step_dir in (saved / "5120", interrupted / "2560", interrupted / "5120"):
+        assert {"config", "params", "state", "env_state", checkpoint.FILE_CHECKSUMS} <= set(os.listdir(step_dir))
+        digests = json.loads((step_dir / checkpoint.FILE_CHECKSUMS).read_text())
+        assert set(digests) == {"params", "state", "env_state"} and all(digests.values()), digests
+        assert checkpoint.load_config_json(step_dir)["env_steps"] == int(step_dir.name)
+    # Loaded here, in a third process of one device (files verified against their digests on the way).
+    loaded = [np.asarray(leaf) for leaf in jax.tree.leaves(checkpoint.load_params(saved))]
+    one_process = two_devices["train"]
+    for result in two_processes:
+        assert len(loaded) == len(result["params"])
+        for mine, stored in zip(result["params"], loaded, strict=True):
+            np.testing.assert_array_equal(np.asarray(mine), stored)
+        # Stopped at 2560 steps and resumed by both processes: the unbroken run's reports and parameters.
+        assert result["resumed_reports"] == one_process["reports"]
+        for mine, reference in zip(result["resumed"], one_process["params"], strict=True):
+            np.testing.assert_allclose(np.asarray(mine), np.asarray(reference), rtol=1e-6, atol=1e-7)
+    resumed = jax.tree.leaves(checkpoint.load_params(interrupted))
+    for mine, stored in zip(two_processes[0]["resumed"], resumed, strict=True):
+        np.testing.assert_array_equal(np.asarray(mine), np.asarray(stored))

@@ -22,6 +22,10 @@ Layout: ``<save_checkpoint_path>/<env_steps>/`` (Brax's 12-digit name of a step,
 orbax writes each step into a temporary directory and renames it when complete, so an interrupted save never
 looks like a checkpoint; ``max_to_keep`` bounds how many are kept. ``load_policy`` rebuilds the inference
 function from the saved configuration alone.
+
+With several JAX processes (``jax.distributed``) every process saves into the same path, which must be on a
+filesystem they all see: each writes its own shards (its envs' state), process 0 the rest, and the step
+directory is complete once all have finished.
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import orbax.checkpoint as ocp
+from jax.experimental import multihost_utils
 from ml_collections import config_dict
 
 from brax_core.training import networks, resume, types
@@ -511,7 +516,13 @@ class Saver:
         self._manager.save(int(env_steps), args=ocp.args.Composite(**items), force=True)
         self._manager.wait_until_finished()
         step_dir = os.path.join(self.path, f"{int(env_steps)}")
-        _write_file_checksums(step_dir)
+        # In a multi-process run every process writes its own shards into the one shared directory and orbax
+        # finishes it when all have; the digests are one file, written by one process (two writers would race on
+        # its temporary name), and no process goes on before it exists (a resume or load would find it missing).
+        if jax.process_index() == 0:
+            _write_file_checksums(step_dir)
+        if jax.process_count() > 1:
+            multihost_utils.sync_global_devices(f"brax_core checkpoint at {int(env_steps)} steps")
         return step_dir
 
     def close(self) -> None:
@@ -721,6 +732,10 @@ def load_params(path: str | os.PathLike) -> ppo_networks.PPOTrainingParams:
 
 def _restore_params(step_dir: str, config: Mapping[str, Any], network: ppo_networks.PPONetworks) -> Any:
     target = abstract_params(network, _obs_size(config), config.get("normalizer_std_eps", 0.0))
+    # Onto this process's first device: without a sharding orbax would ask for the devices that saved the
+    # checkpoint, which a policy loaded elsewhere (one process, from a run on several) does not have.
+    local = jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
+    target = jax.tree.map(lambda leaf: jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=local), target)
     return _restore_item(step_dir, "params", target)
 
 

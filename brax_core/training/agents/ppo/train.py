@@ -564,6 +564,8 @@ def train(
     optimizer = ppo_optimizer.make_optimizer(hp.learning_rate, hp.max_grad_norm, hp.learning_rate_schedule)
     key = jax.random.PRNGKey(hp.seed)
     key_init, key_run, key_env, key_eval, key_randomize = jax.random.split(key, 5)
+    # One global array over the mesh, as every saved array must be when several processes write one checkpoint.
+    key_run = jax.jit(lambda k: k, out_shardings=replicated)(key_run)
 
     # ---- environments. Built before the networks so that the observation size comes from the reset the
     # trainer traces anyway: a separate probe would trace the env's reset (MJX forward dynamics) once more.
