@@ -494,7 +494,7 @@ _PLAYGROUND_SCALED = dict(
 # one run each; start-up is compiling, wall time includes it and the evaluations):
 #   CartpoleSwingup jax:   untrained 44 -> 143 at 246k env steps, 176 at 1.23M (231 s)
 #   CartpoleSwingup torch: untrained 43 -> 155 at 123k, 171 at 614k (154 s)
-#   CheetahRun jax:        untrained 4 -> 114 at 369k, 143 at 553k, 187 at 922k (430 s for 922k; budget cut to 614k)
+#   CheetahRun jax:        untrained 4 -> 130 at 369k, 169 at 614k (333 s; a 922k-step run: 187 in 430 s)
 #   CheetahRun torch:      untrained 2 -> 95 at 276k, 129 at 461k (346 s)
 # CartpoleSwingup levels off near 170 within these budgets.
 _PLAYGROUND_BUDGETS = {
