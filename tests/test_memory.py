@@ -103,20 +103,16 @@ def test_ten_thousand_differentiable_steps_stay_within_memory_bounds():
     assert end - warm < RSS_BOUND_MB, (warm, end)
 
 
-def _ppo_iterations(trainer: str, iterations: int) -> list[tuple[int, int]]:
-    """Footprints at every report of a ``fast`` run reporting after each training step."""
-    tiny = {k: v for k, v in presets.PRESETS["fast"].items() if k not in ("num_timesteps", "num_evals")}
+def _train_fast(trainer: str, tiny: dict, iterations: int, report_every: int, progress) -> None:
+    """Trains ``fast`` with the preset-like ``tiny`` sizes for ``iterations`` training steps, without evaluation,
+    calling ``progress`` every ``report_every`` of them."""
+    tiny = dict(tiny)
     step = tiny["batch_size"] * tiny["num_minibatches"] * tiny["unroll_length"]
-    footprints = []
-
-    def progress(_, metrics):
-        footprints.append(_footprint())
-
     options = dict(
         num_timesteps=iterations * step,
         num_evals=0,
         log_training_metrics=True,
-        training_metrics_steps=step,
+        training_metrics_steps=report_every * step,
         progress_fn=progress,
         num_eval_envs=tiny.pop("num_eval_envs"),
     )
@@ -125,6 +121,17 @@ def _ppo_iterations(trainer: str, iterations: int) -> list[tuple[int, int]]:
     else:
         network = tiny.pop("network_factory").keywords
         torch_ppo.train("fast", **options, **tiny, **network)
+
+
+def _ppo_iterations(trainer: str, iterations: int) -> list[tuple[int, int]]:
+    """Footprints at every report of a ``fast`` run reporting after each training step."""
+    tiny = {k: v for k, v in presets.PRESETS["fast"].items() if k not in ("num_timesteps", "num_evals")}
+    footprints = []
+
+    def progress(_, metrics):
+        footprints.append(_footprint())
+
+    _train_fast(trainer, tiny, iterations, 1, progress)
     assert len(footprints) == iterations
     return footprints
 
@@ -152,19 +159,7 @@ def _long_ppo_run(trainer: str) -> list[tuple[int, float, int, int, int]]:
         del arrays
         samples.append(sample)
 
-    options = dict(
-        num_timesteps=LONG_RUN_ITERATIONS * step,
-        num_evals=0,
-        log_training_metrics=True,
-        training_metrics_steps=LONG_RUN_REPORT_EVERY * step,
-        progress_fn=progress,
-        num_eval_envs=tiny.pop("num_eval_envs"),
-    )
-    if trainer == "jax":
-        jax_ppo.train("fast", **options, **tiny)
-    else:
-        network = tiny.pop("network_factory").keywords
-        torch_ppo.train("fast", **options, **tiny, **network)
+    _train_fast(trainer, tiny, LONG_RUN_ITERATIONS, LONG_RUN_REPORT_EVERY, progress)
     return samples
 
 
