@@ -38,6 +38,7 @@ import time
 from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
@@ -55,6 +56,21 @@ SECTION = "## MuJoCo Playground throughput"
 TASK = "CheetahRun"
 FUSED = "(c) fused `lax.scan`, JAX policy"
 FUSED_BRIDGE_OPTIONS = "(c') the same, with the bridge's XLA options"
+
+
+def _torchrl_loop(env: Any, policy: Callable[[torch.Tensor], torch.Tensor]) -> Callable[[int], None]:
+    """``run(n)``: ``n`` steps of a TorchRL-style env (TensorDict in, ``("next", ...)`` out) driven by ``policy``,
+    continuing from where the previous call stopped."""
+    state = {"td": env.reset()}
+
+    def run(n: int) -> None:
+        td = state["td"]
+        for _ in range(n):
+            td["action"] = policy(td["observation"])
+            td = env.step(td).get("next")
+        state["td"] = td
+
+    return run
 
 
 def _load_playground():
@@ -134,16 +150,7 @@ def contenders(num_envs: int, steps: int) -> tuple[dict[str, Callable[[int], Non
     else:
         trl = MujocoPlaygroundWrapper(_pg_env(mujoco_playground), batch_size=[num_envs], device="cpu")
         trl.set_seed(0)
-        trl_state = {"td": trl.reset()}
-
-        def run_trl(n: int) -> None:
-            td = trl_state["td"]
-            for _ in range(n):
-                td["action"] = policy(td["observation"])
-                td = trl.step(td).get("next")
-            trl_state["td"] = td
-
-        out["(b) TorchRL `MujocoPlaygroundWrapper`"] = run_trl
+        out["(b) TorchRL `MujocoPlaygroundWrapper`"] = _torchrl_loop(trl, policy)
         print(f"  built (b): {time.perf_counter() - t0:.0f} s", flush=True)
 
     # (c) The same wrapped env as (a), stepped by one compiled scan with the JAX copy of the policy: once with XLA's
@@ -189,16 +196,7 @@ def contenders(num_envs: int, steps: int) -> tuple[dict[str, Callable[[int], Non
 
     # (e) The bridge's TorchRL adapter (same configuration as (d): it reuses (d)'s compiled step).
     adapter = BraxBridgeEnv(f"playground:{TASK}", num_envs, seed=0)
-    adapter_state = {"td": adapter.reset()}
-
-    def run_adapter(n: int) -> None:
-        td = adapter_state["td"]
-        for _ in range(n):
-            td["action"] = policy(td["observation"])
-            td = adapter.step(td).get("next")
-        adapter_state["td"] = td
-
-    out["(e) brax_bridge TorchRL adapter `BraxBridgeEnv`"] = run_adapter
+    out["(e) brax_bridge TorchRL adapter `BraxBridgeEnv`"] = _torchrl_loop(adapter, policy)
     return out, missing, {"torch_env": torch_env, "obs_size": obs_size, "action_size": action_size}
 
 

@@ -303,10 +303,7 @@ def main(argv: list[str] | None = None) -> None:
 
     import tempfile
 
-    from brax_core.training.agents.ppo import presets
-
-    preset = {**presets.PRESETS[args.env], **args.overrides}
-    net = presets.network_kwargs(args.env)
+    preset, net = _preset(args.env, args.overrides)
     runs: dict[int, dict[str, Any]] = {}
     if args.from_json:
         with open(args.from_json) as f:
