@@ -104,9 +104,10 @@ SCRIPT = textwrap.dedent(
 # runtime (jax.distributed: a coordinator on localhost, gloo collectives between the CPU processes).
 MULTI_PROCESS_SCRIPT = textwrap.dedent(
     """
-    import json, os, sys
+    import faulthandler, json, os, sys
     import jax
     import numpy as np
+    faulthandler.dump_traceback_later(240, exit=True)  # a process stuck in a collective names where, and exits
     jax.config.update("jax_cpu_collectives_implementation", "gloo")
     jax.distributed.initialize(
         coordinator_address=os.environ["COORDINATOR"], num_processes=2, process_id=int(sys.argv[1]))

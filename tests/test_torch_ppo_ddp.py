@@ -5,17 +5,21 @@ its rank's parameters, then runs one training update on its half of a fixed batc
 env's first observations.
 """
 
+import faulthandler
 import importlib
 import inspect
 import os
 import subprocess
 import sys
+import time
+from datetime import timedelta
 
 import pytest
 import torch
 from rollouts import synthetic_batch
 from tensordict import TensorDict
 
+WORKER_TIMEOUT_S = 240  # each rank's limit; about 35 s alone, 50 s beside two busy processes
 STEP = 1280  # env steps per training step, over both processes
 CONFIG = dict(
     episode_length=60,
@@ -116,25 +120,38 @@ def _worker(out_dir: str) -> None:
 
     import torch_ppo  # turns on the persistent compile cache (conftest does not run in a worker)
 
+    # A rank stuck in a collective prints every thread's stack and exits, so a hang fails with its place named.
+    faulthandler.dump_traceback_later(WORKER_TIMEOUT_S, exit=True)
+
     rank = int(os.environ["RANK"])
     reports = []
     _, params, metrics = torch_ppo.train(
         "fast", num_timesteps=2 * STEP, progress_fn=lambda s, m: reports.append(s), **CONFIG
     )
     assert not dist.is_initialized()  # train() created the group and tore it down
-    # The same run interrupted after its first training step (a checkpoint) and resumed.
+
+    # From here on a group of our own, which every train() below joins. A file store: torchrun's store still holds
+    # the first group's addresses, which a second group on it would read.
+    store = "file://" + os.path.join(out_dir, "store")
+    dist.init_process_group("gloo", init_method=store, rank=rank, world_size=WORLD, timeout=timedelta(seconds=120))
+
+    # The same run interrupted after its first training step (a checkpoint) and resumed. Rank 0 writes slowly, as
+    # on a loaded machine, and in a caller's group nothing lines the ranks up between two train() calls: only
+    # train()'s own barrier after the save keeps rank 1 from resuming before the file exists.
+    from torch_ppo import checkpoint
+
     ckpt = os.path.join(out_dir, "ckpt")
+    save = checkpoint.save
+    checkpoint.save = lambda *a, **k: (time.sleep(3), save(*a, **k))[1]
     torch_ppo.train("fast", num_timesteps=STEP, save_checkpoint_path=ckpt, **CONFIG)
+    checkpoint.save = save
     _, resumed, _ = torch_ppo.train("fast", num_timesteps=2 * STEP, restore_checkpoint_path=ckpt, **CONFIG)
     torch.save(
         {"params": params._asdict(), "reports": reports, "metrics": metrics, "resumed": resumed._asdict()},
         os.path.join(out_dir, f"rank{rank}.pt"),
     )
 
-    # One update on this rank's half of the batch, in a group of our own (the trainer joins it). A file store:
-    # torchrun's store still holds the first group's addresses, which a second group on it would read.
-    store = "file://" + os.path.join(out_dir, "store")
-    dist.init_process_group("gloo", init_method=store, rank=rank, world_size=WORLD)
+    # One update on this rank's half of the batch.
     trainer = _trainer(rank)
     trainer._build_envs()  # resets this rank's env with its seed
     first_obs = trainer.obs.clone()
@@ -151,7 +168,10 @@ def ranks(tmp_path_factory):
     out = tmp_path_factory.mktemp("ddp")
     env = {**os.environ, "OMP_NUM_THREADS": "1", "JAX_PLATFORMS": "cpu"}
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", __file__, str(out)]
-    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    try:
+        done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=WORKER_TIMEOUT_S + 60)
+    except subprocess.TimeoutExpired as e:
+        pytest.fail(f"torchrun did not finish: {(e.stderr or b'')[-6000:].decode(errors='replace')}")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return out
 

@@ -623,7 +623,7 @@ class _Trainer:
         if kw["restore_params"] is not None:
             self._restore_params(kw["restore_params"], kw["restore_value_fn"])
         if kw["restore_checkpoint_path"] is not None:
-            self._restore_checkpoint(kw["restore_checkpoint_path"])
+            self._restore_checkpoint(self._checkpoint_every_rank_restores(kw["restore_checkpoint_path"]))
 
     # ---------------------------------------------------------------- set-up
 
@@ -672,6 +672,18 @@ class _Trainer:
         if not with_value:
             params = TorchPPOParams(params[0], params[1], {})
         load_params(self.modules, params)
+
+    def _checkpoint_every_rank_restores(self, path: str) -> str:
+        """Rank 0's newest checkpoint file, on every rank: a folder resolved by each rank alone could name
+        different files (one still being written elsewhere), and ranks resuming at different step counts would
+        wait on each other's collectives forever."""
+        chosen = distributed.broadcast_object(self.dist, path)
+        if not os.path.isfile(chosen):
+            raise FileNotFoundError(
+                f"restore_checkpoint_path: process {self.dist.rank} cannot read {chosen!r}, the checkpoint process 0 "
+                "restores; with several processes or machines the checkpoint folder must be one every process reads"
+            )
+        return chosen
 
     def _restore_checkpoint(self, path: str) -> None:
         state = ckpt.load(path, map_location=self.device)
@@ -906,8 +918,16 @@ class _Trainer:
             env_states = [
                 None if e is None else {k: _map_tensors(v, torch.from_numpy) for k, v in e.items()} for e in env_states
             ]
-        if not self.dist.is_main:
-            return None
+        path = None
+        if self.dist.is_main:
+            path = self._write_checkpoint(rng_states, env_state, env_states)
+        if self.dist.enabled:
+            # No rank goes on until the file exists: a rank that resumes from this folder next must find it.
+            torch.distributed.barrier(group=self.dist.group)
+        return path
+
+    def _write_checkpoint(self, rng_states: list, env_state: Any, env_states: list | None) -> str:
+        kw = self.kw
         return ckpt.save(
             kw["save_checkpoint_path"],
             {
