@@ -1,8 +1,10 @@
 """Learning curves: every environment's preset trained by both trainers, next to a random policy.
 
 Each (env, trainer, seed) trains in a fresh process with its preset (``brax_core.training.agents.ppo.presets``), so
-start-up (imports, compiling) is part of its wall time. A run stops at its preset's ``num_timesteps`` or at the
-first evaluation after ``--minutes`` of wall time, whichever comes first. The figures per env:
+start-up (imports, compiling) is part of its wall time. MuJoCo Playground tasks (``playground:<task>``) train with
+Playground's own ``brax_ppo_config(task)`` scaled for a CPU (``PLAYGROUND_CPU``) instead of a preset. A run stops
+at its ``num_timesteps`` or at the first evaluation after ``--minutes`` of wall time, whichever comes first.
+The figures per env:
 
 * the evaluation reward at every evaluation point, against env steps and against wall time (a PNG per env in
   ``--out``: the median over seeds with the min-max band, JAX and torch);
@@ -44,7 +46,40 @@ THRESHOLDS = {
     "walker2d": 1000.0,
     "ant": 1000.0,
     "humanoid": 1000.0,
+    # MuJoCo Playground tasks, trained with Playground's own config scaled to a 2-core CPU (PLAYGROUND_CPU): a
+    # random policy gets about 50 and 4 (random-policy column); Playground's paper (arXiv:2502.08844) reports
+    # about 800 and 850 for its Brax PPO after 60M env steps on a GPU.
+    "playground:CartpoleSwingup": 140.0,
+    "playground:CheetahRun": 90.0,
 }
+# Playground's `brax_ppo_config(task)` with these overrides: 2,048 envs and 16 updates of 32 minibatches per batch
+# take hours per million env steps on 2 CPU cores.
+PLAYGROUND_CPU = dict(
+    num_envs=256,
+    batch_size=256,
+    num_minibatches=4,
+    num_updates_per_batch=4,
+    num_eval_envs=32,
+    num_evals=11,
+    num_resets_per_eval=1,
+    num_timesteps=1_228_800,
+)
+
+
+def hyperparameters(env: str, trainer: str) -> dict[str, Any]:
+    """``train`` keyword arguments of ``env``'s run: its preset, or Playground's config scaled for a CPU."""
+    from brax_core.training.agents.ppo import presets
+
+    if env.startswith("playground:"):
+        from mujoco_playground.config import dm_control_suite_params
+
+        config = presets.from_playground(dm_control_suite_params.brax_ppo_config(env.split(":", 1)[1]))
+        return {**config, **PLAYGROUND_CPU}
+    preset = dict(presets.PRESETS[env])
+    if trainer == "torch":
+        preset.pop("network_factory")
+        preset.update(presets.network_kwargs(env))
+    return preset
 
 
 class _TimeUp(Exception):
@@ -53,9 +88,7 @@ class _TimeUp(Exception):
 
 def run_one(env: str, trainer: str, seed: int, minutes: float) -> dict[str, Any]:
     """Trains one run in this process and returns its curve."""
-    from brax_core.training.agents.ppo import presets
-
-    preset = dict(presets.PRESETS[env])
+    hparams = hyperparameters(env, trainer)
     curve: list[tuple[int, float, float]] = []
     sps: list[float] = []
     start = time.perf_counter()
@@ -72,12 +105,11 @@ def run_one(env: str, trainer: str, seed: int, minutes: float) -> dict[str, Any]
         if trainer == "jax":
             from brax_core.training.agents.ppo import train as ppo
 
-            ppo.train(env, seed=seed, progress_fn=progress, **preset)
+            ppo.train(env, seed=seed, progress_fn=progress, **hparams)
         else:
             import torch_ppo
 
-            preset.pop("network_factory")
-            torch_ppo.train(env, seed=seed, progress_fn=progress, **preset, **presets.network_kwargs(env))
+            torch_ppo.train(env, seed=seed, progress_fn=progress, **hparams)
         stopped = "num_timesteps"
     except _TimeUp:
         stopped = f"{minutes:g} min"
@@ -99,9 +131,8 @@ def random_policy_reward(env_name: str, episodes: int = 64, seed: int = 0) -> fl
     from brax_core import envs
     from brax_core.envs.wrappers import training as wrappers
     from brax_core.training import acting
-    from brax_core.training.agents.ppo import presets
 
-    preset = presets.PRESETS[env_name]
+    preset = hyperparameters(env_name, "jax")
     env = envs.get_environment(env_name)
     repeat = preset.get("action_repeat", 1)
     episode_length = preset["episode_length"]
@@ -125,6 +156,10 @@ def _first_reaching(curve: list[list[float]], threshold: float) -> tuple[int, fl
         if reward >= threshold:
             return int(step), float(wall)
     return None
+
+
+def _file_name(env: str) -> str:
+    return env.replace(":", "_")
 
 
 def plot(env: str, runs: list[dict[str, Any]], random_reward: float, out: str) -> str:
@@ -155,9 +190,10 @@ def plot(env: str, runs: list[dict[str, Any]], random_reward: float, out: str) -
     ax_wall.set_xlabel("wall time (s, start-up included)")
     ax_steps.set_ylabel("eval episode reward")
     ax_steps.legend(loc="best", fontsize=8)
-    fig.suptitle(f"{env}: PPO preset, JAX (brax_core) and torch (torch_ppo)")
+    recipe = "Playground's config, scaled for a CPU" if env.startswith("playground:") else "PPO preset"
+    fig.suptitle(f"{env}: {recipe}, JAX (brax_core) and torch (torch_ppo)")
     fig.tight_layout()
-    path = os.path.join(out, f"{env}.png")
+    path = os.path.join(out, f"{_file_name(env)}.png")
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
@@ -238,7 +274,7 @@ def main(argv: list[str] | None = None) -> None:
         entry = {"random_reward": random_policy_reward(env), "runs": kept, "commands": commands}
         for seed in args.seeds:
             for trainer in args.trainers:
-                out = os.path.join(args.out, f"{env}_{trainer}_{seed}.json")
+                out = os.path.join(args.out, f"{_file_name(env)}_{trainer}_{seed}.json")
                 load = os.getloadavg()[0]
                 cmd = [
                     sys.executable,
@@ -274,7 +310,8 @@ def main(argv: list[str] | None = None) -> None:
         "Commands (one process per run, one run at a time):\n\n" + "".join(f"- `{c}`\n" for c in commands) + "\n"
         f"Machine: {platform.machine()} CPU, {os.cpu_count()} cores, no GPU; 1-minute load average "
         f"{min(loads):.1f}-{max(loads):.1f} during the runs. Each run starts a fresh process (start-up included) "
-        "and stops at its preset's step budget or at the first evaluation after the wall-time budget. Curves: "
+        "and stops at its step budget (the preset's, or `PLAYGROUND_CPU`'s for Playground tasks) or at the first "
+        "evaluation after the wall-time budget. Curves: "
         f"`{args.out}/<env>.png`.\n\n" + table(results)
     )
     print(body)

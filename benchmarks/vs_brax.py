@@ -28,6 +28,10 @@ backend="generalized")``; brax_core's envs follow Brax's definitions, with the d
    Threshold 950.
 3. ``inverted_double_pendulum`` with Brax's notebook hyperparameters for it (as 1, but 20M env steps). Threshold
    9,100, see ``DOUBLE_PENDULUM_THRESHOLD_SOURCE``.
+4. MuJoCo Playground's ``CheetahRun`` with Playground's own ``brax_ppo_config("CheetahRun")`` scaled for a CPU
+   (``PLAYGROUND_CPU``), trained as Playground's ``train_jax_ppo`` flow does: Brax's PPO gets
+   ``registry.load("CheetahRun")`` and ``wrap_env_fn=wrapper.wrap_for_brax_training``; brax_core's gets
+   ``"playground:CheetahRun"``. Threshold 100, see ``CHEETAH_THRESHOLD_SOURCE``.
 
 Not part of ``make test``; nothing imports it. A run of configuration 1 takes several minutes per process on a
 2-core CPU, configuration 3 far longer.
@@ -53,7 +57,16 @@ from typing import Any
 
 SECTION = "## Against Brax's PPO"
 MACHINE = "2-core CPU without a GPU"
-PINS = {"brax": "0.14.2", "jax": "0.7.2", "jaxlib": "0.7.2", "mujoco": "3.3.7", "mujoco-mjx": "3.3.7"}
+PINS = {
+    "brax": "0.14.2",
+    "jax": "0.7.2",
+    "jaxlib": "0.7.2",
+    "mujoco": "3.3.7",
+    "mujoco-mjx": "3.3.7",
+    # The newest MuJoCo Playground on MuJoCo 3.3.x (0.1.0 and later need MuJoCo 3.4); its CheetahRun task is the
+    # one in this project's Playground, which adds only the choice of MJX implementation.
+    "playground": "0.0.5",
+}
 _EVENT = "VS_BRAX "
 
 # Brax's training notebook (notebooks/training.ipynb, "Training" cell), the same in 0.14.2 and later.
@@ -80,6 +93,24 @@ DOUBLE_PENDULUM_THRESHOLD_SOURCE = (
     "the 950 used above); Brax's env has the same reward, 10 per step alive less distance and velocity penalties, "
     "at most about 9,360 over 1,000 steps"
 )
+# Playground's CheetahRun config (2,048 envs, 16 updates of 32 minibatches per batch, 60M steps) takes hours per
+# million env steps on 2 CPU cores; the rest of it (unroll 30, discounting 0.995, learning rate 1e-3, entropy cost
+# 1e-2, reward scaling 10, normalised observations, 1,000-step episodes, default networks) is kept.
+PLAYGROUND_CPU = dict(
+    num_envs=256,
+    batch_size=256,
+    num_minibatches=4,
+    num_updates_per_batch=4,
+    num_eval_envs=32,
+    num_evals=11,
+    num_resets_per_eval=1,
+    num_timesteps=614_400,
+)
+CHEETAH_THRESHOLD_SOURCE = (
+    "Playground's paper (arXiv:2502.08844, Control Suite learning curves) shows its Brax PPO near 850 on CheetahRun "
+    "after 60M env steps on a GPU; 614k env steps on a CPU get about a fifth of that (a random policy gets about 4), "
+    "so the threshold is 100: clear learning, reached by both trainers within this budget"
+)
 
 
 def _configs() -> dict[int, dict[str, Any]]:
@@ -89,6 +120,10 @@ def _configs() -> dict[int, dict[str, Any]]:
     preset = dict(presets.PRESETS["inverted_pendulum"])
     preset.pop("network_factory")
     network = presets.network_kwargs("inverted_pendulum")
+    from mujoco_playground.config import dm_control_suite_params
+
+    cheetah = presets.from_playground(dm_control_suite_params.brax_ppo_config("CheetahRun"))
+    cheetah.pop("network_factory", None)  # CheetahRun's config names none: both libraries' default networks
     return {
         1: dict(
             env="inverted_pendulum",
@@ -118,6 +153,14 @@ def _configs() -> dict[int, dict[str, Any]]:
             title="`inverted_double_pendulum`, Brax's notebook hyperparameters",
             threshold_source=DOUBLE_PENDULUM_THRESHOLD_SOURCE,
         ),
+        4: dict(
+            env="playground:CheetahRun",
+            hparams={**cheetah, **PLAYGROUND_CPU},
+            network=None,
+            threshold=100.0,
+            title="MuJoCo Playground `CheetahRun`, Playground's `brax_ppo_config` scaled for a CPU",
+            threshold_source=CHEETAH_THRESHOLD_SOURCE,
+        ),
     }
 
 
@@ -139,6 +182,16 @@ def _versions(names: tuple[str, ...]) -> dict[str, str]:
         except metadata.PackageNotFoundError:
             found[name] = "absent"
     return found
+
+
+def _without_menagerie() -> None:
+    """Lets Playground 0.0.5 import offline: importing it clones MuJoCo Menagerie (for the locomotion and
+    manipulation tasks, which CheetahRun does not use) unless the checkout's folder exists, and fails without a
+    network. An empty folder stands in for it."""
+    import importlib.util
+
+    package = importlib.util.find_spec("mujoco_playground").submodule_search_locations[0]
+    os.makedirs(os.path.join(package, "external_deps", "mujoco_menagerie"), exist_ok=True)
 
 
 def child(side: str, spec: dict[str, Any]) -> None:
@@ -175,7 +228,18 @@ def child(side: str, spec: dict[str, Any]) -> None:
             value_hidden_layer_sizes=tuple(net["value_hidden_layer_sizes"]),
             activation=activation(net["activation"]),
         )
-    env = envs.get_environment(spec["env"], backend="generalized")
+    if spec["env"].startswith("playground:"):
+        names = (*names, "playground")
+        if side == "brax":  # as Playground's train_jax_ppo hands its env to Brax
+            _without_menagerie()
+            from mujoco_playground import registry, wrapper
+
+            env = registry.load(spec["env"].split(":", 1)[1])
+            kwargs["wrap_env_fn"] = wrapper.wrap_for_brax_training
+        else:
+            env = spec["env"]
+    else:
+        env = envs.get_environment(spec["env"], backend="generalized")
     ppo.train(environment=env, seed=spec["seed"], progress_fn=progress, **kwargs)
     _emit(kind="done", t=time.time(), versions=_versions(names), python=platform.python_version())
 
@@ -256,7 +320,7 @@ def _spec(config: dict[str, Any], seed: int) -> dict[str, Any]:
     return {key: config[key] for key in ("env", "hparams", "network", "threshold")} | {"seed": seed}
 
 
-def run_config(number: int, config: dict[str, Any], seeds: list[int], venv: str) -> dict[str, Any]:
+def run_config(number: int, config: dict[str, Any], seeds: list[int], venv: str, warm: bool = True) -> dict[str, Any]:
     brax_env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "JAX_COMPILATION_CACHE_DIR")}
     brax_env["JAX_PLATFORMS"] = "cpu"
     ours_env = {**os.environ, "JAX_PLATFORMS": "cpu"}
@@ -274,9 +338,10 @@ def run_config(number: int, config: dict[str, Any], seeds: list[int], venv: str)
             ours = _run("ours", sys.executable, spec, {**ours_env, "BRAX_BRIDGE_JAX_CACHE": cache})
             _log(f"config {number} seed {seed} brax_core (empty cache)", ours)
             result["runs"][str(seed)] = {"brax": brax, "ours": ours}
-        warm = _run("ours", sys.executable, _spec(config, seeds[0]), {**ours_env, "BRAX_BRIDGE_JAX_CACHE": first_cache})
-        _log(f"config {number} seed {seeds[0]} brax_core (warm cache)", warm)
-        result["warm"] = warm
+        if warm:
+            env = {**ours_env, "BRAX_BRIDGE_JAX_CACHE": first_cache}
+            result["warm"] = _run("ours", sys.executable, _spec(config, seeds[0]), env)
+            _log(f"config {number} seed {seeds[0]} brax_core (warm cache)", result["warm"])
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     result["when"] = f"{started}-{time.strftime('%H:%M', time.gmtime())} UTC"
@@ -341,7 +406,9 @@ def config_markdown(result: dict[str, Any]) -> str:
         )
         ratios.append(ratio)
         warm_cell = (
-            f"{_fmt(warm['startup_s'], 1)} / {_fmt(warm['time_to_threshold_s'], 1)}" if seed == seeds[0] else "-"
+            f"{_fmt(warm['startup_s'], 1)} / {_fmt(warm['time_to_threshold_s'], 1)}"
+            if warm and seed == seeds[0]
+            else "-"
         )
         lines.append(
             f"| {seed} | {_fmt(b['startup_s'], 1)} | {_fmt(b['time_to_threshold_s'], 1)} | "
@@ -375,7 +442,8 @@ def config_markdown(result: dict[str, Any]) -> str:
         for side, name in (("brax", "Brax"), ("ours", "ours")):
             load = runs[str(seed)][side]["load_1min"]
             order.append(f"seed {seed} {name} {load[0]:.1f} -> {load[1]:.1f}")
-    order.append(f"ours warm {warm['load_1min'][0]:.1f} -> {warm['load_1min'][1]:.1f}")
+    if warm:
+        order.append(f"ours warm {warm['load_1min'][0]:.1f} -> {warm['load_1min'][1]:.1f}")
     lines.append("; ".join(order) + ".")
     brax_steps = [s for s, _, _ in runs[str(seeds[0])]["brax"]["curve"]]
     ours_steps = [s for s, _, _ in runs[str(seeds[0])]["ours"]["curve"]]
@@ -401,7 +469,8 @@ def section_markdown(results: list[dict[str, Any]]) -> str:
         f"`benchmarks/vs_brax.py`; machine: {MACHINE} (x86_64), shared with other jobs (load averages under each "
         "table). brax_core's JAX PPO (`brax_core.training.agents.ppo.train.train`) against Brax 0.14.2's "
         '(`brax.training.agents.ppo.train.train`), `get_environment(name, backend="generalized")` on both '
-        "sides, the same arguments and seeds. Every run is a fresh process, Brax and brax_core alternating; times "
+        "sides (configuration 4: Playground's task, as its table says), the same arguments and seeds. "
+        "Every run is a fresh process, Brax and brax_core alternating; times "
         "are seconds from launching the process (imports, env construction and compilation included). "
         "brax_core's cold runs each start with an empty persistent compile cache (Brax keeps none); the warm "
         "column is one more brax_core run reusing the first seed's filled cache. Brax runs in a virtualenv the "
@@ -433,7 +502,8 @@ def _write_section(path: str, text: str) -> None:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--configs", type=int, nargs="+", default=[1, 2, 3], help="which configurations: 1, 2, 3")
+    parser.add_argument("--configs", type=int, nargs="+", default=[1, 2, 3, 4], help="which configurations: 1-4")
+    parser.add_argument("--no-warm", action="store_true", help="skip the warm-cache run of each configuration")
     parser.add_argument("--venv", default=os.path.expanduser("~/.cache/brax_bridge/vs_brax_venv"))
     parser.add_argument("--write", default=None, help="results file whose section to insert or replace")
     parser.add_argument("--json", default=None, help="also dump the raw figures here")
@@ -444,9 +514,9 @@ def main(argv: list[str] | None = None) -> None:
     if args.child:
         child(args.child, json.loads(args.spec))
         return
-    bad = sorted(set(args.configs) - {1, 2, 3})
+    bad = sorted(set(args.configs) - {1, 2, 3, 4})
     if bad:
-        parser.error(f"--configs accepts 1, 2 and 3, got {bad}")
+        parser.error(f"--configs accepts 1, 2, 3 and 4, got {bad}")
     if len(set(args.seeds)) != len(args.seeds):
         parser.error(f"--seeds must be distinct, got {args.seeds}")
 
@@ -478,7 +548,7 @@ def _measure(args: argparse.Namespace, argv: list[str] | None) -> list[dict[str,
     )
     results = []
     for number in dict.fromkeys(args.configs):
-        result = run_config(number, configs[number], args.seeds, args.venv)
+        result = run_config(number, configs[number], args.seeds, args.venv, warm=not args.no_warm)
         results.append({**result, "command": command, "commit": commit})
         if args.json:
             with open(args.json, "w") as f:
