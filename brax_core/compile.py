@@ -6,9 +6,13 @@ default but steps about 2.5x slower; level 1 compiles in about two thirds of the
 ``BRAX_CORE_CPU_OPT_LEVEL`` chooses for every compile: ``0``-``3``, ``default`` (XLA's own), or ``auto``
 (unset: the caller's choice for its run length). Accelerators always use XLA's defaults.
 
-Level 0 also turns off XLA's CPU fusion emitters (``xla_cpu_use_fusion_emitters``): measured on a 2-core CPU
-(a 50-step scan of 128 ``halfcheetah`` envs), that compiles in 16 s instead of 23 s and steps as fast or faster
-(2,600 against 2,100 steps/s), whereas at level 1 it costs a quarter of the step speed.
+Level 0 also turns off XLA's CPU fusion emitters (``xla_cpu_use_fusion_emitters``), which at level 0 compile
+slower without stepping faster. The price of level 0 is the step: measured on a 2-core CPU (a 50-step scan of 128
+envs with random actions, level 0 against level 1), ``inverted_pendulum`` compiles in 7.8 s against 12.9 s but
+steps at 23.7k against 87.9k steps/s; ``halfcheetah`` 15.9 s against 32.2 s, 2.6k against 7.4k steps/s;
+Playground's ``CheetahRun`` 31.2 s against 48.0 s, 6.4k against 21.5k steps/s. Level 0 pays off only while the
+run is short next to the physics' cost, and models with contacts cost far more per step (see
+``possible_contact_pairs``, which the JAX PPO's choice reads).
 
 Compiled programs are also kept in JAX's persistent compilation cache, so a second run of the same configuration
 skips XLA (see ``enable_persistent_cache``; ``BRAX_BRIDGE_JAX_CACHE`` moves or disables it).
@@ -79,3 +83,27 @@ def compiler_options(platform: str, auto_level: int | None = 1) -> dict[str, Any
     if chosen == 0:
         options["xla_cpu_use_fusion_emitters"] = False
     return options
+
+
+def possible_contact_pairs(mj_model: Any) -> int:
+    """How many geom pairs MuJoCo's collision detection may test in ``mj_model`` (a ``mujoco.MjModel``).
+
+    Counts the explicit ``<pair>`` elements and every pair of geoms whose ``contype``/``conaffinity`` bits match,
+    on different welded bodies and, unless the model turns parent filtering off, not parent and child. Zero means
+    the physics never computes a contact (the pendulums, reacher); ``<exclude>`` elements are not subtracted, so the
+    count is an upper bound.
+    """
+    import mujoco
+    import numpy as np
+
+    weld = np.asarray(mj_model.body_weldid)[np.asarray(mj_model.geom_bodyid)]
+    parent = np.asarray(mj_model.body_weldid)[np.asarray(mj_model.body_parentid)[weld]]
+    contype = np.asarray(mj_model.geom_contype)
+    conaffinity = np.asarray(mj_model.geom_conaffinity)
+    first, second = np.triu_indices(mj_model.ngeom, k=1)
+    bits = (contype[first] & conaffinity[second]) | (contype[second] & conaffinity[first])
+    candidate = (bits != 0) & (weld[first] != weld[second])
+    if not mj_model.opt.disableflags & mujoco.mjtDisableBit.mjDSBL_FILTERPARENT:
+        related = (weld[first] == parent[second]) | (weld[second] == parent[first])
+        candidate &= ~(related & (weld[first] != 0) & (weld[second] != 0))
+    return int(candidate.sum()) + int(mj_model.npair)

@@ -218,6 +218,24 @@ def test_cpu_opt_level_setting_is_validated_and_shared(monkeypatch):
         compile_options.compiler_options("cpu")
 
 
+def test_contact_pairs_and_the_jax_ppo_opt_level_follow_the_model(monkeypatch):
+    from brax_core import compile as compile_options
+    from brax_core.training.agents.ppo import train as ppo_train
+
+    contact_free = envs.get_environment("inverted_pendulum")
+    with_contacts = envs.get_environment("halfcheetah")
+    assert compile_options.possible_contact_pairs(contact_free.mj_model) == 0
+    assert compile_options.possible_contact_pairs(with_contacts.mj_model) > 0
+
+    monkeypatch.setenv("BRAX_CORE_CPU_OPT_LEVEL", "auto")
+    cpu = jax.devices("cpu")
+    level = lambda steps, env: ppo_train._compiler_options(cpu, steps, env)["xla_backend_optimization_level"]  # noqa: E731
+    assert level(500_000, contact_free) == 0 and level(2_000_000, contact_free) == 1
+    assert level(500_000, with_contacts) == 1 and level(50_000, with_contacts) == 0
+    assert level(500_000, envs.training.wrap(with_contacts, episode_length=10)) == 1  # read through wrappers
+    assert level(500_000, envs.get_environment("fast")) == 0  # no model, no contacts
+
+
 def test_native_model_is_found_for_a_replaced_sys_as_brax_scripts_render_it():
     import mujoco
     from mujoco import mjx
