@@ -23,7 +23,7 @@ num_envs=1024``), leaving the other sections alone.
 ``--interval`` training steps with no evaluation, reporting ``training/sps`` per interval; the first interval
 (start-up and compilation) is dropped and the median of the rest is the steady-state steps/s. Trainers alternate
 per seed, each run in a fresh process (no compile shared between runs but the persistent compile cache). The
-runs are short, so the JAX trainer would pick its quick-compile LLVM level 0 (about 2.5x slower steps); the workers
+runs are short, so the JAX trainer would pick its quick-compile LLVM level 0 (steps several times slower); the workers
 set ``BRAX_CORE_CPU_OPT_LEVEL=1`` (unless it is set), the level of a full-length run and of the bridge's step:
   python benchmarks/ppo_parity.py --throughput --env halfcheetah --seeds 0 1 2 [--interval 2] [--readings 6]
 """
