@@ -2,8 +2,8 @@
 
 Each (env, trainer, seed) trains in a fresh process with its preset (``brax_core.training.agents.ppo.presets``), so
 start-up (imports, compiling) is part of its wall time. MuJoCo Playground tasks (``playground:<task>``) train with
-Playground's own ``brax_ppo_config(task)`` scaled for a CPU (``PLAYGROUND_CPU``) instead of a preset. A run stops
-at its ``num_timesteps`` or at the first evaluation after ``--minutes`` of wall time, whichever comes first.
+Playground's own ``brax_ppo_config(task)`` scaled for a CPU (``presets.PLAYGROUND_CPU``) instead of a preset. A run
+stops at its ``num_timesteps`` or at the first evaluation after ``--minutes`` of wall time, whichever comes first.
 The figures per env:
 
 * the evaluation reward at every evaluation point, against env steps and against wall time (a PNG per env in
@@ -46,24 +46,14 @@ THRESHOLDS = {
     "walker2d": 1000.0,
     "ant": 1000.0,
     "humanoid": 1000.0,
-    # MuJoCo Playground tasks, trained with Playground's own config scaled to a 2-core CPU (PLAYGROUND_CPU): a
+    # MuJoCo Playground tasks, trained with Playground's own config scaled to a 2-core CPU (presets.PLAYGROUND_CPU): a
     # random policy gets about 50 and 4 (random-policy column); Playground's paper (arXiv:2502.08844) reports
     # about 800 and 850 for its Brax PPO after 60M env steps on a GPU.
     "playground:CartpoleSwingup": 140.0,
     "playground:CheetahRun": 90.0,
 }
-# Playground's `brax_ppo_config(task)` with these overrides: 2,048 envs and 16 updates of 32 minibatches per batch
-# take hours per million env steps on 2 CPU cores.
-PLAYGROUND_CPU = dict(
-    num_envs=256,
-    batch_size=256,
-    num_minibatches=4,
-    num_updates_per_batch=4,
-    num_eval_envs=32,
-    num_evals=11,
-    num_resets_per_eval=1,
-    num_timesteps=1_228_800,
-)
+# Playground tasks: their env steps on a 2-core CPU (the rest of the scaling is ``presets.PLAYGROUND_CPU``).
+PLAYGROUND_CPU_STEPS = 1_228_800
 
 
 def hyperparameters(env: str, trainer: str) -> dict[str, Any]:
@@ -74,7 +64,7 @@ def hyperparameters(env: str, trainer: str) -> dict[str, Any]:
         from mujoco_playground.config import dm_control_suite_params
 
         config = presets.from_playground(dm_control_suite_params.brax_ppo_config(env.split(":", 1)[1]))
-        return {**config, **PLAYGROUND_CPU}
+        return {**config, **presets.PLAYGROUND_CPU, "num_timesteps": PLAYGROUND_CPU_STEPS}
     preset = dict(presets.PRESETS[env])
     if trainer == "torch":
         preset.pop("network_factory")
@@ -310,7 +300,7 @@ def main(argv: list[str] | None = None) -> None:
         "Commands (one process per run, one run at a time):\n\n" + "".join(f"- `{c}`\n" for c in commands) + "\n"
         f"Machine: {platform.machine()} CPU, {os.cpu_count()} cores, no GPU; 1-minute load average "
         f"{min(loads):.1f}-{max(loads):.1f} during the runs. Each run starts a fresh process (start-up included) "
-        "and stops at its step budget (the preset's, or `PLAYGROUND_CPU`'s for Playground tasks) or at the first "
+        "and stops at its step budget (the preset's, or `PLAYGROUND_CPU_STEPS` for Playground tasks) or at the first "
         "evaluation after the wall-time budget. Curves: "
         f"`{args.out}/<env>.png`.\n\n" + table(results)
     )

@@ -29,7 +29,7 @@ backend="generalized")``; brax_core's envs follow Brax's definitions, with the d
 3. ``inverted_double_pendulum`` with Brax's notebook hyperparameters for it (as 1, but 20M env steps). Threshold
    9,100, see ``DOUBLE_PENDULUM_THRESHOLD_SOURCE``.
 4. MuJoCo Playground's ``CheetahRun`` with Playground's own ``brax_ppo_config("CheetahRun")`` scaled for a CPU
-   (``PLAYGROUND_CPU``), trained as Playground's ``train_jax_ppo`` flow does: Brax's PPO gets
+   (``presets.PLAYGROUND_CPU``), trained as Playground's ``train_jax_ppo`` flow does: Brax's PPO gets
    ``registry.load("CheetahRun")`` and ``wrap_env_fn=wrapper.wrap_for_brax_training``; brax_core's gets
    ``"playground:CheetahRun"``. Threshold 100, see ``CHEETAH_THRESHOLD_SOURCE``.
 
@@ -93,19 +93,8 @@ DOUBLE_PENDULUM_THRESHOLD_SOURCE = (
     "the 950 used above); Brax's env has the same reward, 10 per step alive less distance and velocity penalties, "
     "at most about 9,360 over 1,000 steps"
 )
-# Playground's CheetahRun config (2,048 envs, 16 updates of 32 minibatches per batch, 60M steps) takes hours per
-# million env steps on 2 CPU cores; the rest of it (unroll 30, discounting 0.995, learning rate 1e-3, entropy cost
-# 1e-2, reward scaling 10, normalised observations, 1,000-step episodes, default networks) is kept.
-PLAYGROUND_CPU = dict(
-    num_envs=256,
-    batch_size=256,
-    num_minibatches=4,
-    num_updates_per_batch=4,
-    num_eval_envs=32,
-    num_evals=11,
-    num_resets_per_eval=1,
-    num_timesteps=614_400,
-)
+# Configuration 4's env steps: Playground's CheetahRun config scaled for a CPU by ``presets.PLAYGROUND_CPU``.
+CHEETAH_STEPS = 614_400
 CHEETAH_THRESHOLD_SOURCE = (
     "Playground's paper (arXiv:2502.08844, Control Suite learning curves) shows its Brax PPO near 850 on CheetahRun "
     "after 60M env steps on a GPU; 614k env steps on a CPU get about a fifth of that (a random policy gets about 4), "
@@ -155,7 +144,7 @@ def _configs() -> dict[int, dict[str, Any]]:
         ),
         4: dict(
             env="playground:CheetahRun",
-            hparams={**cheetah, **PLAYGROUND_CPU},
+            hparams={**cheetah, **presets.PLAYGROUND_CPU, "num_timesteps": CHEETAH_STEPS},
             network=None,
             threshold=100.0,
             title="MuJoCo Playground `CheetahRun`, Playground's `brax_ppo_config` scaled for a CPU",

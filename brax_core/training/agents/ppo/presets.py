@@ -150,6 +150,22 @@ PRESETS: dict[str, dict[str, Any]] = {
 }
 
 
+# Playground's Control Suite config (``brax_ppo_config``: 2,048 envs, 16 updates of 32 minibatches per batch, 60M env
+# steps) takes hours per million env steps on 2 CPU cores. These overrides keep the rest of it (unroll, discounting,
+# learning rate, entropy cost, reward scaling, normalisation, networks) and learn CartpoleSwingup and CheetahRun on
+# a 2-core CPU within minutes: ``{**from_playground(config), **PLAYGROUND_CPU, "num_timesteps": ...}``
+# (benchmarks/learning.py and benchmarks/vs_brax.py).
+PLAYGROUND_CPU: dict[str, Any] = dict(
+    num_envs=256,
+    batch_size=256,
+    num_minibatches=4,
+    num_updates_per_batch=4,
+    num_eval_envs=32,
+    num_evals=11,
+    num_resets_per_eval=1,
+)
+
+
 def network_kwargs(name: str) -> dict[str, Any]:
     """The network keyword arguments of a preset (hidden layer sizes, activation name)."""
     if name not in PRESETS:
