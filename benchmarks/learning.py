@@ -221,9 +221,16 @@ def table(results: dict[str, Any]) -> str:
 
 
 def write_section(path: str, body: str) -> None:
+    """Replaces the ``## Learning`` section of ``path`` with ``body``, keeping the section's hand-written paragraph
+    that starts with "Read with:" (the interpretation of the figures) before the new table."""
     text = open(path).read() if os.path.exists(path) else "# Benchmark results\n"
-    section = f"{SECTION}\n\n{body.strip()}\n"
     pattern = re.compile(rf"^{re.escape(SECTION)}\n.*?(?=^## |\Z)", re.S | re.M)
+    old = pattern.search(text)
+    kept = re.search(r"^Read with:.*?(?=\n\n|\Z)", old.group(0), re.S | re.M) if old else None
+    if kept:
+        table_at = body.index("\n| env | trainer |")
+        body = f"{body[:table_at].rstrip()}\n\n{kept.group(0).strip()}\n{body[table_at:]}"
+    section = f"{SECTION}\n\n{body.strip()}\n"
     text = pattern.sub(lambda _: section + "\n", text) if pattern.search(text) else text.rstrip() + "\n\n" + section
     with open(path, "w") as f:
         f.write(text)
