@@ -1,18 +1,17 @@
 """XLA compile options shared by every compiled entry point (trainers, the bridge, evaluation).
 
 On a CPU, compiling MJX dominates short runs. LLVM's optimisation level trades compile time for step speed:
-measured on ``inverted_pendulum`` (benchmarks/ppo_jax.py), level 0 compiles in about half the time of XLA's
-default but steps about 2.5x slower; level 1 compiles in about two thirds of the time at full speed.
+measured on a 2-core CPU (a 50-step scan of 128 envs with random actions, level 0 against level 1),
+``inverted_pendulum`` compiles in 7.8 s against 12.9 s but steps at 23.7k against 87.9k steps/s; ``halfcheetah``
+15.9 s against 32.2 s, 2.6k against 7.4k steps/s; Playground's ``CheetahRun`` 31.2 s against 48.0 s, 6.4k against
+21.5k steps/s. So level 0 pays off only for runs that are short next to the physics' cost, and a model with
+contacts costs far more per step: ``auto_level_for_run`` makes that choice for the JAX PPO.
 ``BRAX_CORE_CPU_OPT_LEVEL`` chooses for every compile: ``0``-``3``, ``default`` (XLA's own), or ``auto``
 (unset: the caller's choice for its run length). Accelerators always use XLA's defaults.
 
-Level 0 also turns off XLA's CPU fusion emitters (``xla_cpu_use_fusion_emitters``), which at level 0 compile
-slower without stepping faster. The price of level 0 is the step: measured on a 2-core CPU (a 50-step scan of 128
-envs with random actions, level 0 against level 1), ``inverted_pendulum`` compiles in 7.8 s against 12.9 s but
-steps at 23.7k against 87.9k steps/s; ``halfcheetah`` 15.9 s against 32.2 s, 2.6k against 7.4k steps/s;
-Playground's ``CheetahRun`` 31.2 s against 48.0 s, 6.4k against 21.5k steps/s. Level 0 pays off only while the
-run is short next to the physics' cost, and models with contacts cost far more per step (see
-``possible_contact_pairs``, which the JAX PPO's choice reads).
+Level 0 also turns off XLA's CPU fusion emitters (``xla_cpu_use_fusion_emitters``): measured on a 2-core CPU
+(a 50-step scan of 128 ``halfcheetah`` envs at level 0), that compiles in 16 s instead of 23 s and steps as fast or
+faster (2,600 against 2,100 steps/s), whereas at level 1 it costs a quarter of the step speed.
 
 Compiled programs are also kept in JAX's persistent compilation cache, so a second run of the same configuration
 skips XLA (see ``enable_persistent_cache``; ``BRAX_BRIDGE_JAX_CACHE`` moves or disables it).
@@ -28,6 +27,11 @@ _LEVELS = ("0", "1", "2", "3")
 CACHE_ENV_VAR = "BRAX_BRIDGE_JAX_CACHE"
 # Compiles shorter than this are not written: loading them would save little and they would crowd the folder.
 _CACHE_MIN_COMPILE_SECONDS = 0.5
+# Up to this many env steps a run compiles at level 0 (``auto_level_for_run``). Contacts lower the bar: on
+# Playground's CheetahRun with its DM Control config scaled to 256 envs, 614,400 env steps took 390 s from launch at
+# level 0 and 252 s at level 1 (start-up 90 s against 139 s).
+_QUICK_COMPILE_STEPS = 1_000_000
+_QUICK_COMPILE_STEPS_WITH_CONTACTS = 100_000
 
 
 def default_cache_dir() -> str:
@@ -107,3 +111,11 @@ def possible_contact_pairs(mj_model: Any) -> int:
         related = (weld[first] == parent[second]) | (weld[second] == parent[first])
         candidate &= ~(related & (weld[first] != 0) & (weld[second] != 0))
     return int(candidate.sum()) + int(mj_model.npair)
+
+
+def auto_level_for_run(env_steps_to_run: int, mj_model: Any = None) -> int:
+    """The LLVM level for a run of ``env_steps_to_run`` env steps on ``mj_model`` (``None``: no physics model):
+    0 while compiling would dominate the run, else 1 (see the module's measurements)."""
+    has_contacts = mj_model is not None and possible_contact_pairs(mj_model) > 0
+    quick_steps = _QUICK_COMPILE_STEPS_WITH_CONTACTS if has_contacts else _QUICK_COMPILE_STEPS
+    return 0 if env_steps_to_run <= quick_steps else 1

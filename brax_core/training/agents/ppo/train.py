@@ -103,24 +103,14 @@ def _add_steps(pair: jax.Array, n: int) -> jax.Array:
 # ---------------------------------------------------------------------------------------------- validation
 
 
-# Below this many env steps a CPU run is dominated by compiling, so compile with LLVM optimisation off. Every model
-# steps about 3x slower at level 0 (``brax_core.compile``) and one with contacts costs several times more per step,
-# so its compile saving is soon spent: on Playground's CheetahRun with its DM Control config scaled to 256 envs,
-# 614,400 env steps took 390 s from launch at level 0 and 252 s at level 1 (start-up 90 s against 139 s).
-_QUICK_COMPILE_STEPS = 1_000_000
-_QUICK_COMPILE_STEPS_WITH_CONTACTS = 100_000
-
-
 def _compiler_options(
     devices: list[jax.Device], env_steps_to_run: int, environment: Any = None
 ) -> dict[str, Any] | None:
     """Short CPU runs are dominated by compiling, so they compile at LLVM level 0, longer ones at level 1; "short"
-    is shorter for an environment whose model has contacts (see ``brax_core.compile``; ``BRAX_CORE_CPU_OPT_LEVEL``
-    overrides)."""
+    depends on whether the environment's model has contacts (``compile.auto_level_for_run``;
+    ``BRAX_CORE_CPU_OPT_LEVEL`` overrides)."""
     model = getattr(getattr(environment, "unwrapped", environment), "mj_model", None)
-    has_contacts = model is not None and compile_options.possible_contact_pairs(model) > 0
-    quick_steps = _QUICK_COMPILE_STEPS_WITH_CONTACTS if has_contacts else _QUICK_COMPILE_STEPS
-    auto_level = 0 if env_steps_to_run <= quick_steps else 1
+    auto_level = compile_options.auto_level_for_run(env_steps_to_run, model)
     return compile_options.compiler_options(devices[0].platform, auto_level)
 
 
