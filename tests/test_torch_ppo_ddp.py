@@ -6,6 +6,7 @@ env's first observations.
 """
 
 import faulthandler
+import gc
 import importlib
 import inspect
 import os
@@ -125,10 +126,15 @@ def _worker(out_dir: str) -> None:
 
     rank = int(os.environ["RANK"])
     reports = []
+    gc.disable()  # what train() leaves behind is not hidden by a collection
     _, params, metrics = torch_ppo.train(
         "fast", num_timesteps=2 * STEP, progress_fn=lambda s, m: reports.append(s), **CONFIG
     )
     assert not dist.is_initialized()  # train() created the group and tore it down
+    # and released its DistributedDataParallel first: one freed later by the garbage collector would destroy the
+    # group's last reference with the interpreter lock held, while gloo's worker threads may be waiting for it.
+    lingering = sum(isinstance(o, torch.nn.parallel.DistributedDataParallel) for o in gc.get_objects())
+    gc.enable()
 
     # From here on a group of our own, which every train() below joins. A file store: torchrun's store still holds
     # the first group's addresses, which a second group on it would read.
@@ -147,7 +153,13 @@ def _worker(out_dir: str) -> None:
     checkpoint.save = save
     _, resumed, _ = torch_ppo.train("fast", num_timesteps=2 * STEP, restore_checkpoint_path=ckpt, **CONFIG)
     torch.save(
-        {"params": params._asdict(), "reports": reports, "metrics": metrics, "resumed": resumed._asdict()},
+        {
+            "params": params._asdict(),
+            "reports": reports,
+            "metrics": metrics,
+            "resumed": resumed._asdict(),
+            "lingering": lingering,
+        },
         os.path.join(out_dir, f"rank{rank}.pt"),
     )
 
@@ -160,6 +172,10 @@ def _worker(out_dir: str) -> None:
         {**_state(trainer), "first_obs": first_obs, "env_seed": trainer.env_seed},
         os.path.join(out_dir, f"update{rank}.pt"),
     )
+    # The group's last reference goes with destroy_process_group, not with this trainer's DDP (see above).
+    del trainer
+    gc.collect()
+    dist.barrier()
     dist.destroy_process_group()
 
 
@@ -178,6 +194,7 @@ def ranks(tmp_path_factory):
 
 def test_two_processes_end_with_identical_parameters(ranks):
     ranks = [torch.load(ranks / f"rank{r}.pt", weights_only=False) for r in (0, 1)]
+    assert ranks[0]["lingering"] == ranks[1]["lingering"] == 0
     # Only rank 0 reports progress.
     assert ranks[0]["reports"] == [STEP, 2 * STEP] and ranks[1]["reports"] == []
     for part in ("normalizer_params", "policy_params", "value_params"):

@@ -13,6 +13,7 @@ import functools
 import logging
 import os
 import time
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -535,7 +536,10 @@ class _Trainer:
         self.device = _resolve_device(kw["device"], kw["environment"])
         # Under DDP a save needs every rank, and a callback runs on rank 0 only: there the epoch's save (before
         # the callbacks) is what a failing callback leaves.
-        on_error = (lambda: None) if dist_ctx.enabled else self._save
+        # A weak reference: the trainer must not hold itself through its callbacks, or it (and under DDP the process
+        # group its DistributedDataParallel holds) outlives train() until the cyclic garbage collector runs.
+        save = weakref.WeakMethod(self._save)
+        on_error = (lambda: None) if dist_ctx.enabled else (lambda: save()())
         self.progress_fn = resume.user_callback("progress_fn", kw["progress_fn"], "(num_steps, metrics)", on_error)
         self.policy_params_fn = resume.user_callback(
             "policy_params_fn", kw["policy_params_fn"], "(current_step, make_policy, params)", on_error
