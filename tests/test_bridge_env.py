@@ -113,6 +113,37 @@ def test_hot_path_makes_no_copies_and_compiles_once():
     assert env.num_compiles == 1
 
 
+def test_compile_ahead_leaves_the_env_untouched_and_its_calls_compile_nothing_more():
+    ahead, plain = _fast(seed=3, episode_length=13), _fast(seed=3, episode_length=13)  # one shared configuration
+    programs = ahead._compiled
+    ahead.compile()
+    assert (programs.reset._cache_size(), programs.step._cache_size()) == (1, 1)
+    with pytest.raises(RuntimeError, match="call reset"):  # compile() is no reset
+        ahead.step(torch.zeros(N, 1))
+    actions = torch.linspace(-1, 1, N)[:, None]
+    for env in (ahead, plain):
+        env.reset()
+    for t in range(20):  # crosses auto-resets
+        if t == 7:
+            ahead.compile()  # in mid-episode: the carried state is not the throwaway one
+        a, b = ahead.step(actions)["next"], plain.step(actions)["next"]
+        for key in ("observation", "reward", "done"):
+            assert torch.equal(a[key], b[key]), (t, key)
+    # the real calls found the programs compile() made
+    assert (programs.reset._cache_size(), programs.step._cache_size()) == (1, 1)
+
+
+def test_the_bridge_compiles_its_reset_at_level_0_and_its_step_at_level_1_on_cpu(monkeypatch):
+    from brax_bridge import env as bridge_env
+
+    cpu = jax.devices("cpu")[0]
+    level = lambda options: options["xla_backend_optimization_level"]  # noqa: E731
+    monkeypatch.setenv("BRAX_CORE_CPU_OPT_LEVEL", "auto")
+    assert (level(bridge_env.reset_compiler_options(cpu)), level(bridge_env.compiler_options(cpu))) == (0, 1)
+    monkeypatch.setenv("BRAX_CORE_CPU_OPT_LEVEL", "2")  # the user's setting holds for both
+    assert (level(bridge_env.reset_compiler_options(cpu)), level(bridge_env.compiler_options(cpu))) == (2, 2)
+
+
 def test_writes_to_returned_tensors_do_not_touch_the_simulation():
     clean, dirty = _fast(seed=7), _fast(seed=7)
     clean.reset()
