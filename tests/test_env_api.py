@@ -236,6 +236,27 @@ def test_contact_pairs_and_the_jax_ppo_opt_level_follow_the_model(monkeypatch):
     assert level(500_000, envs.get_environment("fast")) == 0  # no model, no contacts
 
 
+def test_the_jax_ppo_compiles_its_reset_at_level_0_whatever_the_run_length(monkeypatch):
+    from brax_core.training.agents.ppo import train as ppo_train
+
+    class Captured(Exception):
+        pass
+
+    seen = []
+
+    def capture(env, mesh, local_envs, jit):
+        seen.append(jit.keywords["compiler_options"])
+        raise Captured  # nothing more to build
+
+    monkeypatch.setenv("BRAX_CORE_CPU_OPT_LEVEL", "auto")
+    monkeypatch.setattr(ppo_train, "_make_reset_fn", capture)
+    steps = 5_000_000  # long enough for level 1 everywhere else
+    assert ppo_train._compiler_options(jax.devices("cpu"), steps, None)["xla_backend_optimization_level"] == 1
+    with pytest.raises(Captured):
+        ppo_train.train("fast", num_timesteps=steps, num_envs=8, batch_size=8, num_minibatches=2, unroll_length=5)
+    assert seen[0]["xla_backend_optimization_level"] == 0
+
+
 def test_native_model_is_found_for_a_replaced_sys_as_brax_scripts_render_it():
     import mujoco
     from mujoco import mjx

@@ -569,7 +569,7 @@ def train(
 
     # ---- environments. Built before the networks so that the observation size comes from the reset the
     # trainer traces anyway: a separate probe would trace the env's reset (MJX forward dynamics) once more.
-    env, reset_fn, abstract_env_state = _make_training_env(args, remaining, key_randomize, key_env, mesh, jit)
+    env, reset_fn, abstract_env_state = _make_training_env(args, remaining, key_randomize, key_env, mesh)
 
     # ---- networks, their (checkpoint) configuration, a resumed run's check against it, and the optimiser
     ppo_network, obs_size, config = _make_networks(args, abstract_env_state)
@@ -673,14 +673,16 @@ def train(
 
 
 def _make_training_env(
-    args: _Arguments, remaining: int, key_randomize: jax.Array, key_env: jax.Array, mesh: Mesh, jit: Callable[..., Any]
+    args: _Arguments, remaining: int, key_randomize: jax.Array, key_env: jax.Array, mesh: Mesh
 ) -> tuple[Env | None, Any, Any]:
     """One device's training envs, their jitted reset and its abstract output (``None``s with nothing to train)."""
     if remaining <= 0:
         return None, None, None
     local_envs = args.hp.num_envs // len(args.devices)
     env = _wrap_for(args.environment, local_envs, key_randomize, **args.env_options)
-    reset_fn = _make_reset_fn(env, mesh, local_envs, jit)
+    # The reset runs once per episode batch, not per step: its compile time is what counts (as the bridge's).
+    reset_options = compile_options.compiler_options(args.devices[0].platform, auto_level=0)
+    reset_fn = _make_reset_fn(env, mesh, local_envs, functools.partial(jax.jit, compiler_options=reset_options))
     return env, reset_fn, reset_fn.eval_shape(key_env)
 
 
