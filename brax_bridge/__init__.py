@@ -25,6 +25,7 @@ _EXPORTS = {
     "EnvSpecs": "env",
     "TensorSpec": "env",
     "TorchEnv": "env",
+    "compile_envs": "env",
 }
 _LAZY_MODULES = ("convert", "env", "differentiable")
 
@@ -51,6 +52,7 @@ __all__ = [
     "EnvSpecs",
     "TensorSpec",
     "TorchEnv",
+    "compile_envs",
     "jax_to_torch",
     "reset_stats",
     "stats",

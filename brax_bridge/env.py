@@ -9,6 +9,7 @@ can be donated to the next step without invalidating earlier outputs.
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import dataclasses
 import functools
@@ -21,6 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 import torch
 from flax import struct
+from jax.sharding import SingleDeviceSharding
 from tensordict import TensorDict, TensorDictBase
 
 from brax_bridge import _device
@@ -521,22 +523,25 @@ class TorchEnv:
             self._busy.release()
 
     def compile(self) -> None:
-        """Compiles ``reset`` and ``step`` for this env now rather than at their first call; the env is left as it
-        was (a throwaway reset and step run on a state of their own).
+        """Compiles ``reset`` and ``step`` for this env now rather than at their first call, leaving the env as it
+        was; ``compile_envs`` compiles several envs side by side. With a warm persistent compile cache it only
+        loads the programs. In differentiable mode it compiles the step's forward pass (the backward pass compiles
+        at the first ``backward``)."""
+        compile_envs(self)
 
-        XLA compiles without holding Python's interpreter lock, so envs compiled on several threads at once take
-        about as long as the slowest of them on a multi-core CPU. This touches none of the env's state, so another
-        thread may call it while this one uses the env. With a warm persistent compile cache it only loads the
-        programs. In differentiable mode it compiles the step's forward pass (the backward pass compiles at the
-        first ``backward``).
-        """
-        _, state, _ = self._compiled.reset(jax.device_put(jax.random.PRNGKey(0), self._jax_device))
-        # Through the same conversion as a real action, so the real step finds this compile in jit's cache.
-        action = _convert.tensor_to_array(torch.zeros((self._num_envs, self._action_size), device=self._device))
-        if self._differentiable:
-            self._compiled.diff_forward(state, action)
-        else:
-            self._compiled.step(state, action)
+    def _lower(self) -> list[jax.stages.Lowered]:
+        """Traces and lowers reset and step for abstract arguments laid out as the real calls' are (committed to
+        this env's device), so that those calls find the compiled programs in jit's cache."""
+        on_device = SingleDeviceSharding(self._jax_device)
+
+        def abstract(x: Any) -> jax.ShapeDtypeStruct:
+            return jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=on_device, weak_type=getattr(x, "weak_type", False))
+
+        reset = self._compiled.reset.trace(abstract(self._key))
+        state = jax.tree.map(abstract, reset.out_info[1])
+        action = jax.ShapeDtypeStruct((self._num_envs, self._action_size), jnp.float32, sharding=on_device)
+        step = self._compiled.diff_forward if self._differentiable else self._compiled.step
+        return [reset.lower(), step.trace(state, action).lower()]
 
     def reset(self, seed: int | None = None) -> TensorDict:
         """Resets every env; returns ``observation`` and all-False ``done``/``terminated``/``truncated``."""
@@ -899,6 +904,27 @@ def _fields_to_tensordict(data: Any, num_envs: int, device: torch.device) -> Ten
             if len(nested.keys()):
                 source[name.lstrip("_")] = nested
     return TensorDict(source, batch_size=[num_envs], device=device)
+
+
+def compile_envs(*envs: TorchEnv) -> None:
+    """Compiles every env's ``reset`` and ``step`` now, side by side: each is traced and lowered in turn in the
+    calling thread, then XLA compiles them all at once on a thread pool (it runs without Python's interpreter lock,
+    so on a 2-core CPU a training env and its evaluation env compile in about the time of the slower one).
+
+    Tracing stays on one thread: traced on several threads at once, the programs' persistent-cache keys changed
+    from run to run, and a second run of the same configuration compiled its steps again.
+    """
+    for env in envs:
+        if not isinstance(env, TorchEnv):
+            raise TypeError(f"compile_envs takes TorchEnv instances, got {type(env).__name__}")
+    unique = list({id(env): env for env in envs}.values())
+    lowered = [program for env in unique for program in env._lower()]
+    if len(lowered) == 1:
+        lowered[0].compile()
+        return
+    with concurrent.futures.ThreadPoolExecutor(max_workers=len(lowered)) as pool:
+        for _ in pool.map(lambda program: program.compile(), lowered):
+            pass
 
 
 def as_torch_env(env: Any, num_envs: int | None = None, **kwargs: Any) -> TorchEnv:

@@ -5,6 +5,7 @@ bounds, termination and the physics view.
 """
 
 import functools
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -113,24 +114,44 @@ def test_hot_path_makes_no_copies_and_compiles_once():
     assert env.num_compiles == 1
 
 
+def _backend_compiles() -> tuple[list[str], Any]:
+    """A list that grows by one for every XLA compile from now on, and the listener to unregister."""
+    seen: list[str] = []
+
+    def listener(event: str, duration: float, **kwargs) -> None:
+        if event == "/jax/core/compile/backend_compile_duration":
+            seen.append(event)
+
+    jax.monitoring.register_event_duration_secs_listener(listener)
+    return seen, listener
+
+
 def test_compile_ahead_leaves_the_env_untouched_and_its_calls_compile_nothing_more():
     ahead, plain = _fast(seed=3, episode_length=13), _fast(seed=3, episode_length=13)  # one shared configuration
-    programs = ahead._compiled
-    ahead.compile()
-    assert (programs.reset._cache_size(), programs.step._cache_size()) == (1, 1)
-    with pytest.raises(RuntimeError, match="call reset"):  # compile() is no reset
-        ahead.step(torch.zeros(N, 1))
-    actions = torch.linspace(-1, 1, N)[:, None]
-    for env in (ahead, plain):
-        env.reset()
-    for t in range(20):  # crosses auto-resets
-        if t == 7:
-            ahead.compile()  # in mid-episode: the carried state is not the throwaway one
-        a, b = ahead.step(actions)["next"], plain.step(actions)["next"]
-        for key in ("observation", "reward", "done"):
-            assert torch.equal(a[key], b[key]), (t, key)
-    # the real calls found the programs compile() made
-    assert (programs.reset._cache_size(), programs.step._cache_size()) == (1, 1)
+    evaluation = TorchEnv("fast", num_envs=N + 1, episode_length=13, seed=3)  # another batch: other programs
+    seen, listener = _backend_compiles()
+    try:
+        brax_bridge.compile_envs(ahead, evaluation)
+        compiled_ahead = len(seen)
+        with pytest.raises(RuntimeError, match="call reset"):  # compiling is no reset
+            ahead.step(torch.zeros(N, 1))
+        actions = torch.linspace(-1, 1, N)[:, None]
+        for env in (ahead, plain, evaluation):
+            env.reset()
+        evaluation.step(torch.zeros(N + 1, 1))
+        for t in range(20):  # crosses auto-resets
+            if t == 7:
+                ahead.compile()  # in mid-episode: the carried state stays as it is
+            a, b = ahead.step(actions)["next"], plain.step(actions)["next"]
+            for key in ("observation", "reward", "done"):
+                assert torch.equal(a[key], b[key]), (t, key)
+        compiled_by_calls = len(seen) - compiled_ahead
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listener)
+    assert compiled_ahead >= 2  # the two configurations' programs (fewer if another test compiled them first)
+    assert compiled_by_calls == 0  # the real calls found what compile_envs made
+    with pytest.raises(TypeError, match="compile_envs takes TorchEnv instances, got str"):
+        brax_bridge.compile_envs("fast")
 
 
 def test_the_bridge_compiles_its_reset_at_level_0_and_its_step_at_level_1_on_cpu(monkeypatch):

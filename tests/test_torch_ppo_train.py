@@ -7,7 +7,6 @@ are compared on the same settings.
 
 import functools
 import os
-import threading
 
 import numpy as np
 import pytest
@@ -257,25 +256,24 @@ def test_a_ready_torch_env_and_bootstrap_on_timeout_train():
     assert float(params.normalizer_params["count"]) == 2 * STEP
 
 
-def test_the_training_and_evaluation_envs_compile_side_by_side_before_the_first_reset(monkeypatch):
+def test_the_training_and_evaluation_envs_compile_together_before_the_first_reset(monkeypatch):
     calls = []
-    compile_ahead, reset = brax_bridge.TorchEnv.compile, brax_bridge.TorchEnv.reset
+    compile_envs, reset = torch_ppo.train.__globals__["compile_envs"], brax_bridge.TorchEnv.reset
 
-    def compile_and_record(env):
-        calls.append(("compile", env.num_envs, threading.current_thread() is threading.main_thread()))
-        compile_ahead(env)
+    def compile_and_record(*envs):
+        calls.append(("compile", sorted(env.num_envs for env in envs)))
+        compile_envs(*envs)
 
     def reset_and_record(env, seed=None):
         calls.append(("reset", env.num_envs))
         return reset(env, seed)
 
-    monkeypatch.setattr(brax_bridge.TorchEnv, "compile", compile_and_record)
+    monkeypatch.setitem(torch_ppo.train.__globals__, "compile_envs", compile_and_record)
     monkeypatch.setattr(brax_bridge.TorchEnv, "reset", reset_and_record)
     torch_ppo.train("fast", num_timesteps=STEP, num_evals=2, num_eval_envs=8, **_tiny(num_envs=32))
-    compiles = sorted(c for c in calls[:2])
-    # The evaluation env (8 envs) compiles on a second thread while the training env (32) compiles on this one.
-    assert compiles == [("compile", 8, False), ("compile", 32, True)], calls
-    assert [c[0] for c in calls[2:]] == ["reset"] * (len(calls) - 2)
+    # one call with both envs (8 for evaluation, 32 for training), before any reset
+    assert calls[0] == ("compile", [8, 32]), calls
+    assert [c[0] for c in calls[1:]] == ["reset"] * (len(calls) - 1)
 
 
 class _RewardBonus(Wrapper):

@@ -9,7 +9,6 @@ value back to the host; metrics are accumulated as tensors and read once per log
 
 from __future__ import annotations
 
-import concurrent.futures
 import functools
 import logging
 import os
@@ -22,7 +21,7 @@ import torch
 from tensordict import TensorDict, TensorDictBase
 from torch import nn
 
-from brax_bridge import TorchEnv
+from brax_bridge import TorchEnv, compile_envs
 from brax_core import envs
 from brax_core.training import resume
 from brax_core.training.agents.ppo.config import PPOConfig
@@ -726,17 +725,10 @@ class _Trainer:
         self.tracker = _EpisodeTracker(self.env) if kw["log_training_metrics"] else None
 
     def _compile_envs(self) -> None:
-        """Compiles the training and evaluation envs' reset and step at once, the evaluation env's on a second
-        thread: XLA compiles without the interpreter lock, so on a 2-core CPU the two compiles overlap (the JAX
-        trainer compiles its programs the same way)."""
+        """Compiles the training and evaluation envs' reset and step side by side before anything runs (as the
+        JAX trainer compiles its programs): on a 2-core CPU the two envs compile in about the time of one."""
         start = time.perf_counter()
-        if self.evaluator is None:
-            self.env.compile()
-        else:
-            with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
-                evaluation = pool.submit(self.evaluator.env.compile)
-                self.env.compile()
-                evaluation.result()
+        compile_envs(self.env, *([self.evaluator.env] if self.evaluator is not None else []))
         logging.info("compiled the envs' reset and step in %.1f s", time.perf_counter() - start)
 
     def _build_evaluator(self) -> None:
