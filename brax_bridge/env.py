@@ -9,7 +9,6 @@ can be donated to the next step without invalidating earlier outputs.
 
 from __future__ import annotations
 
-import concurrent.futures
 import contextlib
 import dataclasses
 import functools
@@ -144,12 +143,8 @@ def compiler_options(device: jax.Device) -> dict[str, Any] | None:
 
 
 def reset_compiler_options(device: jax.Device) -> dict[str, Any] | None:
-    """XLA options of the bridge's jitted reset: on CPU, LLVM level 0 by default.
-
-    A reset runs once per episode batch (at the start, before each evaluation), not once per step, so its compile
-    time is what counts: ``inverted_pendulum``'s reset of 128 envs compiles in about 5 s at level 1 on a 2-core CPU.
-    """
-    return compile_options.compiler_options(device.platform, auto_level=0)
+    """XLA options of the bridge's jitted reset on ``device``: brax_core's for every env reset (level 0 on CPU)."""
+    return compile_options.reset_compiler_options(device.platform)
 
 
 def _compile(
@@ -535,7 +530,7 @@ class TorchEnv:
         on_device = SingleDeviceSharding(self._jax_device)
 
         def abstract(x: Any) -> jax.ShapeDtypeStruct:
-            return jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=on_device, weak_type=getattr(x, "weak_type", False))
+            return jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=on_device, weak_type=x.weak_type)
 
         reset = self._compiled.reset.trace(abstract(self._key))
         state = jax.tree.map(abstract, reset.out_info[1])
@@ -907,24 +902,15 @@ def _fields_to_tensordict(data: Any, num_envs: int, device: torch.device) -> Ten
 
 
 def compile_envs(*envs: TorchEnv) -> None:
-    """Compiles every env's ``reset`` and ``step`` now, side by side: each is traced and lowered in turn in the
-    calling thread, then XLA compiles them all at once on a thread pool (it runs without Python's interpreter lock,
-    so on a 2-core CPU a training env and its evaluation env compile in about the time of the slower one).
-
-    Tracing stays on one thread: traced on several threads at once, the programs' persistent-cache keys changed
-    from run to run, and a second run of the same configuration compiled its steps again.
-    """
+    """Compiles every env's ``reset`` and ``step`` now, side by side: each is traced and lowered in turn on the
+    calling thread, then XLA compiles them all at once (``brax_core.compile.compile_side_by_side``, as the JAX
+    trainer compiles its programs), so on a 2-core CPU a training env and its evaluation env compile in about the
+    time of the slower one."""
     for env in envs:
         if not isinstance(env, TorchEnv):
             raise TypeError(f"compile_envs takes TorchEnv instances, got {type(env).__name__}")
     unique = list({id(env): env for env in envs}.values())
-    lowered = [program for env in unique for program in env._lower()]
-    if len(lowered) == 1:
-        lowered[0].compile()
-        return
-    with concurrent.futures.ThreadPoolExecutor(max_workers=len(lowered)) as pool:
-        for _ in pool.map(lambda program: program.compile(), lowered):
-            pass
+    compile_options.compile_side_by_side([program for env in unique for program in env._lower()])
 
 
 def as_torch_env(env: Any, num_envs: int | None = None, **kwargs: Any) -> TorchEnv:

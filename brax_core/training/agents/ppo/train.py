@@ -26,7 +26,6 @@ of them (``_train_epoch``, which saves a checkpoint at its end), then evaluates 
 
 from __future__ import annotations
 
-import concurrent.futures
 import dataclasses
 import functools
 import logging
@@ -680,8 +679,7 @@ def _make_training_env(
         return None, None, None
     local_envs = args.hp.num_envs // len(args.devices)
     env = _wrap_for(args.environment, local_envs, key_randomize, **args.env_options)
-    # The reset runs once per episode batch, not per step: its compile time is what counts (as the bridge's).
-    reset_options = compile_options.compiler_options(args.devices[0].platform, auto_level=0)
+    reset_options = compile_options.reset_compiler_options(args.devices[0].platform)
     reset_fn = _make_reset_fn(env, mesh, local_envs, functools.partial(jax.jit, compiler_options=reset_options))
     return env, reset_fn, reset_fn.eval_shape(key_env)
 
@@ -1074,11 +1072,7 @@ def _compile_in_parallel(jobs: list[tuple[Any, tuple[Any, ...]]]) -> list[Any]:
     lowered = [fn.lower(*args) for fn, args in jobs]
     t_lower = time.time() - t
     t = time.time()
-    if len(lowered) == 1:
-        compiled = [lowered[0].compile()]
-    else:
-        with concurrent.futures.ThreadPoolExecutor(max_workers=len(lowered)) as pool:
-            compiled = list(pool.map(lambda low: low.compile(), lowered))
+    compiled = compile_options.compile_side_by_side(lowered)
     logging.info(
         "traced and lowered %d functions in %.1f s, compiled them in %.1f s", len(jobs), t_lower, time.time() - t
     )
