@@ -24,12 +24,13 @@ import argparse
 import json
 import os
 import platform
-import re
 import statistics
 import subprocess
 import sys
 import time
 from typing import Any
+
+from _results import replace_section  # benchmarks/ is the script's directory, first on sys.path
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
@@ -220,22 +221,6 @@ def table(results: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def write_section(path: str, body: str) -> None:
-    """Replaces the ``## Learning`` section of ``path`` with ``body``, keeping the section's hand-written paragraph
-    that starts with "Read with:" (the interpretation of the figures) before the new table."""
-    text = open(path).read() if os.path.exists(path) else "# Benchmark results\n"
-    pattern = re.compile(rf"^{re.escape(SECTION)}\n.*?(?=^## |\Z)", re.S | re.M)
-    old = pattern.search(text)
-    kept = re.search(r"^Read with:.*?(?=\n\n|\Z)", old.group(0), re.S | re.M) if old else None
-    if kept:
-        table_at = body.index("\n| env | trainer |")
-        body = f"{body[:table_at].rstrip()}\n\n{kept.group(0).strip()}\n{body[table_at:]}"
-    section = f"{SECTION}\n\n{body.strip()}\n"
-    text = pattern.sub(lambda _: section + "\n", text) if pattern.search(text) else text.rstrip() + "\n\n" + section
-    with open(path, "w") as f:
-        f.write(text)
-
-
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--envs", nargs="+", default=list(THRESHOLDS))
@@ -313,7 +298,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     print(body)
     if args.write:
-        write_section(args.write, body)
+        replace_section(args.write, SECTION, body, keep=("Read with:",), keep_before_table=True)
 
 
 if __name__ == "__main__":

@@ -34,11 +34,12 @@ import argparse
 import json
 import os
 import platform
-import re
 import statistics
 import sys
 import time
 from typing import Any
+
+from _results import replace_section  # benchmarks/ is the script's directory, first on sys.path
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
@@ -193,16 +194,6 @@ def _markdown(args: argparse.Namespace, preset: dict[str, Any], net: dict[str, A
     return "\n".join(lines) + "\n"
 
 
-def _write_section(path: str, text: str, section: str) -> None:
-    body = open(path).read() if os.path.exists(path) else "# Benchmark results\n"
-    pattern = re.compile(rf"^{re.escape(section)}\n.*?(?=^## |\Z)", re.S | re.M)
-    body = pattern.sub(lambda _: text + "\n", body) if pattern.search(body) else body.rstrip("\n") + "\n\n" + text
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        f.write(body)
-    os.replace(tmp, path)
-
-
 def _throughput_worker(args: argparse.Namespace, trainer: str, seed: str) -> None:
     """One run of one trainer (in its own process): prints its per-interval ``training/sps`` as JSON."""
     import brax_bridge  # noqa: F401  (first, so it configures JAX before its backend starts)
@@ -329,7 +320,8 @@ def main(argv: list[str] | None = None) -> None:
         with open(args.json, "w") as f:
             json.dump({str(k): v for k, v in runs.items()}, f, indent=1)
     if args.write:
-        _write_section(args.write, text, _section(args))
+        heading = _section(args)
+        replace_section(args.write, heading, text.removeprefix(heading), keep=("Reading",))
 
 
 if __name__ == "__main__":
