@@ -148,9 +148,11 @@ PRESETS: dict[str, dict[str, Any]] = {
     # 128 envs was still below 0 at 200k. Measured (benchmarks/learning.py, 2-core CPU, quiet, 3.5-minute runs
     # stopping at the first evaluation after; seed 0; random policy in brackets): halfcheetah 2,905 at 504k env
     # steps (JAX) and 1,453 at 252k (torch) [-265]; hopper 365 / 211 [17]; walker2d 577 / 364 [3]; ant 345 / 465
-    # [-10]; humanoid (15 / 12-minute runs) best 611 at 0.76M (JAX) and 480 at 504k (torch) [123]. torch_ppo
-    # runs this recipe at a fifth to a third of the JAX trainer's steps/s (320 small minibatches per 2,048 env
-    # steps cost it per-call overhead).
+    # [-10]; humanoid (15 / 12-minute runs) best 611 at 0.76M (JAX) and 480 at 504k (torch) [123]. JAX seeds 1
+    # and 2, run later with a warm compile cache at 11.5k-13.9k steps/s: halfcheetah 5,414 and 866 at 2.5M env
+    # steps, hopper 667 and 667 at 2.3M-2.5M. torch_ppo runs this recipe at a fifth to a third of the JAX
+    # trainer's seed-0 steps/s, a fifteenth of the later ones (320 small minibatches per 2,048 env steps cost it
+    # per-call overhead).
     "halfcheetah": _locomotion(num_timesteps=5_000_000),
     "hopper": _locomotion(num_timesteps=5_000_000),
     "walker2d": _locomotion(num_timesteps=5_000_000),
