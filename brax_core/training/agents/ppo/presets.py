@@ -147,7 +147,7 @@ PRESETS: dict[str, dict[str, Any]] = {
     # γ 0.97. On halfcheetah it reached eval reward 2,951 at 602k env steps where Brax's recipe scaled down to
     # 128 envs was still below 0 at 200k. Measured (benchmarks/learning.py, 2-core CPU, quiet, 3.5-minute runs
     # stopping at the first evaluation after; seed 0; random policy in brackets): halfcheetah 2,905 at 504k env
-    # steps (JAX) and 1,453 at 252k (torch) [-265]; hopper 365 / 211 [17]; walker2d 577 / 364 [3]; ant 345 / 465
+    # steps (JAX) and 1,453 at 252k (torch) [about -260]; hopper 365 / 211 [17]; walker2d 577 / 364 [3]; ant 345 / 465
     # [-10]; humanoid (15 / 12-minute runs) best 611 at 0.76M (JAX) and 480 at 504k (torch) [123]. JAX seeds 1
     # and 2, run later with a warm compile cache at 11.5k-13.9k steps/s: halfcheetah 5,414 and 866 at 2.5M env
     # steps, hopper 667 and 667 at 2.3M-2.5M. torch_ppo runs this recipe at a fifth to a third of the JAX
