@@ -3,28 +3,32 @@
 The controller solves the arm's inverse kinematics for the target once per episode (of the two elbow solutions, the
 one nearer the current pose) and then drives the joints there with a PD law, ``clip(kp * (q_goal - q) - kd * qd)``,
 holding each action for ``action_repeat`` env steps as the trainers do. It runs on native MuJoCo with the env's own
-model, reset distribution, frame skip and reward (``-|fingertip - target| - sum(action**2)`` per env step, 1,000 env
-steps per episode), over a grid of gains; the best gains' mean episode reward is what PPO is measured against.
+model, frame skip and reward (``-|fingertip - target| - sum(action**2)`` per env step, 1,000 env steps per episode),
+from start states drawn by the env's own ``reset``, over a grid of gains; the best gains' mean episode reward is
+what PPO is measured against.
 
-    python benchmarks/reacher_reference.py --episodes 64
+    python benchmarks/reacher_reference.py --episodes 256
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import itertools
 
+import jax
 import mujoco
 import numpy as np
 
 from brax_core.envs import get_environment
-
-UPPER_ARM, FOREARM = 0.1, 0.11  # shoulder to elbow, elbow to fingertip (m), as in the model
-ELBOW_LIMIT = 3.0
+from brax_core.envs.reacher import Reacher
 
 
-def inverse_kinematics(target: np.ndarray, current: np.ndarray) -> np.ndarray:
+def inverse_kinematics(model: mujoco.MjModel, target: np.ndarray, current: np.ndarray) -> np.ndarray:
     """Joint angles putting the fingertip on ``target`` (x, y), the elbow solution nearer ``current``."""
+    body = functools.partial(mujoco.mj_name2id, model, mujoco.mjtObj.mjOBJ_BODY)
+    UPPER_ARM, FOREARM = model.body_pos[body("body1"), 0], model.body_pos[body("fingertip"), 0]  # noqa: N806
+    ELBOW_LIMIT = model.jnt_range[mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_JOINT, "joint1"), 1]  # noqa: N806
     x, y = target
     cos_elbow = (x * x + y * y - UPPER_ARM**2 - FOREARM**2) / (2 * UPPER_ARM * FOREARM)
     best = None
@@ -38,22 +42,24 @@ def inverse_kinematics(target: np.ndarray, current: np.ndarray) -> np.ndarray:
     return best
 
 
-def episode_rewards(kp: float, kd: float, episodes: int, action_repeat: int, seed: int) -> np.ndarray:
-    env = get_environment("reacher")
+def start_states(env: Reacher, episodes: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """``qpos`` and ``qvel`` of ``episodes`` start states drawn by the env's own reset."""
+    states = jax.jit(jax.vmap(env.reset))(jax.random.split(jax.random.PRNGKey(seed), episodes))
+    return np.asarray(states.pipeline_state.qpos), np.asarray(states.pipeline_state.qvel)
+
+
+def episode_rewards(
+    env: Reacher, starts: tuple[np.ndarray, np.ndarray], kp: float, kd: float, action_repeat: int
+) -> np.ndarray:
     model = env.mj_model
     data = mujoco.MjData(model)
     tip = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_SITE, "fingertip")
-    noise, radius = env._reset_noise_scale, env._target_radius  # the env's reset distribution
-    rng = np.random.default_rng(seed)
-    totals = np.zeros(episodes)
-    for episode in range(episodes):
+    totals = np.zeros(len(starts[0]))
+    for episode, (qpos, qvel) in enumerate(zip(*starts, strict=True)):
         mujoco.mj_resetData(model, data)
-        data.qpos[:2] = rng.uniform(-noise, noise, 2)
-        data.qvel[:2] = rng.uniform(-0.005, 0.005, 2)
-        distance, angle = radius * rng.uniform(), 2 * np.pi * rng.uniform()
-        data.qpos[2:] = distance * np.cos(angle), distance * np.sin(angle)
+        data.qpos[:], data.qvel[:] = qpos, qvel
         mujoco.mj_forward(model, data)
-        goal = inverse_kinematics(data.qpos[2:4], data.qpos[:2])
+        goal = inverse_kinematics(model, data.qpos[2:4], data.qpos[:2])
         for step in range(env.default_episode_length):
             if step % action_repeat == 0:
                 action = np.clip(kp * (goal - data.qpos[:2]) - kd * data.qvel[:2], -1.0, 1.0)
@@ -70,9 +76,11 @@ def main() -> None:
     parser.add_argument("--action-repeat", type=int, default=4)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
+    env = get_environment("reacher")
+    starts = start_states(env, args.episodes, args.seed)
     results = []
     for kp, kd in itertools.product((0.1, 0.2, 0.3, 0.4), (0.02, 0.05, 0.08)):
-        rewards = episode_rewards(kp, kd, args.episodes, args.action_repeat, args.seed)
+        rewards = episode_rewards(env, starts, kp, kd, args.action_repeat)
         results.append((rewards.mean(), kp, kd, np.median(rewards)))
         print(f"kp {kp:<4} kd {kd:<5} mean {rewards.mean():9.2f}  median {np.median(rewards):9.2f}", flush=True)
     mean, kp, kd, median = max(results)

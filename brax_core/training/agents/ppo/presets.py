@@ -119,7 +119,7 @@ PRESETS: dict[str, dict[str, Any]] = {
     # the climb steady. Measured (benchmarks/learning.py, 2-core CPU, quiet, 3 seeds each, 9.8M env steps): every run
     # passes -10, the JAX trainer at 6.2M-8.8M env steps (91-141 s from launch, 137-153 s a run), torch_ppo at
     # 6.9M-7.2M (190-207 s, 267-274 s a run); final rewards JAX -8.8 / -10.7 / -9.0, torch -21.3 / -10.2 / -7.9.
-    # For scale: a hand-tuned inverse-kinematics PD controller scores -4.2 (benchmarks/reacher_reference.py), a
+    # For scale: a hand-tuned inverse-kinematics PD controller scores -5.2 (benchmarks/reacher_reference.py), a
     # random policy -815.
     "reacher": dict(
         num_timesteps=8_000_000,
