@@ -146,13 +146,12 @@ PRESETS: dict[str, dict[str, Any]] = {
     # from 128 envs), cut into 32 minibatches of 64 steps, 10 passes, learning rate 3e-4, no entropy bonus,
     # γ 0.97. On halfcheetah it reached eval reward 2,951 at 602k env steps where Brax's recipe scaled down to
     # 128 envs was still below 0 at 200k. Measured (benchmarks/learning.py, 2-core CPU, quiet, 3.5-minute runs
-    # stopping at the first evaluation after; seed 0; random policy in brackets): halfcheetah 2,905 at 504k env
-    # steps (JAX) and 1,453 at 252k (torch) [about -260]; hopper 365 / 211 [17]; walker2d 577 / 364 [3]; ant 345 / 465
-    # [-10]; humanoid (15 / 12-minute runs) best 611 at 0.76M (JAX) and 480 at 504k (torch) [123]. JAX seeds 1
-    # and 2, run later with a warm compile cache at 11.5k-13.9k steps/s: halfcheetah 5,414 and 866 at 2.5M env
-    # steps, hopper 667 and 667 at 2.3M-2.5M. torch_ppo runs this recipe at a fifth to a third of the JAX
-    # trainer's seed-0 steps/s, a fifteenth of the later ones (320 small minibatches per 2,048 env steps cost it
-    # per-call overhead).
+    # stopping at the first evaluation after, 3 seeds per trainer; random policy in brackets): torch_ppo at 2.9k-4.3k
+    # env steps/s covers 0.76M-1.0M env steps, the JAX trainer 0.5M-0.76M from an empty compile cache and 1.3M-2.5M
+    # from a warm one. Final rewards JAX / torch: halfcheetah 2,905, 5,414, 866 / 2,887, 1,480, 1,637 [about -260];
+    # hopper 365, 667, 667 / 1,025, 620, 574 [17]; walker2d 577, 494, 711 / 1,222, 542, 418 [3]; ant 345, 292, 346 /
+    # 1,030, 374, 1,241 [-8]. humanoid (one seed, 15 / 12-minute runs): best 611 at 0.76M (JAX) and 480 at 504k
+    # (torch) [123].
     "halfcheetah": _locomotion(num_timesteps=5_000_000),
     "hopper": _locomotion(num_timesteps=5_000_000),
     "walker2d": _locomotion(num_timesteps=5_000_000),
