@@ -29,6 +29,7 @@ from brax_bridge import convert as _convert
 from brax_bridge import differentiable as _diff
 from brax_core import compile as compile_options
 from brax_core import envs as _envs
+from brax_core import program_cache as _program_cache
 from brax_core.envs.base import Env, State
 from brax_core.envs.wrappers import training as _training
 
@@ -119,7 +120,11 @@ def _reset(env: Env, num_envs: int, key: jax.Array) -> tuple[jax.Array, State, A
 
 @dataclasses.dataclass
 class _Compiled:
-    """The jitted functions of one configuration, shared by every TorchEnv built with it."""
+    """The jitted functions of one configuration, shared by every TorchEnv built with it.
+
+    ``reset`` and ``step`` are replaced when first lowered (``TorchEnv._lower``) by the programs kept on disk by
+    ``brax_core.program_cache`` where the configuration can be described, so that a later run of it skips tracing.
+    """
 
     env: Env
     base: Env
@@ -128,9 +133,18 @@ class _Compiled:
     held_step: Any
     diff_forward: Any
     diff_backward: Any
+    reset_fn: Callable[..., Any]
+    step_fn: Callable[..., Any]
+    reset_jit: Callable[[Callable[..., Any]], Any]
+    step_jit: Callable[[Callable[..., Any]], Any]
+    reward_fn: RewardFn | None = None
+    lowered: bool = False
+    keeps_observations: bool = False  # brax_core's wrappers: the batched reset shows the env's observation size
 
 
 _COMPILED: dict[tuple, _Compiled] = {}
+# The packages whose code the bridge's reset and step run: part of their program-cache key.
+_PACKAGES = ("brax_core", "brax_bridge")
 
 
 def compiler_options(device: jax.Device) -> dict[str, Any] | None:
@@ -148,18 +162,31 @@ def reset_compiler_options(device: jax.Device) -> dict[str, Any] | None:
 
 
 def _compile(
-    env: Env, base: Env, num_envs: int, reward_fn: RewardFn | None, donate: bool, device: jax.Device
+    env: Env,
+    base: Env,
+    num_envs: int,
+    reward_fn: RewardFn | None,
+    donate: bool,
+    device: jax.Device,
 ) -> _Compiled:
     step = functools.partial(_step, env, reward_fn)
+    reset = functools.partial(_reset, env, num_envs)
     jit = functools.partial(jax.jit, compiler_options=compiler_options(device))
+    step_jit = functools.partial(jit, donate_argnums=(0,) if donate else ())
+    reset_jit = functools.partial(jax.jit, compiler_options=reset_compiler_options(device))
     return _Compiled(
         env=env,
         base=base,
-        reset=jax.jit(functools.partial(_reset, env, num_envs), compiler_options=reset_compiler_options(device)),
-        step=jit(step, donate_argnums=(0,) if donate else ()),
-        held_step=jit(functools.partial(_held_step, env, reward_fn), donate_argnums=(0,) if donate else ()),
+        reset=reset_jit(reset),
+        step=step_jit(step),
+        held_step=step_jit(functools.partial(_held_step, env, reward_fn)),
         diff_forward=jit(functools.partial(_diff.forward, step)),
         diff_backward=jit(_diff.backward),
+        reset_fn=reset,
+        step_fn=step,
+        reset_jit=reset_jit,
+        step_jit=step_jit,
+        reward_fn=reward_fn,
     )
 
 
@@ -286,7 +313,7 @@ class TorchEnv:
         self._link = _diff.Link()
         self._token = torch.zeros((), device=self._device)
         self._zero_ct = None
-        self._specs = self._make_specs()
+        self._specs_made: EnvSpecs | None = None  # at first use: after a reset, without a trace of its own
 
     def _build(self, env, base, env_kwargs, seed, randomization_fn, full_reset, reward_fn, wrap_env_fn) -> _Compiled:
         key = None
@@ -322,9 +349,27 @@ class TorchEnv:
             _check_wrapped(wrapped, self._num_envs)
         # Differentiable mode keeps state buffers alive as VJP residuals, so they must never be donated.
         compiled = _compile(wrapped, base, self._num_envs, reward_fn, not self._differentiable, self._jax_device)
+        compiled.keeps_observations = wrap_env_fn is None
         if key is not None:
             _COMPILED[key] = compiled
         return compiled
+
+    def _describe(self, wrapped: Env, reward_fn: RewardFn | None) -> dict[str, Any] | None:
+        """What reset and step compute beyond their arguments, for ``brax_core.program_cache``, taken just before
+        they are traced; None (trace them each run) when the program cache is off, in differentiable mode (its step
+        returns a VJP closure), or when user code is involved (a registered user env, a reward or randomisation
+        function, a custom wrapper)."""
+        if self._differentiable or _program_cache.folder() is None:
+            return None
+        try:
+            return dict(
+                owner="brax_bridge.TorchEnv",
+                env=_program_cache.describe(wrapped),
+                reward_fn=_program_cache.describe(reward_fn),
+                num_envs=self._num_envs,
+            )
+        except TypeError:
+            return None
 
     # ------------------------------------------------------------------ properties
 
@@ -480,6 +525,12 @@ class TorchEnv:
 
     # ------------------------------------------------------------------ specs
 
+    @property
+    def _specs(self) -> EnvSpecs:
+        if self._specs_made is None:
+            self._specs_made = self._make_specs()
+        return self._specs_made
+
     def _make_specs(self) -> EnvSpecs:
         n = self._num_envs
         obs_size = self.observation_size
@@ -532,10 +583,26 @@ class TorchEnv:
         def abstract(x: Any) -> jax.ShapeDtypeStruct:
             return jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=on_device, weak_type=x.weak_type)
 
-        reset = self._compiled.reset.trace(abstract(self._key))
+        compiled = self._compiled
+        key = abstract(self._key)
+        description = None if compiled.lowered else self._describe(compiled.env, compiled.reward_fn)
+        if description is not None:
+            platform = self._jax_device.platform
+            describe = lambda program: {**description, "program": program}  # noqa: E731
+            compiled.reset, _ = _program_cache.cached(
+                compiled.reset_fn, compiled.reset_jit, (key,), describe("reset"), platform, _PACKAGES
+            )
+        reset = compiled.reset.trace(key)
+        if compiled.keeps_observations:
+            compiled.base.remember_observation_size(reset.out_info[2])
         state = jax.tree.map(abstract, reset.out_info[1])
         action = jax.ShapeDtypeStruct((self._num_envs, self._action_size), jnp.float32, sharding=on_device)
-        step = self._compiled.diff_forward if self._differentiable else self._compiled.step
+        if description is not None:
+            compiled.step, _ = _program_cache.cached(
+                compiled.step_fn, compiled.step_jit, (state, action), describe("step"), platform, _PACKAGES
+            )
+        compiled.lowered = True
+        step = compiled.diff_forward if self._differentiable else compiled.step
         return [reset.lower(), step.trace(state, action).lower()]
 
     def reset(self, seed: int | None = None) -> TensorDict:
@@ -544,6 +611,9 @@ class TorchEnv:
             if isinstance(seed, bool) or not isinstance(seed, int):
                 raise ValueError(f"seed must be an integer or None, got {seed!r}")
             self._key = jax.device_put(jax.random.PRNGKey(seed), self._jax_device)
+        if not self._compiled.lowered:
+            # Reset and step compile together (side by side), through the program cache when it applies.
+            compile_envs(self)
         with self._exclusive("reset"):
             self._key, self._state, obs = self._compiled.reset(self._key)
             self._state_read = False

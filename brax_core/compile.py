@@ -14,7 +14,8 @@ Level 0 also turns off XLA's CPU fusion emitters (``xla_cpu_use_fusion_emitters`
 faster (2,600 against 2,100 steps/s), whereas at level 1 it costs a quarter of the step speed.
 
 Compiled programs are also kept in JAX's persistent compilation cache, so a second run of the same configuration
-skips XLA (see ``enable_persistent_cache``; ``BRAX_BRIDGE_JAX_CACHE`` moves or disables it).
+skips XLA (see ``enable_persistent_cache``; ``BRAX_BRIDGE_JAX_CACHE`` moves or disables it), and traced programs in
+``brax_core.program_cache``, so that it skips tracing as well.
 """
 
 from __future__ import annotations

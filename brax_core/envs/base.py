@@ -123,6 +123,17 @@ class Env(abc.ABC):
             self.__dict__["_observation_size_cache"] = cached
         return cached
 
+    def remember_observation_size(self, batched_obs: Any) -> None:
+        """Fills ``observation_size``'s cache from the abstract observations ``[envs, ...]`` of a batched reset that
+        keeps observations as they are (brax_core's training wrappers), saving the trace of ``reset`` it would
+        otherwise take. Wrappers are left alone: they answer for the env they wrap."""
+        if isinstance(self, Wrapper) or "_observation_size_cache" in self.__dict__:
+            return
+        if isinstance(batched_obs, Mapping):
+            self.__dict__["_observation_size_cache"] = {k: tuple(v.shape[1:]) for k, v in batched_obs.items()}
+        else:
+            self.__dict__["_observation_size_cache"] = int(batched_obs.shape[-1])
+
     @property
     @abc.abstractmethod
     def action_size(self) -> int:

@@ -43,9 +43,9 @@ from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from brax_core import compile as compile_options
-from brax_core import envs
+from brax_core import envs, program_cache
 from brax_core.envs import training as env_training
-from brax_core.envs.base import Env, Wrapper
+from brax_core.envs.base import Env
 from brax_core.training import acting, gradients, resume, types
 from brax_core.training.acme import running_statistics
 from brax_core.training.agents.ppo import checkpoint, networks_vision
@@ -111,6 +111,78 @@ def _compiler_options(
     model = getattr(getattr(environment, "unwrapped", environment), "mj_model", None)
     auto_level = compile_options.auto_level_for_run(env_steps_to_run, model)
     return compile_options.compiler_options(devices[0].platform, auto_level)
+
+
+class _Programs:
+    """The run's reset, training and evaluation programs through ``brax_core.program_cache``: a later run of the same
+    configuration lowers them from disk instead of tracing them (MJX under ``vmap``: seconds of Python per program).
+
+    The programs are functions of ``train``'s arguments (environment, hyperparameters, network factory, wrappers,
+    devices, resume point) and of the code of the packages the cache key covers, so those arguments make up their
+    description; a run with user code among them (a user's env class, randomisation or wrapper function, network
+    factory) or over several processes traces as usual.
+    """
+
+    def __init__(self, args: _Arguments):
+        self.description: dict[str, Any] | None = None
+        self.platform = args.devices[0].platform
+        if program_cache.folder() is None or jax.process_count() > 1:
+            return
+        try:
+            self.description = dict(
+                owner="brax_core.training.agents.ppo.train",
+                hp=program_cache.describe(args.hp),
+                environment=program_cache.describe(args.environment),
+                eval_env=program_cache.describe(args.eval_env),
+                wrap_env=program_cache.describe(args.wrap_env),
+                randomization_fn=program_cache.describe(args.randomization_fn),
+                network_factory=program_cache.describe(args.network_factory),
+                devices=program_cache.describe(args.devices),
+                evaluate=args.evaluate,
+                vision=args.vision,
+                augment_pixels=args.augment_pixels,
+                restore_value_fn=args.restore_value_fn,
+                restore_params=args.restore_params is not None,
+                env_steps_restored=args.env_steps_restored,
+            )
+        except TypeError as reason:
+            logging.info("programs traced each run: %s", reason)
+
+    def jit(self, name: str, base: functools.partial) -> functools.partial:
+        """``base`` (a ``jax.jit`` partial) for the program ``name``: same keywords, so callers read its options."""
+        return functools.partial(self._program, name, **base.keywords)
+
+    def _program(self, name: str, fn: Callable[..., Any], **jit_kwargs: Any) -> Any:
+        make_jit = functools.partial(jax.jit, **jit_kwargs)
+        if self.description is None:
+            return make_jit(fn)
+        return _CachedProgram(fn, make_jit, {**self.description, "program": name}, self.platform)
+
+
+class _CachedProgram:
+    """A jitted program found through ``program_cache`` at its first use (``eval_shape``, ``lower`` or a call), when
+    its arguments are known."""
+
+    def __init__(self, fn: Callable[..., Any], make_jit: Callable[..., Any], description: dict, platform: str):
+        self._fn, self._make_jit, self._description, self._platform = fn, make_jit, description, platform
+        self._jitted: Any = None
+
+    def _resolve(self, args: tuple[Any, ...]) -> Any:
+        if self._jitted is None:
+            self._jitted, from_disk = program_cache.cached(
+                self._fn, self._make_jit, args, self._description, self._platform
+            )
+            logging.info("program %s %s", self._description["program"], "from disk" if from_disk else "traced")
+        return self._jitted
+
+    def eval_shape(self, *args: Any) -> Any:
+        return self._resolve(args).eval_shape(*args)
+
+    def lower(self, *args: Any) -> Any:
+        return self._resolve(args).lower(*args)
+
+    def __call__(self, *args: Any) -> Any:
+        return self._resolve(args)(*args)
 
 
 def _devices(max_devices_per_host: int | None) -> list[jax.Device]:
@@ -369,13 +441,8 @@ def _observation_size(environment: Env, batched_obs: Any | None) -> Any:
     saves a trace of the physics. Subclasses that build on the base property (``fast``) use the cache too;
     wrappers answer for the env they wrap, so they are asked as they are.
     """
-    if batched_obs is not None and not isinstance(environment, Wrapper):
-        if "_observation_size_cache" not in environment.__dict__:
-            if isinstance(batched_obs, Mapping):
-                size: Any = {k: tuple(v.shape[1:]) for k, v in batched_obs.items()}
-            else:
-                size = int(batched_obs.shape[-1])
-            environment.__dict__["_observation_size_cache"] = size
+    if batched_obs is not None:
+        environment.remember_observation_size(batched_obs)
     return environment.observation_size
 
 
@@ -559,6 +626,7 @@ def train(
     remaining = hp.num_timesteps - args.env_steps_restored
     mesh = Mesh(np.asarray(args.devices), (_AXIS,))
     jit = functools.partial(jax.jit, compiler_options=_compiler_options(args.devices, remaining, args.environment))
+    programs = _Programs(args)
     replicated = NamedSharding(mesh, P())
     optimizer = ppo_optimizer.make_optimizer(hp.learning_rate, hp.max_grad_norm, hp.learning_rate_schedule)
     key = jax.random.PRNGKey(hp.seed)
@@ -568,7 +636,7 @@ def train(
 
     # ---- environments. Built before the networks so that the observation size comes from the reset the
     # trainer traces anyway: a separate probe would trace the env's reset (MJX forward dynamics) once more.
-    env, reset_fn, abstract_env_state = _make_training_env(args, remaining, key_randomize, key_env, mesh)
+    env, reset_fn, abstract_env_state = _make_training_env(args, remaining, key_randomize, key_env, mesh, programs)
 
     # ---- networks, their (checkpoint) configuration, a resumed run's check against it, and the optimiser
     ppo_network, obs_size, config = _make_networks(args, abstract_env_state)
@@ -607,9 +675,10 @@ def train(
         log_training_metrics=hp.log_training_metrics,
         env_steps_per_training_step=env_steps_per_training_step,
     )
-    eval_env, eval_run = _make_evaluation(args, make_policy, key_randomize, mesh, jit)
+    eval_env, eval_run = _make_evaluation(args, make_policy, key_randomize, mesh, programs.jit("evaluation", jit))
     schedule = _make_schedule(hp, env_steps, env_steps_per_training_step)
-    training_fn = _make_training_fn(training_step, schedule.steps_per_call, mesh, jit)
+    training_jit = programs.jit(f"training/{schedule.steps_per_call}", jit)  # steps per call: part of the program
+    training_fn = _make_training_fn(training_step, schedule.steps_per_call, mesh, training_jit)
 
     # ---- compile: reset, training and evaluation are traced here and compiled side by side (XLA compiles
     # without the GIL)
@@ -672,7 +741,7 @@ def train(
 
 
 def _make_training_env(
-    args: _Arguments, remaining: int, key_randomize: jax.Array, key_env: jax.Array, mesh: Mesh
+    args: _Arguments, remaining: int, key_randomize: jax.Array, key_env: jax.Array, mesh: Mesh, programs: _Programs
 ) -> tuple[Env | None, Any, Any]:
     """One device's training envs, their jitted reset and its abstract output (``None``s with nothing to train)."""
     if remaining <= 0:
@@ -680,7 +749,8 @@ def _make_training_env(
     local_envs = args.hp.num_envs // len(args.devices)
     env = _wrap_for(args.environment, local_envs, key_randomize, **args.env_options)
     reset_options = compile_options.reset_compiler_options(args.devices[0].platform)
-    reset_fn = _make_reset_fn(env, mesh, local_envs, functools.partial(jax.jit, compiler_options=reset_options))
+    reset_jit = programs.jit("reset", functools.partial(jax.jit, compiler_options=reset_options))
+    reset_fn = _make_reset_fn(env, mesh, local_envs, reset_jit)
     return env, reset_fn, reset_fn.eval_shape(key_env)
 
 

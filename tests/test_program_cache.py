@@ -1,0 +1,222 @@
+"""Programs kept on disk: a second run of a configuration skips tracing and computes exactly what tracing would."""
+
+import os
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import torch
+
+from brax_bridge import env as bridge_env
+from brax_core import program_cache
+
+
+@pytest.fixture
+def cache_dir(tmp_path, monkeypatch):
+    """JAX's compile cache (and so the program cache) in a fresh folder for one test."""
+    saved = jax.config.jax_compilation_cache_dir
+    jax.config.update("jax_compilation_cache_dir", str(tmp_path / "jax"))
+    monkeypatch.delenv(program_cache.ENV_VAR, raising=False)
+    yield tmp_path / "jax" / "programs"
+    jax.config.update("jax_compilation_cache_dir", saved)
+
+
+def _counting(traces):
+    def fn(x, y):
+        traces.append(1)
+        return {"sum": x + y, "scaled": (x * 2.0, y.sum())}
+
+    return fn
+
+
+def _args():
+    return (jnp.arange(6, dtype=jnp.float32).reshape(2, 3), jnp.ones((2, 3), jnp.float32))
+
+
+def test_a_stored_program_is_used_without_tracing(cache_dir):
+    traces = []
+    first, from_disk = program_cache.cached(_counting(traces), jax.jit, _args(), {"name": "add"}, "cpu")
+    assert not from_disk and len(traces) == 1 and len(os.listdir(cache_dir)) == 1
+    expected = first(*_args())
+    again, from_disk = program_cache.cached(_counting(traces), jax.jit, _args(), {"name": "add"}, "cpu")
+    result = again(*_args())
+    assert from_disk and len(traces) == 1  # loaded and run: fn was not traced again
+    assert jax.tree.structure(result) == jax.tree.structure(expected)
+    for got, want in zip(jax.tree.leaves(result), jax.tree.leaves(expected), strict=True):
+        np.testing.assert_array_equal(got, want)
+
+
+def test_the_key_follows_description_and_arguments(cache_dir):
+    args = _args()
+    base = program_cache.key({"name": "add"}, args, "cpu")
+    assert base == program_cache.key({"name": "add"}, args, "cpu")
+    assert base != program_cache.key({"name": "add", "num_envs": 2}, args, "cpu")
+    assert base != program_cache.key({"name": "add"}, (args[0], args[1][:1]), "cpu")
+    assert base != program_cache.key({"name": "add"}, (args[0], args[1].astype(jnp.int32)), "cpu")
+    assert base != program_cache.key({"name": "add"}, args, "gpu")
+    # The code of every package the program runs is part of the key (the bridge's files for TorchEnv's programs).
+    assert base != program_cache.key({"name": "add"}, args, "cpu", ("brax_core", "brax_bridge"))
+
+
+def test_a_description_that_is_not_plain_data_is_not_cached(cache_dir):
+    traces = []
+    assert program_cache.key({"reward_fn": lambda s: s}, _args(), "cpu") is None
+    for _ in range(2):
+        jitted, from_disk = program_cache.cached(_counting(traces), jax.jit, _args(), {"fn": print}, "cpu")
+        jitted(*_args())
+        assert not from_disk
+    assert len(traces) == 2 and not cache_dir.exists()
+
+
+def test_the_environment_variable_turns_it_off(cache_dir, monkeypatch):
+    monkeypatch.setenv(program_cache.ENV_VAR, "0")
+    assert program_cache.folder() is None
+    jitted, from_disk = program_cache.cached(_counting([]), jax.jit, _args(), {"name": "add"}, "cpu")
+    assert not from_disk and not cache_dir.exists()
+    np.testing.assert_array_equal(jitted(*_args())["sum"], _args()[0] + 1.0)
+
+
+def test_off_with_the_compile_cache():
+    saved = jax.config.jax_compilation_cache_dir
+    jax.config.update("jax_compilation_cache_dir", None)
+    try:
+        assert program_cache.folder() is None
+    finally:
+        jax.config.update("jax_compilation_cache_dir", saved)
+
+
+def test_an_unreadable_file_is_traced_again(cache_dir):
+    traces = []
+    program_cache.cached(_counting(traces), jax.jit, _args(), {"name": "add"}, "cpu")
+    (path,) = cache_dir.iterdir()
+    path.write_bytes(b"not a program")
+    jitted, from_disk = program_cache.cached(_counting(traces), jax.jit, _args(), {"name": "add"}, "cpu")
+    assert not from_disk and len(traces) == 2
+    np.testing.assert_array_equal(jitted(*_args())["sum"], _args()[0] + 1.0)
+
+
+def _rollout(env, steps=5):
+    out = [env.reset()["observation"].clone()]
+    generator = torch.Generator().manual_seed(0)
+    for _ in range(steps):
+        action = torch.rand((env.num_envs, env.action_size), generator=generator) * 2 - 1
+        step = env.step(action)
+        out += [step["next", "observation"].clone(), step["next", "reward"].clone(), step["next", "done"].clone()]
+    return out
+
+
+@pytest.mark.parametrize("name", ["fast", "inverted_pendulum"])
+def test_torch_env_loads_its_programs_in_a_later_run(cache_dir, monkeypatch, name):
+    """A TorchEnv of a configuration seen before (a fresh process has none in memory) runs the stored programs,
+    bit for bit what tracing gives."""
+    monkeypatch.setattr(bridge_env, "_COMPILED", {})
+    first = bridge_env.TorchEnv(name, num_envs=4, seed=3)
+    expected = _rollout(first)
+    assert len(os.listdir(cache_dir)) == 2  # reset and step
+
+    monkeypatch.setattr(bridge_env, "_COMPILED", {})  # as in a new process
+    exported = []
+    monkeypatch.setattr(program_cache, "_export", lambda *a: exported.append(a) or pytest.fail("traced again"))
+    second = bridge_env.TorchEnv(name, num_envs=4, seed=3)
+    got = _rollout(second)
+    assert not exported and second.num_compiles == 1
+    for a, b in zip(got, expected, strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+
+
+def test_torch_env_with_user_code_is_not_stored(cache_dir, monkeypatch):
+    monkeypatch.setattr(bridge_env, "_COMPILED", {})
+    env = bridge_env.TorchEnv("fast", num_envs=4, reward_fn=lambda state, action: state.reward * 2.0)
+    env.reset()
+    assert not cache_dir.exists()
+
+
+def test_user_registered_env_is_not_stored(cache_dir, monkeypatch):
+    from brax_core import envs
+    from brax_core.envs.fast import Fast
+
+    class MyFast(Fast):  # a user's class: its code is not part of the key
+        pass
+
+    monkeypatch.setattr(bridge_env, "_COMPILED", {})
+    monkeypatch.setitem(envs._envs, "my_fast_for_cache_test", MyFast)
+    bridge_env.TorchEnv("my_fast_for_cache_test", num_envs=4).reset()
+    assert not cache_dir.exists()
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "fast",
+        "inverted_pendulum",
+        "inverted_double_pendulum",
+        "reacher",
+        "halfcheetah",
+        "hopper",
+        "walker2d",
+        "ant",
+        "humanoid",
+    ],
+)
+def test_every_env_is_described(name):
+    """Each registered env (as the bridge wraps it) has a description, and changing a setting changes it."""
+    from brax_core import envs
+    from brax_core.envs.wrappers import training
+
+    env = envs.get_environment(name)
+    described = program_cache.describe(training.wrap(env, 1000, 1))
+    assert described == program_cache.describe(training.wrap(envs.get_environment(name), 1000, 1))
+    assert described != program_cache.describe(training.wrap(env, 999, 1))
+    env.__dict__["_a_setting"] = 2.0
+    assert described != program_cache.describe(training.wrap(env, 1000, 1))
+
+
+def test_describe_refuses_code_outside_the_key():
+    import functools
+
+    def mine(x):
+        return x
+
+    for value in (mine, functools.partial(mine, 1), jax.jit(mine), {"fn": mine}, object()):
+        with pytest.raises(TypeError):
+            program_cache.describe(value)
+    assert program_cache.describe(jax.nn.relu) == program_cache.describe(jax.nn.relu)
+    assert program_cache.describe(np.arange(3)) != program_cache.describe(np.arange(1, 4))
+
+
+def test_jax_ppo_loads_its_programs_in_a_later_run(cache_dir, monkeypatch):
+    """The JAX trainer's reset, training and evaluation programs: stored by a first run, run from disk by a second
+    (nothing traced again), with the same parameters and evaluation bit for bit."""
+    import functools
+
+    from brax_core import envs
+    from brax_core.training.agents.ppo import networks as ppo_networks
+    from brax_core.training.agents.ppo import train as ppo_train
+
+    kwargs = dict(
+        num_timesteps=400,
+        episode_length=20,
+        num_envs=8,
+        batch_size=8,
+        num_minibatches=2,
+        unroll_length=5,
+        num_evals=2,
+        num_eval_envs=4,
+        seed=1,
+        network_factory=functools.partial(
+            ppo_networks.make_ppo_networks, policy_hidden_layer_sizes=(8,), value_hidden_layer_sizes=(8,)
+        ),
+    )
+    _, first_params, first_metrics = ppo_train.train(envs.get_environment("fast"), **kwargs)
+    assert len(os.listdir(cache_dir)) == 3  # reset, training, evaluation
+
+    monkeypatch.setattr(program_cache, "_export", lambda *a: pytest.fail("traced again"))
+    _, params, metrics = ppo_train.train(envs.get_environment("fast"), **kwargs)
+    for got, want in zip(jax.tree.leaves(params), jax.tree.leaves(first_params), strict=True):
+        np.testing.assert_array_equal(got, want)
+    assert metrics["eval/episode_reward"] == first_metrics["eval/episode_reward"]
+
+    monkeypatch.undo()
+    ppo_train.train(envs.get_environment("fast"), **{**kwargs, "unroll_length": 4})
+    assert len(os.listdir(cache_dir)) == 6  # another configuration: its own programs
