@@ -1,8 +1,10 @@
 """Start-up with and without the persistent compile cache: how soon each entry point is ready to train.
 
 Each measurement is a fresh process. Per entry point (JAX PPO, torch_ppo, the bridge's ``TorchEnv``) it runs once
-with the cache off, once with an empty cache (cold: compiles and writes), then ``--repeats`` times with that
-cache (warm). Times are seconds from the process start:
+with the caches off, then ``--repeats`` times, alternating, each of two settings from an empty cache folder (cold:
+traces, compiles and writes) and once more with what that run wrote (warm): XLA's compile cache alone
+(``BRAX_BRIDGE_PROGRAM_CACHE=0``), and XLA's cache with ``brax_core.program_cache``'s traced programs (the default).
+Times are seconds:
 
 - ``import``: the entry point's imports (JAX, MuJoCo MJX, torch, tensordict: the same in every run);
 - ``ready``: from the call until the first training step is done: the trainer's report after one training step,
@@ -81,8 +83,8 @@ def child(entry_point: str, env_name: str) -> dict[str, float]:
     return marks
 
 
-def _measure(entry_point: str, env_name: str, cache: str) -> dict[str, float]:
-    env = {**os.environ, "BRAX_BRIDGE_JAX_CACHE": cache}
+def _measure(entry_point: str, env_name: str, cache: str, programs: bool = True) -> dict[str, float]:
+    env = {**os.environ, "BRAX_BRIDGE_JAX_CACHE": cache, "BRAX_BRIDGE_PROGRAM_CACHE": "1" if programs else "0"}
     cmd = [sys.executable, __file__, "--child", entry_point, "--env", env_name]
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
     if done.returncode != 0:
@@ -107,30 +109,40 @@ def main() -> None:
     rows = []
     for entry_point in args.entry_points:
         load_before = os.getloadavg()[0]
-        with tempfile.TemporaryDirectory(prefix="warm_start_") as cache:
-            off = _measure(entry_point, args.env, "")
-            cold = _measure(entry_point, args.env, cache)
-            warm = [_measure(entry_point, args.env, cache) for _ in range(args.repeats)]
+        off = _measure(entry_point, args.env, "")
+        runs: dict[str, list[dict[str, float]]] = {}
+        # Alternating the two settings, each repeat from an empty cache: "xla" keeps only XLA's compiled programs
+        # (BRAX_BRIDGE_PROGRAM_CACHE=0), "programs" the traced programs as well (the default).
+        for _ in range(args.repeats):
+            for name, programs in (("xla", False), ("programs", True)):
+                with tempfile.TemporaryDirectory(prefix="warm_start_") as cache:
+                    cold = _measure(entry_point, args.env, cache, programs)
+                    warm = _measure(entry_point, args.env, cache, programs)
+                runs.setdefault(f"{name}_cold", []).append(cold)
+                runs.setdefault(f"{name}_warm", []).append(warm)
         row = {
             "entry_point": entry_point,
-            "import_s": statistics.median(m["import"] for m in [off, cold, *warm]),
+            "import_s": statistics.median(m["import"] for m in [off, *sum(runs.values(), [])]),
             "ready_cache_off_s": off["ready"],
-            "ready_cold_s": cold["ready"],
-            "ready_warm_s": statistics.median(m["ready"] for m in warm),
-            "ready_warm_runs_s": [m["ready"] for m in warm],
+            **{f"ready_{name}_s": statistics.median(m["ready"] for m in marks) for name, marks in runs.items()},
+            **{f"ready_{name}_runs_s": [m["ready"] for m in marks] for name, marks in runs.items()},
             "load_1min": [load_before, os.getloadavg()[0]],
         }
         rows.append(row)
         print(json.dumps(row), flush=True)
 
-    print(f"\nenv {args.env}; seconds; warm = median of {args.repeats}")
-    print("| entry point | imports | ready, cache off | ready, empty cache | ready, warm cache | load (1 min) |")
-    print("| --- | ---: | ---: | ---: | ---: | --- |")
+    print(f"\nenv {args.env}; seconds from the call to the first training step; medians of {args.repeats}")
+    print(
+        "| entry point | imports | cache off | XLA cache: empty | XLA cache: warm | XLA + program cache: empty | "
+        "XLA + program cache: warm | load (1 min) |"
+    )
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
     for row in rows:
         load = "-".join(f"{x:.1f}" for x in row["load_1min"])
         print(
             f"| {row['entry_point']} | {row['import_s']:.1f} | {row['ready_cache_off_s']:.1f} | "
-            f"{row['ready_cold_s']:.1f} | {row['ready_warm_s']:.1f} | {load} |"
+            f"{row['ready_xla_cold_s']:.1f} | {row['ready_xla_warm_s']:.1f} | {row['ready_programs_cold_s']:.1f} | "
+            f"{row['ready_programs_warm_s']:.1f} | {load} |"
         )
     if args.out:
         with open(args.out, "w") as f:
