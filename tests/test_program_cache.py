@@ -124,6 +124,11 @@ def test_torch_env_loads_its_programs_in_a_later_run(cache_dir, monkeypatch, nam
     for a, b in zip(got, expected, strict=True):
         torch.testing.assert_close(a, b, rtol=0, atol=0)
 
+    monkeypatch.setattr(bridge_env, "_COMPILED", {})
+    monkeypatch.setenv(program_cache.ENV_VAR, "0")  # traced as without the cache: the same numbers
+    for a, b in zip(_rollout(bridge_env.TorchEnv(name, num_envs=4, seed=3)), expected, strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+
 
 def test_torch_env_with_user_code_is_not_stored(cache_dir, monkeypatch):
     monkeypatch.setattr(bridge_env, "_COMPILED", {})
@@ -220,3 +225,9 @@ def test_jax_ppo_loads_its_programs_in_a_later_run(cache_dir, monkeypatch):
     monkeypatch.undo()
     ppo_train.train(envs.get_environment("fast"), **{**kwargs, "unroll_length": 4})
     assert len(os.listdir(cache_dir)) == 6  # another configuration: its own programs
+
+    # Traced as without the cache: the same numbers.
+    monkeypatch.setenv(program_cache.ENV_VAR, "0")
+    _, traced_params, _ = ppo_train.train(envs.get_environment("fast"), **kwargs)
+    for got, want in zip(jax.tree.leaves(traced_params), jax.tree.leaves(first_params), strict=True):
+        np.testing.assert_array_equal(got, want)
