@@ -226,8 +226,17 @@ def test_jax_ppo_loads_its_programs_in_a_later_run(cache_dir, monkeypatch):
     ppo_train.train(envs.get_environment("fast"), **{**kwargs, "unroll_length": 4})
     assert len(os.listdir(cache_dir)) == 6  # another configuration: its own programs
 
+    # Another seed runs the same programs (its keys are arguments), with the numbers tracing gives for that seed.
+    _, other_seed, _ = ppo_train.train(envs.get_environment("fast"), **{**kwargs, "seed": 2})
+    assert len(os.listdir(cache_dir)) == 6
+
     # Traced as without the cache: the same numbers.
     monkeypatch.setenv(program_cache.ENV_VAR, "0")
     _, traced_params, _ = ppo_train.train(envs.get_environment("fast"), **kwargs)
     for got, want in zip(jax.tree.leaves(traced_params), jax.tree.leaves(first_params), strict=True):
         np.testing.assert_array_equal(got, want)
+    _, traced_other_seed, _ = ppo_train.train(envs.get_environment("fast"), **{**kwargs, "seed": 2})
+    for got, want in zip(jax.tree.leaves(traced_other_seed), jax.tree.leaves(other_seed), strict=True):
+        np.testing.assert_array_equal(got, want)
+    pairs = zip(jax.tree.leaves(other_seed), jax.tree.leaves(first_params), strict=True)
+    assert any(not np.array_equal(a, b) for a, b in pairs)  # the seed did change the run

@@ -128,10 +128,15 @@ class _Programs:
         self.platform = args.devices[0].platform
         if program_cache.folder() is None or jax.process_count() > 1:
             return
+        hp = dataclasses.asdict(args.hp)
+        if args.randomization_fn is None:
+            # The seed reaches the programs only through the randomised models; otherwise its keys are arguments,
+            # so every seed of a configuration shares its programs.
+            hp.pop("seed")
         try:
             self.description = dict(
                 owner="brax_core.training.agents.ppo.train",
-                hp=program_cache.describe(args.hp),
+                hp=program_cache.describe(hp),
                 environment=program_cache.describe(args.environment),
                 eval_env=program_cache.describe(args.eval_env),
                 wrap_env=program_cache.describe(args.wrap_env),
