@@ -25,6 +25,7 @@ cache lives in a ``programs`` folder inside JAX's compilation cache folder and i
 from __future__ import annotations
 
 import enum
+import functools
 import hashlib
 import importlib.util
 import json
@@ -33,10 +34,13 @@ import os
 import pickle
 import platform
 import tempfile
+import types
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import jax
+import mujoco
+import numpy as np
 
 ENV_VAR = "BRAX_BRIDGE_PROGRAM_CACHE"
 _FORMAT = 1
@@ -88,12 +92,6 @@ def describe(value: Any) -> Any:
 
 
 def _describe(value: Any, seen: dict[int, tuple[int, Any]]) -> Any:
-    import functools
-    import types
-
-    import mujoco
-    import numpy as np
-
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     if id(value) in seen:  # shared or cyclic references: by their first appearance
@@ -185,15 +183,13 @@ def _source_hash(package: str) -> str:
 def _versions() -> dict[str, str]:
     import flax
     import jaxlib
-    import mujoco
-    import numpy
 
     return {
         "python": platform.python_version(),
         "jax": jax.__version__,
         "jaxlib": jaxlib.__version__,
         "mujoco": mujoco.__version__,
-        "numpy": numpy.__version__,
+        "numpy": np.__version__,
         "flax": flax.__version__,
     }
 
@@ -283,9 +279,9 @@ def _export(fn: Callable[..., Any], args: Sequence[Any], platform_name: str) -> 
         return out_leaves
 
     abstract_leaves = [
-        jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=getattr(x, "sharding", None), weak_type=x.weak_type)
-        if hasattr(x, "weak_type")
-        else jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=getattr(x, "sharding", None))
+        jax.ShapeDtypeStruct(
+            x.shape, x.dtype, sharding=getattr(x, "sharding", None), weak_type=getattr(x, "weak_type", False)
+        )
         for x in leaves
     ]
     exported = jax.export.export(jax.jit(flat), platforms=[platform_name])(*abstract_leaves)
