@@ -51,7 +51,10 @@ logger = logging.getLogger(__name__)
 
 def folder() -> str | None:
     """Where programs are kept: ``<JAX's compilation cache folder>/programs``; None when either cache is off."""
-    if os.environ.get(ENV_VAR, "1").strip() == "0":
+    setting = os.environ.get(ENV_VAR, "1").strip()
+    if setting not in ("0", "1"):
+        raise ValueError(f"{ENV_VAR} must be 0 (off) or 1 (on, the default), got {setting!r}")
+    if setting == "0":
         return None
     jax_folder = jax.config.jax_compilation_cache_dir
     return os.path.join(jax_folder, "programs") if jax_folder else None

@@ -77,6 +77,12 @@ def test_the_environment_variable_turns_it_off(cache_dir, monkeypatch):
     np.testing.assert_array_equal(jitted(*_args())["sum"], _args()[0] + 1.0)
 
 
+def test_a_bad_setting_is_named(monkeypatch):
+    monkeypatch.setenv(program_cache.ENV_VAR, "off")
+    with pytest.raises(ValueError, match="BRAX_BRIDGE_PROGRAM_CACHE must be 0 .* or 1 .*'off'"):
+        program_cache.folder()
+
+
 def test_off_with_the_compile_cache():
     saved = jax.config.jax_compilation_cache_dir
     jax.config.update("jax_compilation_cache_dir", None)
