@@ -575,9 +575,10 @@ class TorchEnv:
         at the first ``backward``)."""
         compile_envs(self)
 
-    def _lower(self) -> list[jax.stages.Lowered]:
-        """Traces and lowers reset and step for abstract arguments laid out as the real calls' are (committed to
-        this env's device), so that those calls find the compiled programs in jit's cache."""
+    def _lower(self) -> Iterator[jax.stages.Lowered]:
+        """Traces and lowers reset, then step, for abstract arguments laid out as the real calls' are (committed to
+        this env's device), so that those calls find the compiled programs in jit's cache; yields each when lowered,
+        so that reset can compile while step is traced."""
         on_device = SingleDeviceSharding(self._jax_device)
 
         def abstract(x: Any) -> jax.ShapeDtypeStruct:
@@ -593,6 +594,7 @@ class TorchEnv:
                 compiled.reset_fn, compiled.reset_jit, (key,), describe("reset"), platform, _PACKAGES
             )
         reset = compiled.reset.trace(key)
+        yield reset.lower()
         if compiled.keeps_observations:
             compiled.base.remember_observation_size(reset.out_info[2])
         state = jax.tree.map(abstract, reset.out_info[1])
@@ -603,7 +605,7 @@ class TorchEnv:
             )
         compiled.lowered = True
         step = compiled.diff_forward if self._differentiable else compiled.step
-        return [reset.lower(), step.trace(state, action).lower()]
+        yield step.trace(state, action).lower()
 
     def reset(self, seed: int | None = None) -> TensorDict:
         """Resets every env; returns ``observation`` and all-False ``done``/``terminated``/``truncated``."""
@@ -973,14 +975,14 @@ def _fields_to_tensordict(data: Any, num_envs: int, device: torch.device) -> Ten
 
 def compile_envs(*envs: TorchEnv) -> None:
     """Compiles every env's ``reset`` and ``step`` now, side by side: each is traced and lowered in turn on the
-    calling thread, then XLA compiles them all at once (``brax_core.compile.compile_side_by_side``, as the JAX
-    trainer compiles its programs), so on a 2-core CPU a training env and its evaluation env compile in about the
-    time of the slower one."""
+    calling thread and handed to XLA at once, which compiles it on a thread pool while the next is traced
+    (``brax_core.compile.compile_side_by_side``, as the JAX trainer compiles its programs), so on a 2-core CPU a
+    training env and its evaluation env compile in about the time of the slower one."""
     for env in envs:
         if not isinstance(env, TorchEnv):
             raise TypeError(f"compile_envs takes TorchEnv instances, got {type(env).__name__}")
     unique = list({id(env): env for env in envs}.values())
-    compile_options.compile_side_by_side([program for env in unique for program in env._lower()])
+    compile_options.compile_side_by_side(program for env in unique for program in env._lower())
 
 
 def as_torch_env(env: Any, num_envs: int | None = None, **kwargs: Any) -> TorchEnv:

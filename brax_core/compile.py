@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable
 from typing import Any
 
 ENV_VAR = "BRAX_CORE_CPU_OPT_LEVEL"
@@ -99,17 +99,18 @@ def reset_compiler_options(platform: str) -> dict[str, Any] | None:
     return compiler_options(platform, auto_level=0)
 
 
-def compile_side_by_side(lowered: Sequence[Any]) -> list[Any]:
-    """Compiles lowered programs (``jax.stages.Lowered``) all at once on a thread pool; XLA compiles without
-    Python's interpreter lock, so on a multi-core CPU they take about as long as the slowest.
+def compile_side_by_side(lowered: Iterable[Any]) -> list[Any]:
+    """Compiles lowered programs (``jax.stages.Lowered``) on a thread pool, each as soon as ``lowered`` yields it;
+    XLA compiles without Python's interpreter lock, so on a multi-core CPU they take about as long as the slowest,
+    and given a generator that lowers them one by one, the first ones compile while the next ones are traced.
 
-    Lower them first, one after the other on the calling thread: traced on several threads at once, the programs'
-    persistent-cache keys changed from run to run, and a second run of the same configuration compiled again.
+    Lower them one after the other on the calling thread (a list, or a generator consumed here): traced on several
+    threads at once, the programs' persistent-cache keys changed from run to run, and a second run of the same
+    configuration compiled again.
     """
-    if len(lowered) <= 1:
-        return [program.compile() for program in lowered]
-    with concurrent.futures.ThreadPoolExecutor(max_workers=len(lowered)) as pool:
-        return list(pool.map(lambda program: program.compile(), lowered))
+    with concurrent.futures.ThreadPoolExecutor() as pool:
+        futures = [pool.submit(program.compile) for program in lowered]
+        return [future.result() for future in futures]
 
 
 def possible_contact_pairs(mj_model: Any) -> int:

@@ -3,6 +3,7 @@
 import os
 import subprocess
 import sys
+import threading
 
 import jax
 import pytest
@@ -57,3 +58,23 @@ def test_importing_the_environments_turns_the_cache_on(tmp_path):
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip().splitlines()[-1] == str(tmp_path / "brax_bridge" / "jax")
+
+
+def test_each_program_compiles_while_the_next_is_lowered():
+    """``compile_side_by_side`` hands each program to XLA as soon as it is lowered: on a 2-core CPU the first
+    programs compile while the next are traced."""
+    first_compiling = threading.Event()
+
+    class First:  # stands for a jax.stages.Lowered
+        def compile(self):
+            first_compiling.set()
+            return "first"
+
+    def lowered():
+        yield First()
+        assert first_compiling.wait(timeout=20), "the first program was not compiling while the second was lowered"
+        yield jax.jit(lambda x: x + 1.0).lower(1.0)
+
+    first, second = compile_options.compile_side_by_side(lowered())
+    assert first == "first" and float(second(2.0)) == 3.0
+    assert compile_options.compile_side_by_side([]) == []

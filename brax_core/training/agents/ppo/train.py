@@ -1142,15 +1142,11 @@ def _sharded(abstract_env_state: Any, mesh: Mesh) -> Any:
 
 
 def _compile_in_parallel(jobs: list[tuple[Any, tuple[Any, ...]]]) -> list[Any]:
-    """Lowers each ``(jitted_fn, args)`` in turn, then compiles them all at once on a thread pool."""
+    """Lowers each ``(jitted_fn, args)`` in turn on this thread, compiling each on a thread pool as soon as it is
+    lowered (so the first ones compile while the next ones are traced)."""
     t = time.time()
-    lowered = [fn.lower(*args) for fn, args in jobs]
-    t_lower = time.time() - t
-    t = time.time()
-    compiled = compile_options.compile_side_by_side(lowered)
-    logging.info(
-        "traced and lowered %d functions in %.1f s, compiled them in %.1f s", len(jobs), t_lower, time.time() - t
-    )
+    compiled = compile_options.compile_side_by_side(fn.lower(*args) for fn, args in jobs)
+    logging.info("traced, lowered and compiled %d functions in %.1f s", len(jobs), time.time() - t)
     return compiled
 
 
