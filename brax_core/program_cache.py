@@ -33,7 +33,6 @@ import logging
 import os
 import pickle
 import platform
-import tempfile
 import types
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -41,6 +40,8 @@ from typing import Any
 import jax
 import mujoco
 import numpy as np
+
+from brax_core.io import model as model_io
 
 ENV_VAR = "BRAX_BRIDGE_PROGRAM_CACHE"
 _FORMAT = 1
@@ -255,18 +256,7 @@ def _load(path: str) -> tuple[jax.export.Exported, Any] | None:
 
 def _store(path: str, exported: jax.export.Exported, out_tree: Any) -> None:
     entry = {"format": _FORMAT, "exported": bytes(exported.serialize()), "out_tree": out_tree}
-    directory = os.path.dirname(path)
-    os.makedirs(directory, exist_ok=True)
-    # Written beside its final name and renamed: a reader never sees half a file.
-    handle, temporary = tempfile.mkstemp(dir=directory, suffix=".tmp")
-    try:
-        with os.fdopen(handle, "wb") as file:
-            pickle.dump(entry, file, protocol=pickle.HIGHEST_PROTOCOL)
-        os.replace(temporary, path)
-    except BaseException:
-        if os.path.exists(temporary):
-            os.remove(temporary)
-        raise
+    model_io.pickle_atomically(path, entry, prefix=".program-")
 
 
 def _export(fn: Callable[..., Any], args: Sequence[Any], platform_name: str) -> tuple[jax.export.Exported, Any]:

@@ -13,14 +13,19 @@ import numpy as np
 
 def save_params(path: str | os.PathLike, params: Any) -> None:
     """Saves a pytree of arrays to ``path`` atomically (host numpy arrays, pickled)."""
+    pickle_atomically(path, jax.tree.map(np.asarray, params), prefix=".params-")
+
+
+def pickle_atomically(path: str | os.PathLike, value: Any, prefix: str = ".tmp-") -> None:
+    """Pickles ``value`` to ``path``: written beside it under ``prefix`` and renamed, so a reader never sees half a
+    file; makes the folder if needed."""
     path = os.fspath(path)
-    host = jax.tree.map(np.asarray, params)
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".params-")
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=prefix)
     try:
         with os.fdopen(fd, "wb") as f:
-            pickle.dump(host, f)
+            pickle.dump(value, f, protocol=pickle.HIGHEST_PROTOCOL)
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
