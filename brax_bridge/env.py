@@ -147,13 +147,13 @@ _COMPILED: dict[tuple, _Compiled] = {}
 _PACKAGES = ("brax_core", "brax_bridge")
 
 
-def compiler_options(device: jax.Device) -> dict[str, Any] | None:
-    """XLA options of the bridge's jitted step on ``device``: on CPU, LLVM level 1 by default.
+def compiler_options(device: jax.Device, cpu_opt_level: int | None = None) -> dict[str, Any] | None:
+    """XLA options of the bridge's jitted step on ``device``: on CPU, LLVM level ``cpu_opt_level`` (None: 1).
 
-    Same knob as brax_core's PPO (see ``brax_core.compile``); a baseline compiled with these differs from the
-    bridge only in what the bridge adds.
+    Same knob as brax_core's PPO (see ``brax_core.compile``; ``BRAX_CORE_CPU_OPT_LEVEL``, when set, overrides it); a
+    baseline compiled with these differs from the bridge only in what the bridge adds.
     """
-    return compile_options.compiler_options(device.platform, auto_level=1)
+    return compile_options.compiler_options(device.platform, auto_level=1 if cpu_opt_level is None else cpu_opt_level)
 
 
 def reset_compiler_options(device: jax.Device) -> dict[str, Any] | None:
@@ -168,10 +168,11 @@ def _compile(
     reward_fn: RewardFn | None,
     donate: bool,
     device: jax.Device,
+    cpu_opt_level: int | None,
 ) -> _Compiled:
     step = functools.partial(_step, env, reward_fn)
     reset = functools.partial(_reset, env, num_envs)
-    jit = functools.partial(jax.jit, compiler_options=compiler_options(device))
+    jit = functools.partial(jax.jit, compiler_options=compiler_options(device, cpu_opt_level))
     step_jit = functools.partial(jit, donate_argnums=(0,) if donate else ())
     reset_jit = functools.partial(jax.jit, compiler_options=reset_compiler_options(device))
     return _Compiled(
@@ -225,6 +226,11 @@ class TorchEnv:
         ``info["truncation"]`` and ``info["final_obs"]`` (checked here), as ``training.wrap`` builds, so a custom
         wrapper typically adds a layer to that. MuJoCo Playground's ``wrapper.wrap_for_brax_training`` means
         brax_core's own wrappers (they do its job on ``PlaygroundEnv``'s State), as in the JAX trainer.
+      cpu_opt_level: LLVM optimisation level (0-3) of the jitted step when it runs on a CPU; None means 1. Level 0
+        compiles about twice as fast and steps several times slower (figures in ``brax_core.compile``), so it suits
+        short runs: torch_ppo chooses it as the JAX trainer does (``brax_core.compile.auto_level_for_run``).
+        ``BRAX_CORE_CPU_OPT_LEVEL``, when set, overrides it; accelerators ignore it. The reset always compiles at
+        level 0 on a CPU unless that variable says otherwise.
       **env_kwargs: passed to the environment's constructor when ``env`` is a name.
 
     NaN actions raise ``ValueError`` before the physics runs (checked on the torch side; on CUDA the check is
@@ -257,6 +263,7 @@ class TorchEnv:
         full_reset: bool = True,
         reward_fn: RewardFn | None = None,
         wrap_env_fn: Callable[..., Env] | None = None,
+        cpu_opt_level: int | None = None,
         **env_kwargs: Any,
     ):
         if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
@@ -268,6 +275,10 @@ class TorchEnv:
                 raise ValueError(f"{name} must be True or False, got {flag!r}")
         if randomization_fn is not None and not callable(randomization_fn):
             raise ValueError(f"randomization_fn must be callable fn(sys, rng) or None, got {randomization_fn!r}")
+        if cpu_opt_level is not None and (
+            isinstance(cpu_opt_level, bool) or not isinstance(cpu_opt_level, int) or not 0 <= cpu_opt_level <= 3
+        ):
+            raise ValueError(f"cpu_opt_level must be one of 0, 1, 2, 3 or None, got {cpu_opt_level!r}")
         if reward_fn is not None and not callable(reward_fn):
             raise ValueError(f"reward_fn must be callable fn(state, action) or None, got {reward_fn!r}")
         wrap_env_fn = _wrapper(wrap_env_fn)
@@ -303,6 +314,7 @@ class TorchEnv:
         self._episode_length = episode_length
         self._action_repeat = action_repeat
         self._differentiable = differentiable
+        self._cpu_opt_level = 1 if cpu_opt_level is None else cpu_opt_level
         self._compiled = self._build(env, base, env_kwargs, seed, randomization_fn, full_reset, reward_fn, wrap_env_fn)
         self._action_size = int(self._compiled.env.action_size)
         self._key = jax.device_put(jax.random.PRNGKey(seed), self._jax_device)
@@ -325,7 +337,7 @@ class TorchEnv:
                 self._num_envs,
                 self._episode_length,
                 self._jax_device,
-                compile_options.cpu_opt_level_setting(),
+                self._step_level_key(),
                 self._action_repeat,
                 full_reset,
                 reward_fn,
@@ -348,11 +360,19 @@ class TorchEnv:
             )
             _check_wrapped(wrapped, self._num_envs)
         # Differentiable mode keeps state buffers alive as VJP residuals, so they must never be donated.
-        compiled = _compile(wrapped, base, self._num_envs, reward_fn, not self._differentiable, self._jax_device)
+        compiled = _compile(
+            wrapped, base, self._num_envs, reward_fn, not self._differentiable, self._jax_device, self._cpu_opt_level
+        )
         compiled.keeps_observations = wrap_env_fn is None
         if key is not None:
             _COMPILED[key] = compiled
         return compiled
+
+    def _step_level_key(self) -> str | int:
+        """What decides the step's CPU level: ``BRAX_CORE_CPU_OPT_LEVEL`` when set, else ``cpu_opt_level`` (so that
+        envs differing only in an overridden ``cpu_opt_level`` share their programs)."""
+        setting = compile_options.cpu_opt_level_setting()
+        return self._cpu_opt_level if setting == "auto" else setting
 
     def _describe(self, wrapped: Env, reward_fn: RewardFn | None) -> dict[str, Any] | None:
         """What reset and step compute beyond their arguments, for ``brax_core.program_cache``, taken just before
@@ -446,6 +466,11 @@ class TorchEnv:
     @property
     def differentiable(self) -> bool:
         return self._differentiable
+
+    @property
+    def cpu_opt_level(self) -> int:
+        """The LLVM level the step compiles at on a CPU, unless ``BRAX_CORE_CPU_OPT_LEVEL`` sets another."""
+        return self._cpu_opt_level
 
     @property
     def dt(self) -> float:

@@ -5,7 +5,8 @@ measured on a 2-core CPU (a 50-step scan of 128 envs with random actions, level 
 ``inverted_pendulum`` compiles in 7.8 s against 12.9 s but steps at 23.7k against 87.9k steps/s; ``halfcheetah``
 15.9 s against 32.2 s, 2.6k against 7.4k steps/s; Playground's ``CheetahRun`` 31.2 s against 48.0 s, 6.4k against
 21.5k steps/s. So level 0 pays off only for runs that are short next to the physics' cost, and a model with
-contacts costs far more per step: ``auto_level_for_run`` makes that choice for the JAX PPO.
+contacts costs far more per step: ``auto_level_for_run`` makes that choice for the JAX PPO and for torch_ppo's
+envs (``brax_bridge.TorchEnv``'s ``cpu_opt_level``).
 ``BRAX_CORE_CPU_OPT_LEVEL`` chooses for every compile: ``0``-``3``, ``default`` (XLA's own), or ``auto``
 (unset: the caller's choice for its run length). Accelerators always use XLA's defaults.
 

@@ -165,6 +165,30 @@ def test_the_bridge_compiles_its_reset_at_level_0_and_its_step_at_level_1_on_cpu
     assert (level(bridge_env.reset_compiler_options(cpu)), level(bridge_env.compiler_options(cpu))) == (2, 2)
 
 
+def test_cpu_opt_level_chooses_the_steps_level_unless_the_user_set_one(monkeypatch):
+    from brax_bridge import env as bridge_env
+
+    chosen = []
+    real = bridge_env.compiler_options
+
+    def recording(device, cpu_opt_level=None):
+        chosen.append(real(device, cpu_opt_level)["xla_backend_optimization_level"])
+        return real(device, cpu_opt_level)
+
+    monkeypatch.setattr(bridge_env, "compiler_options", recording)
+    make = functools.partial(TorchEnv, "fast", 3, episode_length=17)  # a configuration no other test compiles
+    monkeypatch.setenv("BRAX_CORE_CPU_OPT_LEVEL", "auto")
+    assert make(cpu_opt_level=0).cpu_opt_level == 0 and chosen[-1] == 0
+    assert make().cpu_opt_level == 1 and chosen[-1] == 1  # None: level 1, as before the argument existed
+    monkeypatch.setenv("BRAX_CORE_CPU_OPT_LEVEL", "2")
+    overridden = make(cpu_opt_level=0)
+    assert chosen[-1] == 2
+    assert make(cpu_opt_level=3)._compiled is overridden._compiled  # the level is the variable's: one program
+    for bad in (True, 4, -1, 1.0, "0"):
+        with pytest.raises(ValueError, match=r"cpu_opt_level must be one of 0, 1, 2, 3 or None, got"):
+            make(cpu_opt_level=bad)
+
+
 def test_writes_to_returned_tensors_do_not_touch_the_simulation():
     clean, dirty = _fast(seed=7), _fast(seed=7)
     clean.reset()

@@ -8,12 +8,14 @@ are compared on the same settings.
 import functools
 import os
 
+import jax
 import numpy as np
 import pytest
 import torch
 
 import brax_bridge
 import torch_ppo
+from brax_core import envs
 from brax_core.envs import training
 from brax_core.envs.base import Wrapper
 from brax_core.envs.fast import Fast
@@ -274,6 +276,33 @@ def test_the_training_and_evaluation_envs_compile_together_before_the_first_rese
     # one call with both envs (8 for evaluation, 32 for training), before any reset
     assert calls[0] == ("compile", [8, 32]), calls
     assert [c[0] for c in calls[1:]] == ["reset"] * (len(calls) - 1)
+
+
+@pytest.mark.parametrize(
+    "environment, num_timesteps, level",
+    [("inverted_pendulum", 500_000, 0), ("inverted_pendulum", 2_000_000, 1), ("halfcheetah", 50_000, 0),
+     ("halfcheetah", 500_000, 1)],
+)
+def test_the_envs_step_compiles_at_the_level_the_jax_trainer_chooses(monkeypatch, environment, num_timesteps, level):
+    """On a CPU both trainers compile the physics step at LLVM level 0 for runs too short for level 1's faster steps
+    to repay its longer compile (shorter with contacts), so that they start up alike."""
+
+    class Compiling(Exception):
+        pass
+
+    levels = []
+
+    def record(*envs):
+        levels.extend(env.cpu_opt_level for env in envs)
+        raise Compiling  # the levels are chosen by now: no need to compile
+
+    monkeypatch.setenv("BRAX_CORE_CPU_OPT_LEVEL", "auto")
+    monkeypatch.setitem(torch_ppo.train.__globals__, "compile_envs", record)
+    with pytest.raises(Compiling):
+        torch_ppo.train(environment, num_timesteps=num_timesteps, num_evals=2, num_eval_envs=8, **_tiny(num_envs=32))
+    jax_options = ppo_train._compiler_options(jax.devices("cpu"), num_timesteps, envs.get_environment(environment))
+    assert levels == [level, level]  # the training env, then the evaluation env
+    assert jax_options["xla_backend_optimization_level"] == level
 
 
 class _RewardBonus(Wrapper):

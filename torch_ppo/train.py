@@ -22,6 +22,7 @@ from tensordict import TensorDict, TensorDictBase
 from torch import nn
 
 from brax_bridge import TorchEnv, compile_envs
+from brax_core import compile as compile_options
 from brax_core import envs
 from brax_core.training import resume
 from brax_core.training.agents.ppo.config import PPOConfig
@@ -209,6 +210,7 @@ def _make_env(
     seed: int,
     randomization_fn: Any,
     wrap_env_fn: Any = None,
+    num_timesteps: int | None = None,
 ) -> Any:
     if isinstance(environment, TorchEnv):
         if environment.num_envs != num_envs:
@@ -237,7 +239,18 @@ def _make_env(
         seed=seed,
         randomization_fn=randomization_fn,
         wrap_env_fn=wrap_env_fn,
+        cpu_opt_level=None if num_timesteps is None else _cpu_opt_level(environment, num_timesteps),
     )
+
+
+def _cpu_opt_level(environment: str | envs.Env, num_timesteps: int) -> int:
+    """The LLVM level of the envs' step on a CPU, chosen as the JAX trainer chooses it: 0 while compiling would
+    dominate a run of ``num_timesteps`` env steps on this model, else 1 (``brax_core.compile.auto_level_for_run``).
+    A name is built here only to read its model (milliseconds once its module is imported); the TorchEnv keeps the
+    name, so envs of one configuration still share their compiled programs."""
+    env = envs.get_environment(environment) if isinstance(environment, str) else environment
+    model = getattr(getattr(env, "unwrapped", env), "mj_model", None)
+    return compile_options.auto_level_for_run(num_timesteps, model)
 
 
 def _eval_source(environment: Any) -> Any:
@@ -488,7 +501,10 @@ def train(
     intra-op threads on CPU while training, restored on return; ``None`` keeps torch's setting). The default is 1: JAX's
     physics runs on its own thread pool on the same cores, and torch's OpenMP workers waiting at barriers behind it made
     small ops over 10x slower on a 2-core machine. ``environment``/``eval_env`` may also be ready ``TorchEnv``s (with
-    ``num_envs`` per process). ``restore_params`` takes ``TorchPPOParams`` or the JAX trainer's ``PPOTrainingParams``.
+    ``num_envs`` per process). On a CPU the envs' step compiles at the LLVM level the JAX trainer would choose for
+    ``num_timesteps`` on this environment (level 0, about twice as fast to compile, for short runs; see
+    ``brax_core.compile.auto_level_for_run``); a ready ``TorchEnv`` keeps its own ``cpu_opt_level``, which the
+    evaluation env then shares. ``restore_params`` takes ``TorchPPOParams`` or the JAX trainer's ``PPOTrainingParams``.
     ``wrap_env_fn`` is the JAX trainer's: a Brax-style wrapper ``fn(env, episode_length=, action_repeat=,
     randomization_fn=)`` that replaces ``brax_core.envs.training.wrap`` for the training and evaluation envs (see
     ``TorchEnv``'s ``wrap_env_fn`` for what it must return); MuJoCo Playground's ``wrap_for_brax_training`` means
@@ -646,6 +662,7 @@ class _Trainer:
             self.env_seed,
             kw["randomization_fn"],
             kw["wrap_env_fn"],
+            kw["num_timesteps"],
         )
         self.episode_length = self.env.episode_length
         self.action_repeat = self.env.action_repeat
@@ -750,6 +767,7 @@ class _Trainer:
                     seed=kw["seed"] + 104_729,
                     randomization_fn=randomization,
                     wrap_env_fn=kw["wrap_env_fn"],  # as the JAX trainer wraps its evaluation env
+                    cpu_opt_level=self.env.cpu_opt_level,  # as the JAX trainer compiles its evaluation
                 )
             self.evaluator = _Evaluator(
                 eval_env, -(-self.episode_length // self.action_repeat), self.action_repeat, kw["seed"]
