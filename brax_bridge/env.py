@@ -12,8 +12,9 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import itertools
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 import jax
@@ -998,16 +999,29 @@ def _fields_to_tensordict(data: Any, num_envs: int, device: torch.device) -> Ten
     return TensorDict(source, batch_size=[num_envs], device=device)
 
 
-def compile_envs(*envs: TorchEnv) -> None:
+def compile_envs(*envs: TorchEnv, programs: Iterable[jax.stages.Lowered] = ()) -> list[jax.stages.Compiled]:
     """Compiles every env's ``reset`` and ``step`` now, side by side: each is traced and lowered in turn on the
     calling thread and handed to XLA at once, which compiles it on a thread pool while the next is traced
     (``brax_core.compile.compile_side_by_side``, as the JAX trainer compiles its programs), so on a 2-core CPU a
-    training env and its evaluation env compile in about the time of the slower one."""
+    training env and its evaluation env compile in about the time of the slower one.
+
+    ``programs``: more lowered programs to compile beside the envs' (torch_ppo's evaluation rollout), lowered as
+    the iterable is consumed, after the envs'; their compiled forms are returned, in order.
+    """
     for env in envs:
         if not isinstance(env, TorchEnv):
             raise TypeError(f"compile_envs takes TorchEnv instances, got {type(env).__name__}")
     unique = list({id(env): env for env in envs}.values())
-    compile_options.compile_side_by_side(program for env in unique for program in env._lower())
+    env_programs = [0]
+
+    def lowered_env_programs() -> Iterator[jax.stages.Lowered]:
+        for env in unique:
+            for program in env._lower():
+                env_programs[0] += 1
+                yield program
+
+    compiled = compile_options.compile_side_by_side(itertools.chain(lowered_env_programs(), programs))
+    return compiled[env_programs[0] :]
 
 
 def as_torch_env(env: Any, num_envs: int | None = None, **kwargs: Any) -> TorchEnv:

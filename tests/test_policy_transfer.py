@@ -65,6 +65,11 @@ def test_wrong_sizes_and_untransferable_activations_are_refused():
         transfer.jax_policy_to_torch(params, activation=lambda x: x)
     with pytest.raises(ValueError, match="without a torch counterpart"):
         transfer.jax_policy_to_torch(params, layer_norm=True)
+    # A torch actor built on a function torch alone knows: refused, not rebuilt with another activation.
+    modules = PPOModules(OBS, ACT, (16,), (8,), activation=lambda x: torch.tanh(x) * 2.0)
+    for convert in (transfer.torch_policy_to_jax, transfer.jax_policy_factory):
+        with pytest.raises(ValueError, match="activation must be one of .*; this actor's is <function"):
+            convert(modules)
 
 
 def test_torch_ppo_actor_as_jax_policy_matches_torch():

@@ -258,13 +258,15 @@ def test_a_ready_torch_env_and_bootstrap_on_timeout_train():
     assert float(params.normalizer_params["count"]) == 2 * STEP
 
 
-def test_the_training_and_evaluation_envs_compile_together_before_the_first_reset(monkeypatch):
+@pytest.mark.parametrize("eval_backend", [None, "torch"])
+def test_the_training_env_and_the_evaluation_compile_together_before_the_first_reset(monkeypatch, eval_backend):
     calls = []
     compile_envs, reset = torch_ppo.train.__globals__["compile_envs"], brax_bridge.TorchEnv.reset
 
-    def compile_and_record(*envs):
-        calls.append(("compile", sorted(env.num_envs for env in envs)))
-        compile_envs(*envs)
+    def compile_and_record(*envs, programs=()):
+        programs = list(programs)
+        calls.append(("compile", sorted(env.num_envs for env in envs), len(programs)))
+        return compile_envs(*envs, programs=programs)
 
     def reset_and_record(env, seed=None):
         calls.append(("reset", env.num_envs))
@@ -272,9 +274,12 @@ def test_the_training_and_evaluation_envs_compile_together_before_the_first_rese
 
     monkeypatch.setitem(torch_ppo.train.__globals__, "compile_envs", compile_and_record)
     monkeypatch.setattr(brax_bridge.TorchEnv, "reset", reset_and_record)
-    torch_ppo.train("fast", num_timesteps=STEP, num_evals=2, num_eval_envs=8, **_tiny(num_envs=32))
-    # one call with both envs (8 for evaluation, 32 for training), before any reset
-    assert calls[0] == ("compile", [8, 32]), calls
+    torch_ppo.train(
+        "fast", num_timesteps=STEP, num_evals=2, num_eval_envs=8, eval_backend=eval_backend, **_tiny(num_envs=32)
+    )
+    # One call before any reset: the training env (32 envs) with the JAX evaluation rollout (the default), or with
+    # the bridge env of 8 that the torch actor evaluates on.
+    assert calls[0] == (("compile", [32], 1) if eval_backend is None else ("compile", [8, 32], 0)), calls
     assert [c[0] for c in calls[1:]] == ["reset"] * (len(calls) - 1)
 
 
@@ -292,14 +297,17 @@ def test_the_envs_step_compiles_at_the_level_the_jax_trainer_chooses(monkeypatch
 
     levels = []
 
-    def record(*envs):
+    def record(*envs, programs=()):
         levels.extend(env.cpu_opt_level for env in envs)
         raise Compiling  # the levels are chosen by now: no need to compile
 
     monkeypatch.setenv("BRAX_CORE_CPU_OPT_LEVEL", "auto")
     monkeypatch.setitem(torch_ppo.train.__globals__, "compile_envs", record)
     with pytest.raises(Compiling):
-        torch_ppo.train(environment, num_timesteps=num_timesteps, num_evals=2, num_eval_envs=8, **_tiny(num_envs=32))
+        torch_ppo.train(
+            environment, num_timesteps=num_timesteps, num_evals=2, num_eval_envs=8, eval_backend="torch",
+            **_tiny(num_envs=32),
+        )
     jax_options = ppo_train._compiler_options(jax.devices("cpu"), num_timesteps, envs.get_environment(environment))
     assert levels == [level, level]  # the training env, then the evaluation env
     assert jax_options["xla_backend_optimization_level"] == level

@@ -7,6 +7,9 @@
 * ``torch_policy_to_jax(params, ...)``: a ``torch_ppo`` actor (its ``TorchPPOParams``, ``PPOModules`` or a
   ``make_policy`` result) becomes a jitted JAX policy ``(observation, key) -> (action, extras)`` built from
   ``brax_core``'s own networks and distribution.
+* ``jax_policy_factory(params)`` / ``jax_policy_params(params)``: brax_core's ``make_policy`` for a torch actor's
+  layout, and the actor's weights in brax_core's layout, separately: torch_ppo evaluates its actor with them in one
+  compiled JAX rollout, with new weights at each evaluation and one compile.
 * ``jax_params_to_torch`` / ``torch_params_to_jax`` convert the full parameter triple both ways; both sides name
   their layers ``hidden_i`` (torch ``weight`` is the transposed flax ``kernel``).
 
@@ -360,6 +363,19 @@ def torch_policy_to_jax(
         exactly as ``brax_core``'s ``make_policy``.
       mean_clip_scale: the ``'normal'`` policy's mean clipping, for plain params (modules carry their own).
     """
+    make_policy, _ = jax_policy_factory(params, activation, mean_clip_scale)
+    return jax.jit(make_policy(jax_policy_params(params), deterministic))
+
+
+def jax_policy_factory(
+    params: Any, activation: Any = None, mean_clip_scale: float | None = None
+) -> tuple[Callable[..., Any], dict[str, Any]]:
+    """brax_core's ``make_policy`` for the networks of a ``torch_ppo`` actor, and their layout as plain data.
+
+    ``make_policy((normalizer_params, policy_params), deterministic)`` takes the actor's weights in brax_core's
+    layout (``jax_policy_params``) and computes what the torch actor computes; the layout (sizes, activation,
+    distribution options, observation key) names the networks. ``params`` as for ``torch_policy_to_jax``.
+    """
     if not isinstance(params, nn.Module) and isinstance(getattr(params, "modules", None), PPOModules):
         # a torch_ppo make_policy result
         params = params.modules
@@ -367,39 +383,38 @@ def torch_policy_to_jax(
     observation_size: Any = None
     policy_obs_key = "state"
     if isinstance(params, TorchDeterministicPolicy):
-        activation = params.network.mlp.activation_name if activation is None else activation
+        activation = _known_activation(params.network, activation)
         options = _network_options(params.network)
         params = (params.normalizer.stats(), params.network.params_state_dict())
     if isinstance(params, PPOModules):
-        activation = params.policy.mlp.activation_name if activation is None else activation
+        activation = _known_activation(params.policy, activation)
         options = _network_options(params.policy)
         config = params.config()
         if isinstance(config["observation_size"], Mapping):
             observation_size = config["observation_size"]
             policy_obs_key = config["policy_obs_key"]
     name = _activation_name("swish" if activation is None else activation)
-    jax_params = torch_params_to_jax(params)
-    policy_state = policy_params_of(params)[1] if not isinstance(params, PPOModules) else params_of(params)[1]
+    normalizer_params, policy_state = _policy_pair(params)
     layout = _policy_options(policy_state)
+    shapes = {k: tuple(v.shape) for k, v in policy_state.items()}
     if layout["distribution_type"] == "normal":
         options = {**layout, **{k: v for k, v in options.items() if v is not None}}
         if options["noise_std_type"] is None:
             options["noise_std_type"] = "scalar"
         if mean_clip_scale is not None:
             options["mean_clip_scale"] = mean_clip_scale
-        layers = jax_params.policy_params["params"]
-        kernels = [layer["kernel"] for _, layer in sorted(layers["MLP_0"].items(), key=_layer_index)]
-        in_size = int((kernels[0] if kernels else layers["Dense_0"]["kernel"]).shape[0])
-        hidden = [int(k.shape[1]) for k in kernels]
-        act_size = int(layers["Dense_0"]["kernel"].shape[1])
+        hidden_names = sorted({k.split(".")[1] for k in shapes if k.startswith("mlp.")}, key=_name_index)
+        hidden = [shapes[f"mlp.{n}.weight"][0] for n in hidden_names]
+        first = shapes[f"mlp.{hidden_names[0]}.weight"] if hidden_names else shapes["mean.weight"]
+        in_size, act_size = first[1], shapes["mean.weight"][0]
     else:
         options = {"distribution_type": "tanh_normal"}
-        layers = jax_params.policy_params["params"]
-        kernels = [layer["kernel"] for _, layer in sorted(layers.items(), key=_layer_index)]
-        in_size, hidden, act_size = int(kernels[0].shape[0]), [int(k.shape[1]) for k in kernels[:-1]], 0
-        act_size = int(kernels[-1].shape[1]) // 2
+        layer_names = sorted({k.split(".")[0] for k in shapes}, key=_name_index)
+        in_size = shapes[f"{layer_names[0]}.weight"][1]
+        hidden = [shapes[f"{n}.weight"][0] for n in layer_names[:-1]]
+        act_size = shapes[f"{layer_names[-1]}.weight"][0] // 2
     if observation_size is None:
-        if isinstance(jax_params.normalizer_params.mean, Mapping):
+        if isinstance(normalizer_params["mean"], Mapping):
             raise ValueError(
                 "params of a policy on dict observations: pass the PPOModules (or a make_policy result), which "
                 "know the observation keys and sizes"
@@ -415,8 +430,56 @@ def torch_policy_to_jax(
         value_obs_key=policy_obs_key,
         **options,
     )
-    make_policy = ppo_networks.make_inference_fn(networks)
-    return jax.jit(make_policy((jax_params.normalizer_params, jax_params.policy_params), deterministic))
+    described = {
+        "observation_size": _plain_size(observation_size),
+        "action_size": int(act_size),
+        "policy_hidden_layer_sizes": [int(h) for h in hidden],
+        "activation": name,
+        "policy_obs_key": policy_obs_key,
+        "options": dict(sorted(options.items())),
+    }
+    return ppo_networks.make_inference_fn(networks), described
+
+
+def jax_policy_params(params: Any) -> tuple[running_statistics.RunningStatisticsState, dict[str, Any]]:
+    """``(normalizer_params, policy_params)`` of a ``torch_ppo`` actor in brax_core's layout (copies), as
+    ``jax_policy_factory``'s ``make_policy`` takes them. ``params`` as for ``torch_policy_to_jax``."""
+    normalizer_params, policy_state = _policy_pair(params)
+    return _torch_normalizer_to_jax(normalizer_params), _state_dict_to_flax_policy(policy_state)
+
+
+def _policy_pair(params: Any) -> tuple[Mapping[str, Any], Mapping[str, torch.Tensor]]:
+    """(normaliser statistics, policy state dict) of any accepted form of a torch actor."""
+    if not isinstance(params, nn.Module) and isinstance(getattr(params, "modules", None), PPOModules):
+        params = params.modules
+    if isinstance(params, TorchDeterministicPolicy):
+        return params.normalizer.stats(), params.network.params_state_dict()
+    if isinstance(params, PPOModules):
+        return params.normalizer.stats(), params.policy.params_state_dict()
+    return policy_params_of(params)
+
+
+def _known_activation(policy: PolicyNetwork, activation: Any) -> Any:
+    """The activation a torch actor was built with (``activation`` when given): its name, which must be one both
+    frameworks know; a function torch alone knows (a lambda, say) cannot be rebuilt in JAX, so it is refused."""
+    if activation is not None:
+        return activation
+    if policy.mlp.activation_name is None:
+        raise ValueError(
+            f"activation must be one of {', '.join(sorted(ACTIVATIONS))} (or a function with one of those names) "
+            f"to be transferred between frameworks; this actor's is {policy.mlp.activation!r}"
+        )
+    return policy.mlp.activation_name
+
+
+def _name_index(name: str) -> int:
+    return int(name.rsplit("_", 1)[1])
+
+
+def _plain_size(size: Any) -> Any:
+    if isinstance(size, Mapping):
+        return {str(k): [int(d) for d in (v if isinstance(v, (tuple, list)) else (v,))] for k, v in size.items()}
+    return int(size)
 
 
 def _network_options(policy: PolicyNetwork) -> dict[str, Any]:
@@ -428,7 +491,3 @@ def _network_options(policy: PolicyNetwork) -> dict[str, Any]:
         "state_dependent_std": policy.state_dependent_std,
         "mean_clip_scale": policy.mean_clip_scale,
     }
-
-
-def _layer_index(item: tuple[str, Any]) -> int:
-    return int(item[0].rsplit("_", 1)[1])

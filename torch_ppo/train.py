@@ -31,6 +31,7 @@ from brax_core.training.validation import callable_arg as _callable
 from brax_core.training.validation import positive_int as _positive_int
 from torch_ppo import checkpoint as ckpt
 from torch_ppo import distributed
+from torch_ppo.evaluation import EVAL_BACKENDS, BridgeEvaluator, JaxEvaluator
 from torch_ppo.losses import (
     LossConfig,
     LossTerms,
@@ -168,6 +169,13 @@ def _validate(kw: dict[str, Any], world_size: int) -> dict[str, Any]:
                 "wrap_env_fn cannot apply to a ready TorchEnv (it is wrapped already): pass wrap_env_fn to TorchEnv, "
                 "or give train the env itself"
             )
+    if kw["eval_backend"] is not None and kw["eval_backend"] not in EVAL_BACKENDS:
+        raise ValueError(f"eval_backend must be one of {', '.join(EVAL_BACKENDS)} or None, got {kw['eval_backend']!r}")
+    if kw["eval_backend"] == "jax" and isinstance(kw["eval_env"], TorchEnv):
+        raise ValueError(
+            "eval_backend='jax' evaluates on a brax_core env, but eval_env is a TorchEnv: pass the env itself (a "
+            "name or an Env), or eval_backend='torch' (or None) to step the TorchEnv through the bridge"
+        )
     if kw["eval_env"] is not None:
         if envs.is_env(kw["eval_env"]):
             kw["eval_env"] = envs.as_env(kw["eval_env"])
@@ -299,85 +307,6 @@ def adapt_learning_rate(
     return torch.where((kl_mean < desired_kl / 2.0) & (kl_mean > 0.0), raised, learning_rate)
 
 
-# --------------------------------------------------------------------------------------------- evaluation
-
-
-class _Evaluator:
-    """Brax's ``eval/*`` metrics from ``num_eval_envs`` episodes on a separate bridge env.
-
-    Episodes are counted from the reset until each env's first ``done``; stepping stops once every episode has
-    ended (checked every 16 steps, the only host reads) or after ``episode_length / action_repeat`` steps.
-    """
-
-    def __init__(self, env: Any, num_steps: int, action_repeat: int, seed: int):
-        self.env = env
-        self.num_steps = num_steps
-        self.action_repeat = action_repeat
-        self.seed = seed
-        self.walltime = 0.0
-        self.runs = 0
-        self.metric_names: list[str] | None = None
-
-    @torch.inference_mode()
-    def run(self, modules: PPOModules, deterministic: bool, generator: torch.Generator) -> Metrics:
-        start = time.perf_counter()
-        self.runs += 1
-        td = self.env.reset(seed=(self.seed * 7919 + self.runs) % (2**31 - 1))
-        obs = td.get("observation")
-        n, device = self.env.num_envs, self.env.device
-        reward_sum = torch.zeros(n, device=device)
-        length = torch.zeros(n, device=device)
-        active = torch.ones(n, dtype=torch.bool, device=device)
-        env_metrics: dict[str, torch.Tensor] | None = None
-        steps = 0
-        for t in range(self.num_steps):
-            loc, scale = modules.policy(obs)
-            if not deterministic:
-                loc = loc + scale * torch.randn(loc.shape, generator=generator, device=device)
-            nxt = self.env.step(modules.policy.postprocess(loc)).get("next")
-            done = nxt.get("done").squeeze(-1)
-            # where, not a product: a finished episode's env keeps stepping, and 0 * NaN is NaN
-            reward_sum += torch.where(active, nxt.get("reward").squeeze(-1), 0.0)
-            length += active * float(self.action_repeat)
-            env_metrics = self._track_env_metrics(env_metrics, active, done)
-            active &= ~done
-            obs = nxt.get("observation")
-            steps = t + 1
-            if steps % 16 == 0 and not bool(active.any()):
-                break
-        if env_metrics is not None:  # episodes still running: their totals so far
-            info = self.env.episode_info(copy=False).get("episode_metrics")
-            for name in env_metrics:
-                env_metrics[name] = torch.where(active, info.get(name), env_metrics[name])
-        moments = lambda x: (float(x.mean()), float(x.std(correction=0)))
-        metrics: Metrics = {}
-        for name, value in {"reward": reward_sum, **(env_metrics or {})}.items():
-            metrics[f"eval/episode_{name}"], metrics[f"eval/episode_{name}_std"] = moments(value)
-        metrics["eval/avg_episode_length"] = float(length.mean())
-        elapsed = time.perf_counter() - start
-        self.walltime += elapsed
-        metrics["eval/walltime"] = self.walltime
-        metrics["eval/epoch_eval_time"] = elapsed
-        metrics["eval/sps"] = steps * n * self.action_repeat / max(elapsed, 1e-9)
-        return metrics
-
-    def _track_env_metrics(
-        self, totals: dict[str, torch.Tensor] | None, active: torch.Tensor, done: torch.Tensor
-    ) -> dict[str, torch.Tensor] | None:
-        """Env metrics summed over each episode (the wrappers' running totals, frozen at the first done)."""
-        if self.metric_names is not None and not self.metric_names:
-            return None  # the env reports no metrics of its own: skip reading the episode bookkeeping
-        info = self.env.episode_info(copy=False).get("episode_metrics")
-        if self.metric_names is None:
-            self.metric_names = [k for k in info.keys() if k not in ("sum_reward", "length")]
-            if not self.metric_names:
-                return None
-        if totals is None:
-            totals = {k: torch.zeros(self.env.num_envs, device=self.env.device) for k in self.metric_names}
-        ended = active & done
-        return {k: torch.where(ended, info.get(k), totals[k]) for k in self.metric_names}
-
-
 # --------------------------------------------------------------------------------------------- training metrics
 
 
@@ -448,6 +377,7 @@ def train(
     deterministic_eval: bool = False,
     num_evals: int = 1,
     eval_env: Any = None,
+    eval_backend: str | None = None,
     log_training_metrics: bool = False,
     training_metrics_steps: int | None = None,
     save_checkpoint_path: str | os.PathLike | None = None,
@@ -512,6 +442,15 @@ def train(
     that differs from it is refused). ``max_checkpoints_to_keep`` is a deprecated alias of ``max_to_keep``.
     ``vision`` and ``augment_pixels`` exist for the JAX trainer's signature; torch_ppo has no image networks, so only
     ``False`` is accepted.
+
+    Evaluation (``eval_backend``, a torch addition): ``'jax'`` copies the actor's weights into brax_core's networks
+    of the same layout and runs the JAX trainer's evaluation (its env, ``make_eval_env``, and its compiled rollout)
+    in one call per evaluation; ``'torch'`` has the torch actor step a separate ``TorchEnv`` of ``num_eval_envs``
+    envs through the bridge, a call per env step (on a 2-core CPU a full 1,000-step evaluation of 16
+    ``inverted_pendulum`` envs takes about 0.2 s in JAX against 0.85 s through the bridge). Both report the same
+    ``eval/*`` metrics. ``None`` (the default) means ``'jax'``, except for an ``eval_env`` that is a ready ``TorchEnv``
+    or an actor brax_core's networks cannot express (an activation function known to torch only), which go
+    through the bridge; ``'jax'`` refuses those.
 
     Resuming (``restore_checkpoint_path``) follows the JAX trainer: the checkpoint's saved configuration (env,
     networks, training hyperparameters) must equal this call's unless the differing fields are named in
@@ -742,36 +681,63 @@ class _Trainer:
         self.tracker = _EpisodeTracker(self.env) if kw["log_training_metrics"] else None
 
     def _compile_envs(self) -> None:
-        """Compiles the training and evaluation envs' reset and step side by side before anything runs (as the
-        JAX trainer compiles its programs): on a 2-core CPU the two envs compile in about the time of one."""
+        """Compiles the training env's reset and step and the evaluator's programs (its bridge env's reset and step,
+        or its JAX rollout) side by side before anything runs, as the JAX trainer compiles its programs: on a 2-core
+        CPU they compile in about the time of the slowest."""
         start = time.perf_counter()
-        compile_envs(self.env, *([self.evaluator.env] if self.evaluator is not None else []))
-        logging.info("compiled the envs' reset and step in %.1f s", time.perf_counter() - start)
+        if self.evaluator is None:
+            compile_envs(self.env)
+        else:
+            self.evaluator.use(
+                compile_envs(self.env, *self.evaluator.torch_envs, programs=self.evaluator.lower())
+            )
+        logging.info("compiled the envs' reset and step and the evaluation in %.1f s", time.perf_counter() - start)
 
     def _build_evaluator(self) -> None:
         kw = self.kw
         self.evaluator = None
-        if kw["num_evals"] > 0 and self.dist.is_main:
-            if kw["eval_env"] is not None:
-                source, randomization = kw["eval_env"], None  # used as it is, never randomised
-            else:
-                source, randomization = _eval_source(kw["environment"]), kw["randomization_fn"]
-            eval_env = source
-            if not isinstance(source, TorchEnv):
-                eval_env = TorchEnv(
-                    source,
-                    kw["num_eval_envs"],
+        if kw["num_evals"] == 0 or not self.dist.is_main:
+            return
+        if kw["eval_env"] is not None:
+            source, randomization = kw["eval_env"], None  # used as it is, never randomised
+        else:
+            source, randomization = _eval_source(kw["environment"]), kw["randomization_fn"]
+        num_steps = -(-self.episode_length // self.action_repeat)
+        backend = kw["eval_backend"]
+        if backend != "torch" and not isinstance(source, TorchEnv):
+            try:
+                self.evaluator = JaxEvaluator(
+                    self.env.unwrapped_env if kw["eval_env"] is None else source,
+                    self.modules,
+                    num_eval_envs=kw["num_eval_envs"],
                     episode_length=self.episode_length,
                     action_repeat=self.action_repeat,
-                    device=self.device,
-                    seed=kw["seed"] + 104_729,
+                    deterministic=kw["deterministic_eval"],
+                    wrap_env_fn=kw["wrap_env_fn"],
                     randomization_fn=randomization,
-                    wrap_env_fn=kw["wrap_env_fn"],  # as the JAX trainer wraps its evaluation env
+                    seed=kw["seed"] + 104_729,
+                    jax_device=self.env.jax_device,
                     cpu_opt_level=self.env.cpu_opt_level,  # as the JAX trainer compiles its evaluation
                 )
-            self.evaluator = _Evaluator(
-                eval_env, -(-self.episode_length // self.action_repeat), self.action_repeat, kw["seed"]
+                return
+            except ValueError as reason:
+                if backend == "jax":
+                    raise ValueError(f"eval_backend='jax': the actor cannot be evaluated in JAX: {reason}") from reason
+                logging.info("evaluating through the bridge: %s", reason)
+        eval_env = source
+        if not isinstance(source, TorchEnv):
+            eval_env = TorchEnv(
+                source,
+                kw["num_eval_envs"],
+                episode_length=self.episode_length,
+                action_repeat=self.action_repeat,
+                device=self.device,
+                seed=kw["seed"] + 104_729,
+                randomization_fn=randomization,
+                wrap_env_fn=kw["wrap_env_fn"],  # as the JAX trainer wraps its evaluation env
+                cpu_opt_level=self.env.cpu_opt_level,  # as the JAX trainer compiles its evaluation
             )
+        self.evaluator = BridgeEvaluator(eval_env, num_steps, self.action_repeat, kw["seed"])
 
     # ---------------------------------------------------------------- one training step
 

@@ -1059,13 +1059,40 @@ def _make_evaluation(
     local_eval_envs = hp.num_eval_envs // len(args.devices)
     if args.eval_env is None:
         eval_key = jax.random.fold_in(key_randomize, 1)
-        eval_base = _wrap_for(args.environment, local_eval_envs, eval_key, for_eval=True, **args.env_options)
+        eval_env = make_eval_env(args.environment, local_eval_envs, eval_key, **args.env_options)
     else:
-        eval_base = _wrap_for(args.eval_env, local_eval_envs, None, for_eval=True, **args.env_options)
-    eval_env = env_training.EvalWrapper(eval_base)
+        eval_env = make_eval_env(args.eval_env, local_eval_envs, None, **args.env_options)
     eval_steps = -(-hp.episode_length // hp.action_repeat)
     eval_policy = functools.partial(make_policy, deterministic=hp.deterministic_eval)
     return eval_env, _make_eval_run(eval_env, eval_policy, local_eval_envs, eval_steps, mesh, jit)
+
+
+def make_eval_env(
+    environment: Env,
+    num_eval_envs: int,
+    rng: jax.Array | None = None,
+    *,
+    wrap_env: bool | Callable[..., Env] = True,
+    episode_length: int,
+    action_repeat: int,
+    randomization_fn: Callable[..., Any] | None = None,
+) -> Env:
+    """The batched evaluation env ``train`` builds: ``num_eval_envs`` copies of ``environment`` with the episode time
+    limit and action repeat but no auto-reset (an evaluation ends once every episode has), or what ``wrap_env`` (a
+    Brax-style wrapper function; ``False``: ``environment`` is wrapped already) makes of it, under ``EvalWrapper``.
+    ``randomization_fn`` applies when ``rng`` is given (one key per env). torch_ppo evaluates on the same env."""
+    return env_training.EvalWrapper(
+        _wrap_for(
+            environment,
+            num_eval_envs,
+            rng,
+            wrap_env=wrap_env,
+            episode_length=episode_length,
+            action_repeat=action_repeat,
+            randomization_fn=randomization_fn,
+            for_eval=True,
+        )
+    )
 
 
 def _make_eval_run(
