@@ -229,7 +229,8 @@ class TorchEnv:
         brax_core's own wrappers (they do its job on ``PlaygroundEnv``'s State), as in the JAX trainer.
       cpu_opt_level: LLVM optimisation level (0-3) of the jitted step when it runs on a CPU; None means 1. Level 0
         compiles about twice as fast and steps several times slower (figures in ``brax_core.compile``), so it suits
-        short runs: torch_ppo chooses it as the JAX trainer does (``brax_core.compile.auto_level_for_run``).
+        short runs: torch_ppo chooses it by the run's length (``brax_core.compile.auto_level_for_run`` with
+        ``step_only=True``).
         ``BRAX_CORE_CPU_OPT_LEVEL``, when set, overrides it; accelerators ignore it. The reset always compiles at
         level 0 on a CPU unless that variable says otherwise.
       **env_kwargs: passed to the environment's constructor when ``env`` is a name.

@@ -5,8 +5,9 @@ measured on a 2-core CPU (a 50-step scan of 128 envs with random actions, level 
 ``inverted_pendulum`` compiles in 7.8 s against 12.9 s but steps at 23.7k against 87.9k steps/s; ``halfcheetah``
 15.9 s against 32.2 s, 2.6k against 7.4k steps/s; Playground's ``CheetahRun`` 31.2 s against 48.0 s, 6.4k against
 21.5k steps/s. So level 0 pays off only for runs that are short next to the physics' cost, and a model with
-contacts costs far more per step: ``auto_level_for_run`` makes that choice for the JAX PPO and for torch_ppo's
-envs (``brax_bridge.TorchEnv``'s ``cpu_opt_level``).
+contacts costs far more per step: ``auto_level_for_run`` makes that choice for the JAX PPO and, with the
+break-even of a physics step compiled alone, for torch_ppo's training env (``brax_bridge.TorchEnv``'s
+``cpu_opt_level``); torch_ppo's evaluation compiles at the JAX trainer's level for the run.
 ``BRAX_CORE_CPU_OPT_LEVEL`` chooses for every compile: ``0``-``3``, ``default`` (XLA's own), or ``auto``
 (unset: the caller's choice for its run length). Accelerators always use XLA's defaults.
 
@@ -36,6 +37,13 @@ _CACHE_MIN_COMPILE_SECONDS = 0.5
 # level 0 and 252 s at level 1 (start-up 90 s against 139 s).
 _QUICK_COMPILE_STEPS = 1_000_000
 _QUICK_COMPILE_STEPS_WITH_CONTACTS = 100_000
+# The same choice for a physics step compiled alone (the bridge's step, which torch_ppo drives), whose compile is a
+# fraction of a whole training program's. Measured on a 2-core CPU (the bridge's step of 128 envs, level 1 against
+# level 0): level 1 costs 2.7-4.9 s more to compile and saves 12-16 us per env step on the contact-free models
+# (inverted_pendulum 221k env steps to break even, inverted_double_pendulum 231k, reacher 384k); on halfcheetah it
+# costs 5.1 s and saves 135 us per env step (38k).
+_QUICK_STEP_COMPILE_STEPS = 250_000
+_QUICK_STEP_COMPILE_STEPS_WITH_CONTACTS = 50_000
 
 
 def default_cache_dir() -> str:
@@ -138,9 +146,13 @@ def possible_contact_pairs(mj_model: Any) -> int:
     return int(candidate.sum()) + int(mj_model.npair)
 
 
-def auto_level_for_run(env_steps_to_run: int, mj_model: Any = None) -> int:
+def auto_level_for_run(env_steps_to_run: int, mj_model: Any = None, step_only: bool = False) -> int:
     """The LLVM level for a run of ``env_steps_to_run`` env steps on ``mj_model`` (``None``: no physics model):
-    0 while compiling would dominate the run, else 1 (see the module's measurements)."""
+    0 while compiling would dominate the run, else 1 (see the module's measurements). ``step_only``: the program is
+    the env's step alone (the bridge's), not a trainer's whole program, so level 1 repays its compile sooner."""
     has_contacts = mj_model is not None and possible_contact_pairs(mj_model) > 0
-    quick_steps = _QUICK_COMPILE_STEPS_WITH_CONTACTS if has_contacts else _QUICK_COMPILE_STEPS
+    if step_only:
+        quick_steps = _QUICK_STEP_COMPILE_STEPS_WITH_CONTACTS if has_contacts else _QUICK_STEP_COMPILE_STEPS
+    else:
+        quick_steps = _QUICK_COMPILE_STEPS_WITH_CONTACTS if has_contacts else _QUICK_COMPILE_STEPS
     return 0 if env_steps_to_run <= quick_steps else 1

@@ -284,13 +284,22 @@ def test_the_training_env_and_the_evaluation_compile_together_before_the_first_r
 
 
 @pytest.mark.parametrize(
-    "environment, num_timesteps, level",
-    [("inverted_pendulum", 500_000, 0), ("inverted_pendulum", 2_000_000, 1), ("halfcheetah", 50_000, 0),
-     ("halfcheetah", 500_000, 1)],
+    "environment, num_timesteps, train_level, eval_level",
+    [
+        ("inverted_pendulum", 200_000, 0, 0),
+        ("inverted_pendulum", 500_000, 1, 0),
+        ("inverted_pendulum", 2_000_000, 1, 1),
+        ("halfcheetah", 40_000, 0, 0),
+        ("halfcheetah", 80_000, 1, 0),
+        ("halfcheetah", 500_000, 1, 1),
+    ],
 )
-def test_the_envs_step_compiles_at_the_level_the_jax_trainer_chooses(monkeypatch, environment, num_timesteps, level):
-    """On a CPU both trainers compile the physics step at LLVM level 0 for runs too short for level 1's faster steps
-    to repay its longer compile (shorter with contacts), so that they start up alike."""
+def test_the_step_and_the_evaluation_compile_at_the_level_that_pays_for_the_run(
+    monkeypatch, environment, num_timesteps, train_level, eval_level
+):
+    """On a CPU the training env's step compiles at LLVM level 0 for runs too short for level 1's faster steps to
+    repay its longer compile: shorter with contacts, and shorter for a physics step alone than for the JAX trainer's
+    whole program. The evaluation (either backend) compiles at the JAX trainer's level for the run."""
 
     class Compiling(Exception):
         pass
@@ -301,16 +310,19 @@ def test_the_envs_step_compiles_at_the_level_the_jax_trainer_chooses(monkeypatch
         levels.extend(env.cpu_opt_level for env in envs)
         raise Compiling  # the levels are chosen by now: no need to compile
 
+    jax_evaluator = torch_ppo.evaluation.JaxEvaluator
+    recording = lambda *a, **k: levels.append(k["cpu_opt_level"]) or jax_evaluator(*a, **k)  # noqa: E731
     monkeypatch.setenv("BRAX_CORE_CPU_OPT_LEVEL", "auto")
     monkeypatch.setitem(torch_ppo.train.__globals__, "compile_envs", record)
-    with pytest.raises(Compiling):
-        torch_ppo.train(
-            environment, num_timesteps=num_timesteps, num_evals=2, num_eval_envs=8, eval_backend="torch",
-            **_tiny(num_envs=32),
-        )
+    monkeypatch.setitem(torch_ppo.train.__globals__, "JaxEvaluator", recording)
+    run = functools.partial(torch_ppo.train, environment, num_timesteps=num_timesteps, num_evals=2, num_eval_envs=8)
+    for backend in ("jax", "torch"):
+        with pytest.raises(Compiling):
+            run(eval_backend=backend, **_tiny(num_envs=32))
+    # JAX evaluation: its rollout, then the training env; bridge evaluation: the training env, then its eval env
+    assert levels == [eval_level, train_level, train_level, eval_level]
     jax_options = ppo_train._compiler_options(jax.devices("cpu"), num_timesteps, envs.get_environment(environment))
-    assert levels == [level, level]  # the training env, then the evaluation env
-    assert jax_options["xla_backend_optimization_level"] == level
+    assert jax_options["xla_backend_optimization_level"] == eval_level
 
 
 class _RewardBonus(Wrapper):

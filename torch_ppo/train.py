@@ -251,14 +251,15 @@ def _make_env(
     )
 
 
-def _cpu_opt_level(environment: str | envs.Env, num_timesteps: int) -> int:
-    """The LLVM level of the envs' step on a CPU, chosen as the JAX trainer chooses it: 0 while compiling would
-    dominate a run of ``num_timesteps`` env steps on this model, else 1 (``brax_core.compile.auto_level_for_run``).
-    A name is built here only to read its model (milliseconds once its module is imported); the TorchEnv keeps the
-    name, so envs of one configuration still share their compiled programs."""
+def _cpu_opt_level(environment: str | envs.Env, num_timesteps: int, step_only: bool = True) -> int:
+    """The LLVM level on a CPU for a run of ``num_timesteps`` env steps on this model: 0 while compiling would
+    dominate the run, else 1 (``brax_core.compile.auto_level_for_run``). ``step_only``: for the training env's step,
+    a physics step compiled alone; otherwise the JAX trainer's choice, which the evaluation follows. A name is built
+    here only to read its model (milliseconds once its module is imported); the TorchEnv keeps the name, so envs of
+    one configuration still share their compiled programs."""
     env = envs.get_environment(environment) if isinstance(environment, str) else environment
     model = getattr(getattr(env, "unwrapped", env), "mj_model", None)
-    return compile_options.auto_level_for_run(num_timesteps, model)
+    return compile_options.auto_level_for_run(num_timesteps, model, step_only=step_only)
 
 
 def _eval_source(environment: Any) -> Any:
@@ -431,10 +432,12 @@ def train(
     intra-op threads on CPU while training, restored on return; ``None`` keeps torch's setting). The default is 1: JAX's
     physics runs on its own thread pool on the same cores, and torch's OpenMP workers waiting at barriers behind it made
     small ops over 10x slower on a 2-core machine. ``environment``/``eval_env`` may also be ready ``TorchEnv``s (with
-    ``num_envs`` per process). On a CPU the envs' step compiles at the LLVM level the JAX trainer would choose for
-    ``num_timesteps`` on this environment (level 0, about twice as fast to compile, for short runs; see
-    ``brax_core.compile.auto_level_for_run``); a ready ``TorchEnv`` keeps its own ``cpu_opt_level``, which the
-    evaluation env then shares. ``restore_params`` takes ``TorchPPOParams`` or the JAX trainer's ``PPOTrainingParams``.
+    ``num_envs`` per process). On a CPU the training env's step compiles at LLVM level 0 (about twice as fast
+    to compile, several times slower to run) for runs too short for level 1 to repay its compile, and the evaluation
+    at the level the JAX trainer would choose for ``num_timesteps`` on this environment (see
+    ``brax_core.compile.auto_level_for_run``: a physics step alone repays level 1 sooner than a trainer's whole
+    program); a ready ``TorchEnv`` keeps its own ``cpu_opt_level``. ``restore_params`` takes ``TorchPPOParams`` or the
+    JAX trainer's ``PPOTrainingParams``.
     ``wrap_env_fn`` is the JAX trainer's: a Brax-style wrapper ``fn(env, episode_length=, action_repeat=,
     randomization_fn=)`` that replaces ``brax_core.envs.training.wrap`` for the training and evaluation envs (see
     ``TorchEnv``'s ``wrap_env_fn`` for what it must return); MuJoCo Playground's ``wrap_for_brax_training`` means
@@ -717,7 +720,7 @@ class _Trainer:
                     randomization_fn=randomization,
                     seed=kw["seed"] + 104_729,
                     jax_device=self.env.jax_device,
-                    cpu_opt_level=self.env.cpu_opt_level,  # as the JAX trainer compiles its evaluation
+                    cpu_opt_level=self._eval_level(),
                 )
                 return
             except ValueError as reason:
@@ -735,9 +738,13 @@ class _Trainer:
                 seed=kw["seed"] + 104_729,
                 randomization_fn=randomization,
                 wrap_env_fn=kw["wrap_env_fn"],  # as the JAX trainer wraps its evaluation env
-                cpu_opt_level=self.env.cpu_opt_level,  # as the JAX trainer compiles its evaluation
+                cpu_opt_level=self._eval_level(),
             )
         self.evaluator = BridgeEvaluator(eval_env, num_steps, self.action_repeat, kw["seed"])
+
+    def _eval_level(self) -> int:
+        """The evaluation's LLVM level on a CPU: the JAX trainer's for this run (its evaluation's level)."""
+        return _cpu_opt_level(self.env.unwrapped_env, self.kw["num_timesteps"], step_only=False)
 
     # ---------------------------------------------------------------- one training step
 
