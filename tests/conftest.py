@@ -6,6 +6,8 @@ machine instead of once per test, which keeps the suite inside its time budget o
 
 import os
 
+import pytest
+
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # Test runs are short, so compiling is most of their cost: XLA's lowest CPU optimisation level compiles about
@@ -36,3 +38,15 @@ def pytest_collection_modifyitems(config, items):
         return _HEAVY_FIRST.index(name) if name in _HEAVY_FIRST else len(_HEAVY_FIRST)
 
     items.sort(key=rank)
+
+
+@pytest.fixture
+def cache_dir(tmp_path, monkeypatch):
+    """JAX's compile cache (and so the program cache) in a fresh folder for one test; yields the programs folder."""
+    from brax_core import program_cache
+
+    saved = jax.config.jax_compilation_cache_dir
+    jax.config.update("jax_compilation_cache_dir", str(tmp_path / "jax"))
+    monkeypatch.delenv(program_cache.ENV_VAR, raising=False)
+    yield tmp_path / "jax" / "programs"
+    jax.config.update("jax_compilation_cache_dir", saved)

@@ -12,16 +12,6 @@ from brax_bridge import env as bridge_env
 from brax_core import program_cache
 
 
-@pytest.fixture
-def cache_dir(tmp_path, monkeypatch):
-    """JAX's compile cache (and so the program cache) in a fresh folder for one test."""
-    saved = jax.config.jax_compilation_cache_dir
-    jax.config.update("jax_compilation_cache_dir", str(tmp_path / "jax"))
-    monkeypatch.delenv(program_cache.ENV_VAR, raising=False)
-    yield tmp_path / "jax" / "programs"
-    jax.config.update("jax_compilation_cache_dir", saved)
-
-
 def _counting(traces):
     def fn(x, y):
         traces.append(1)

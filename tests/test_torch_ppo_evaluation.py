@@ -148,15 +148,6 @@ def test_bad_eval_backend_is_refused_before_anything_compiles(monkeypatch):
         torch_ppo.train("fast", eval_backend="jax", **{**kwargs, "activation": lambda x: torch.tanh(x) * 1.5})
 
 
-@pytest.fixture
-def cache_dir(tmp_path, monkeypatch):
-    saved = jax.config.jax_compilation_cache_dir
-    jax.config.update("jax_compilation_cache_dir", str(tmp_path / "jax"))
-    monkeypatch.delenv(program_cache.ENV_VAR, raising=False)
-    yield tmp_path / "jax" / "programs"
-    jax.config.update("jax_compilation_cache_dir", saved)
-
-
 def test_a_later_run_loads_the_evaluation_from_the_program_cache(cache_dir, monkeypatch):
     """Stored by a first run with the envs' programs, run from disk by a second (nothing traced), with the same
     evaluations."""
