@@ -39,6 +39,10 @@ EVAL_BACKENDS = ("jax", "torch")
 _PACKAGES = ("brax_core", "torch_ppo")  # the code the evaluation program runs, for the program cache's key
 
 
+class UnsupportedActor(ValueError):
+    """The actor cannot be rebuilt from brax_core's networks (an activation function torch alone knows)."""
+
+
 class JaxEvaluator:
     """Evaluates the torch actor's weights in one compiled JAX rollout of ``num_eval_envs`` episodes.
 
@@ -53,7 +57,8 @@ class JaxEvaluator:
       jax_device: where the rollout runs (the training TorchEnv's JAX device).
       cpu_opt_level: the LLVM level of the compile on a CPU (the training env's).
 
-    Raises ``ValueError`` when brax_core's networks cannot express the actor (see ``jax_policy_factory``).
+    Raises ``UnsupportedActor`` (a ``ValueError``) when brax_core's networks cannot express the actor (see
+    ``jax_policy_factory``).
     """
 
     torch_envs: tuple[TorchEnv, ...] = ()
@@ -73,7 +78,10 @@ class JaxEvaluator:
         jax_device: jax.Device,
         cpu_opt_level: int,
     ):
-        make_policy, layout = jax_policy_factory(modules)
+        try:
+            make_policy, layout = jax_policy_factory(modules)
+        except ValueError as reason:
+            raise UnsupportedActor(str(reason)) from reason
         self.runs = 0
         self.walltime = 0.0
         self._device = jax_device

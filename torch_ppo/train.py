@@ -31,7 +31,7 @@ from brax_core.training.validation import callable_arg as _callable
 from brax_core.training.validation import positive_int as _positive_int
 from torch_ppo import checkpoint as ckpt
 from torch_ppo import distributed
-from torch_ppo.evaluation import EVAL_BACKENDS, BridgeEvaluator, JaxEvaluator
+from torch_ppo.evaluation import EVAL_BACKENDS, BridgeEvaluator, JaxEvaluator, UnsupportedActor
 from torch_ppo.losses import (
     LossConfig,
     LossTerms,
@@ -723,7 +723,7 @@ class _Trainer:
                     cpu_opt_level=self._eval_level(),
                 )
                 return
-            except ValueError as reason:
+            except UnsupportedActor as reason:
                 if backend == "jax":
                     raise ValueError(f"eval_backend='jax': the actor cannot be evaluated in JAX: {reason}") from reason
                 logging.info("evaluating through the bridge: %s", reason)
