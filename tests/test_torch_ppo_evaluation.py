@@ -65,7 +65,7 @@ def test_the_jax_rollout_scores_what_the_torch_actor_does(deterministic):
 
     # The reference: the evaluation env stepped in Python, actions from the torch actor; samples (when not
     # deterministic) are the rollout's, so that both follow one trajectory.
-    run_key = jax.random.fold_in(jax.random.split(jax.random.PRNGKey(seed))[1], 1)
+    run_key = jax.random.split(jax.random.split(jax.random.PRNGKey(seed))[1])[1]  # Evaluator's first unroll key
     reset_key, policy_key = jax.random.split(run_key)
     quick = functools.partial(jax.jit, compiler_options=compile_options.compiler_options("cpu", 0))
     step = quick(evaluator.env.step)

@@ -21,7 +21,6 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import jax
-import numpy as np
 import torch
 from jax.sharding import SingleDeviceSharding
 
@@ -83,7 +82,6 @@ class JaxEvaluator:
         except ValueError as reason:
             raise UnsupportedActor(str(reason)) from reason
         self.runs = 0
-        self.walltime = 0.0
         self._device = jax_device
         key_randomize, key_eval = jax.random.split(jax.random.PRNGKey(seed))
         self.env = jax_ppo.make_eval_env(
@@ -96,28 +94,26 @@ class JaxEvaluator:
             randomization_fn=randomization_fn,
         )
         num_steps = -(-episode_length // action_repeat)
-        self._env_steps_per_run = num_steps * num_eval_envs * action_repeat
         env = self.env
 
-        def evaluate(policy_params: Any, key: jax.Array, run: jax.Array) -> dict[str, jax.Array]:
-            policy = make_policy(policy_params, deterministic)
-            state = acting.evaluation_rollout(env, policy, jax.random.fold_in(key, run), num_eval_envs, num_steps)
+        self._policy_fn = functools.partial(make_policy, deterministic=deterministic)
+
+        def evaluate(policy_params: Any, key: jax.Array) -> dict[str, jax.Array]:
+            state = acting.evaluation_rollout(env, self._policy_fn(policy_params), key, num_eval_envs, num_steps)
             return acting.summarize_eval(state.info["eval_metrics"])
 
         self._evaluate = evaluate
-        self._key = jax.device_put(key_eval, jax_device)
+        self._key = key_eval
+        self._sizes = dict(num_eval_envs=num_eval_envs, episode_length=episode_length, action_repeat=action_repeat)
         self._jit = functools.partial(
             jax.jit, compiler_options=compile_options.compiler_options(jax_device.platform, cpu_opt_level)
         )
         on_device = SingleDeviceSharding(jax_device)
         abstract = lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=on_device)  # noqa: E731
-        self._abstract_args = (
-            jax.tree.map(abstract, jax_policy_params(modules)),
-            abstract(self._key),
-            jax.ShapeDtypeStruct((), np.int32, sharding=on_device),
-        )
+        self._abstract_args = (jax.tree.map(abstract, jax_policy_params(modules)), abstract(key_eval))
         self._description = self._describe(layout, num_eval_envs, num_steps, deterministic)
         self._program: Any = None
+        self._evaluator: acting.Evaluator | None = None
 
     def _describe(self, layout: dict, num_eval_envs: int, num_steps: int, deterministic: bool) -> dict | None:
         """What the rollout computes beyond its arguments, for ``brax_core.program_cache`` (None: traced each run,
@@ -151,22 +147,24 @@ class JaxEvaluator:
     @torch.inference_mode()
     def run(self, modules: PPOModules, deterministic: bool, generator: torch.Generator) -> Metrics:
         """One evaluation of the actor's current weights (``deterministic`` was fixed at construction; the
-        ``generator`` is the bridge evaluator's, unused here: samples come from the evaluation's JAX key)."""
+        ``generator`` is the bridge evaluator's, unused here: samples come from the evaluation's JAX key).
+
+        Brax's ``Evaluator`` runs it, with its key schedule and timing metrics, built at the first run so that a
+        resumed run (``runs`` set to the evaluations an unbroken run made before) continues its keys, as the JAX
+        trainer's does."""
         del deterministic, generator
         if self._program is None:
             self.use([program.compile() for program in self.lower()])
-        start = time.perf_counter()
+        if self._evaluator is None:
+            key = self._key
+            for _ in range(self.runs):
+                key = jax.random.split(key)[0]  # the key each earlier evaluation took, as Evaluator splits
+            self._evaluator = acting.Evaluator(
+                self.env, self._policy_fn, **self._sizes, key=jax.device_put(key, self._device), run_fn=self._program
+            )
         self.runs += 1
         params = jax.device_put(jax_policy_params(modules), self._device)
-        run = jax.device_put(np.int32(self.runs), self._device)
-        values = jax.device_get(self._program(params, self._key, run))
-        elapsed = time.perf_counter() - start
-        self.walltime += elapsed
-        metrics: Metrics = {name: float(value) for name, value in values.items()}
-        metrics["eval/walltime"] = self.walltime
-        metrics["eval/epoch_eval_time"] = elapsed
-        metrics["eval/sps"] = self._env_steps_per_run / max(elapsed, 1e-9)
-        return metrics
+        return self._evaluator.run_evaluation(params, training_metrics={})
 
 
 class BridgeEvaluator:

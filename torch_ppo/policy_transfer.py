@@ -376,9 +376,7 @@ def jax_policy_factory(
     layout (``jax_policy_params``) and computes what the torch actor computes; the layout (sizes, activation,
     distribution options, observation key) names the networks. ``params`` as for ``torch_policy_to_jax``.
     """
-    if not isinstance(params, nn.Module) and isinstance(getattr(params, "modules", None), PPOModules):
-        # a torch_ppo make_policy result
-        params = params.modules
+    params = _unwrapped(params)
     options: dict[str, Any] = {}
     observation_size: Any = None
     policy_obs_key = "state"
@@ -431,7 +429,7 @@ def jax_policy_factory(
         **options,
     )
     described = {
-        "observation_size": _plain_size(observation_size),
+        "observation_size": observation_size,
         "action_size": int(act_size),
         "policy_hidden_layer_sizes": [int(h) for h in hidden],
         "activation": name,
@@ -450,13 +448,19 @@ def jax_policy_params(params: Any) -> tuple[running_statistics.RunningStatistics
 
 def _policy_pair(params: Any) -> tuple[Mapping[str, Any], Mapping[str, torch.Tensor]]:
     """(normaliser statistics, policy state dict) of any accepted form of a torch actor."""
-    if not isinstance(params, nn.Module) and isinstance(getattr(params, "modules", None), PPOModules):
-        params = params.modules
+    params = _unwrapped(params)
     if isinstance(params, TorchDeterministicPolicy):
         return params.normalizer.stats(), params.network.params_state_dict()
     if isinstance(params, PPOModules):
         return params.normalizer.stats(), params.policy.params_state_dict()
     return policy_params_of(params)
+
+
+def _unwrapped(params: Any) -> Any:
+    """The ``PPOModules`` of a torch_ppo ``make_policy`` result; any other form of an actor as it is."""
+    if not isinstance(params, nn.Module) and isinstance(getattr(params, "modules", None), PPOModules):
+        return params.modules
+    return params
 
 
 def _known_activation(policy: PolicyNetwork, activation: Any) -> Any:
@@ -474,12 +478,6 @@ def _known_activation(policy: PolicyNetwork, activation: Any) -> Any:
 
 def _name_index(name: str) -> int:
     return int(name.rsplit("_", 1)[1])
-
-
-def _plain_size(size: Any) -> Any:
-    if isinstance(size, Mapping):
-        return {str(k): [int(d) for d in (v if isinstance(v, (tuple, list)) else (v,))] for k, v in size.items()}
-    return int(size)
 
 
 def _network_options(policy: PolicyNetwork) -> dict[str, Any]:
