@@ -259,6 +259,15 @@ def _store(path: str, exported: jax.export.Exported, out_tree: Any) -> None:
     model_io.pickle_atomically(path, entry, prefix=".program-")
 
 
+def _lowering_platform(platform_name: str) -> str:
+    """``jax.export``'s name for a device platform: a GPU device says ``gpu``, its programs lower for ``cuda`` or
+    ``rocm``."""
+    if platform_name != "gpu":
+        return platform_name
+    version = str(getattr(jax.devices("gpu")[0].client, "platform_version", "")).lower()
+    return "rocm" if "rocm" in version else "cuda"
+
+
 def _export(fn: Callable[..., Any], args: Sequence[Any], platform_name: str) -> tuple[jax.export.Exported, Any]:
     """Traces ``fn`` once for ``args`` into a ``jax.export`` program over flat argument and result lists (the
     trees stay on this side: they may hold classes ``jax.export`` cannot serialise)."""
@@ -277,7 +286,7 @@ def _export(fn: Callable[..., Any], args: Sequence[Any], platform_name: str) -> 
         )
         for x in leaves
     ]
-    exported = jax.export.export(jax.jit(flat), platforms=[platform_name])(*abstract_leaves)
+    exported = jax.export.export(jax.jit(flat), platforms=[_lowering_platform(platform_name)])(*abstract_leaves)
     return exported, out_trees[-1]
 
 

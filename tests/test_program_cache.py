@@ -236,3 +236,18 @@ def test_jax_ppo_loads_its_programs_in_a_later_run(cache_dir, monkeypatch):
         np.testing.assert_array_equal(got, want)
     pairs = zip(jax.tree.leaves(other_seed), jax.tree.leaves(first_params), strict=True)
     assert any(not np.array_equal(a, b) for a, b in pairs)  # the seed did change the run
+
+
+@pytest.mark.parametrize(("version", "expected"), [("cuda 13000", "cuda"), ("rocm 6.4", "rocm")])
+def test_gpu_programs_are_exported_for_the_gpu_runtime_they_lower_on(monkeypatch, version, expected):
+    # A GPU device's platform is "gpu", but jax.export only accepts the runtime's name ("cuda" or "rocm").
+    class FakeClient:
+        platform_version = version
+
+    class FakeGpu:
+        client = FakeClient()
+
+    real_devices = jax.devices
+    monkeypatch.setattr(jax, "devices", lambda backend=None: [FakeGpu()] if backend == "gpu" else real_devices(backend))
+    assert program_cache._lowering_platform("gpu") == expected
+    assert program_cache._lowering_platform("cpu") == "cpu"
