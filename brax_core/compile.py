@@ -13,7 +13,8 @@ break-even of a physics step compiled alone, for torch_ppo's training env (``bra
 
 Level 0 also turns off XLA's CPU fusion emitters (``xla_cpu_use_fusion_emitters``): measured on a 2-core CPU
 (a 50-step scan of 128 ``halfcheetah`` envs at level 0), that compiles in 16 s instead of 23 s and steps as fast or
-faster (2,600 against 2,100 steps/s), whereas at level 1 it costs a quarter of the step speed.
+faster (2,600 against 2,100 steps/s), whereas at level 1 it costs a quarter of the step speed. jaxlib 0.11 removed
+that option (its CPU backend has no other emitters); there level 0 is the LLVM level alone.
 
 Compiled programs are also kept in JAX's persistent compilation cache, so a second run of the same configuration
 skips XLA (see ``enable_persistent_cache``; ``BRAX_BRIDGE_JAX_CACHE`` moves or disables it), and traced programs in
@@ -23,6 +24,7 @@ skips XLA (see ``enable_persistent_cache``; ``BRAX_BRIDGE_JAX_CACHE`` moves or d
 from __future__ import annotations
 
 import concurrent.futures
+import functools
 import os
 from collections.abc import Iterable
 from typing import Any
@@ -96,9 +98,27 @@ def compiler_options(platform: str, auto_level: int | None = 1) -> dict[str, Any
         return None
     chosen = int(auto_level if level == "auto" else level)
     options: dict[str, Any] = {"xla_backend_optimization_level": chosen}
-    if chosen == 0:
+    if chosen == 0 and cpu_fusion_emitters_option():
         options["xla_cpu_use_fusion_emitters"] = False
     return options
+
+
+@functools.cache
+def cpu_fusion_emitters_option() -> bool:
+    """Whether this jaxlib's CPU compiler takes ``xla_cpu_use_fusion_emitters`` (jaxlib 0.11 refuses it: "No such
+    compile option"). Found by compiling an identity function on the CPU with it, once per process."""
+    import jax
+    import jax.numpy as jnp
+
+    cpu = jax.devices("cpu")[0]
+    arg = jax.ShapeDtypeStruct((1,), jnp.float32, sharding=jax.sharding.SingleDeviceSharding(cpu))
+    try:
+        jax.jit(lambda x: x + 1).lower(arg).compile(compiler_options={"xla_cpu_use_fusion_emitters": False})
+    except Exception as error:  # jax.errors.JaxRuntimeError, INVALID_ARGUMENT
+        if "No such compile option" in str(error):
+            return False
+        raise
+    return True
 
 
 def reset_compiler_options(platform: str) -> dict[str, Any] | None:

@@ -208,10 +208,10 @@ def test_cpu_opt_level_setting_is_validated_and_shared(monkeypatch):
     assert compile_options.compiler_options("cpu", auto_level=0) == {"xla_backend_optimization_level": 2}
     assert compile_options.compiler_options("gpu") is None
     monkeypatch.setenv("BRAX_CORE_CPU_OPT_LEVEL", "auto")
-    assert compile_options.compiler_options("cpu", auto_level=0) == {
-        "xla_backend_optimization_level": 0,
-        "xla_cpu_use_fusion_emitters": False,
-    }
+    fusion = {"xla_cpu_use_fusion_emitters": False} if compile_options.cpu_fusion_emitters_option() else {}
+    assert compile_options.compiler_options("cpu", auto_level=0) == {"xla_backend_optimization_level": 0, **fusion}
+    options = compile_options.compiler_options("cpu", auto_level=0)
+    jax.jit(lambda x: x * 2).lower(jnp.ones(3)).compile(compiler_options=options)  # options this jaxlib knows
     assert compile_options.compiler_options("cpu", auto_level=1) == {"xla_backend_optimization_level": 1}
     monkeypatch.setenv("BRAX_CORE_CPU_OPT_LEVEL", "fastest")
     with pytest.raises(ValueError, match="BRAX_CORE_CPU_OPT_LEVEL must be one of auto, default, 0, 1, 2, 3"):
