@@ -8,13 +8,44 @@ import os
 
 import pytest
 
-os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+def _cuda_for_both() -> bool:
+    """Whether torch sees a CUDA GPU and JAX has its CUDA plugin (CUDA torch beside CPU-only JAX is common)."""
+    import importlib.metadata
+
+    import torch
+
+    if not torch.cuda.is_available():
+        return False
+    names = (dist.metadata["Name"] or "" for dist in importlib.metadata.distributions())
+    return any(name.lower().replace("_", "-").startswith("jax-cuda") for name in names)
+
+
+_GPU = _cuda_for_both()
+# The suite's JAX work runs on the CPU everywhere, so CI and a GPU machine run the same numerics and sizes. On a
+# machine with a CUDA GPU, JAX also starts its CUDA backend, second in priority: the default device stays the CPU
+# while the tests marked ``gpu`` place their arrays, envs and trainers on the GPU explicitly.
+os.environ.setdefault("JAX_PLATFORMS", "cpu,cuda" if _GPU else "cpu")
+# Every xdist worker is a JAX process: without this each would take 75% of the GPU's memory when its backend starts.
+os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # Test runs are short, so compiling is most of their cost: XLA's lowest CPU optimisation level compiles about
 # twice as fast, and without the CPU fusion emitters a third faster again (see brax_core/compile.py). Set here for
 # direct jax.jit calls and for the trainers' and the bridge's own compile options; subprocess tests inherit both.
 os.environ.setdefault("BRAX_CORE_CPU_OPT_LEVEL", "0")
-for _flag in ("--xla_backend_optimization_level=0", "--xla_cpu_use_fusion_emitters=false"):
+
+def _jaxlib_before(major: int, minor: int) -> bool:
+    import importlib.metadata
+
+    version = importlib.metadata.version("jaxlib").split(".")
+    return (int(version[0]), int(version[1])) < (major, minor)
+
+
+# jaxlib 0.11 dropped the fusion-emitters flag, and XLA aborts the process on a flag it does not know.
+_XLA_TEST_FLAGS = ("--xla_backend_optimization_level=0",) + (
+    ("--xla_cpu_use_fusion_emitters=false",) if _jaxlib_before(0, 11) else ()
+)
+for _flag in _XLA_TEST_FLAGS:
     if _flag.split("=")[0] not in os.environ.get("XLA_FLAGS", ""):
         os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " " + _flag).strip()
 
@@ -33,6 +64,12 @@ _HEAVY_FIRST = ("test_every_env_trains.py", "test_bridge_differentiable.py", "te
 
 
 def pytest_collection_modifyitems(config, items):
+    if not _GPU:
+        skip = pytest.mark.skip(reason="needs a CUDA GPU seen by torch and by JAX's CUDA plugin")
+        for item in items:
+            if "gpu" in item.keywords:
+                item.add_marker(skip)
+
     def rank(item):
         name = item.path.name
         return _HEAVY_FIRST.index(name) if name in _HEAVY_FIRST else len(_HEAVY_FIRST)

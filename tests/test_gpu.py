@@ -1,0 +1,116 @@
+"""On a CUDA GPU: the bridge aliases device memory both ways and keeps stream order, the bridge env steps there
+without copies, and both trainers train there with JAX on the GPU.
+
+Marked ``gpu``: conftest skips them unless torch sees a CUDA GPU and JAX has its CUDA plugin. The rest of the suite
+keeps JAX's default device on the CPU there (``JAX_PLATFORMS=cpu,cuda``), so these tests name the GPU explicitly;
+the trainers run in a fresh process where JAX's default device is the GPU, as a user's would be.
+"""
+
+import json
+import math
+import os
+import subprocess
+import sys
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import torch
+
+import brax_bridge
+from brax_bridge import TorchEnv, jax_to_torch, torch_to_jax
+
+pytestmark = pytest.mark.gpu
+
+
+def _jax_gpu():
+    return jax.devices("cuda")[0]
+
+
+def test_jax_gpu_arrays_reach_torch_as_views():
+    x = jax.device_put(jnp.arange(1 << 20, dtype=jnp.float32), _jax_gpu())
+    before = brax_bridge.stats()
+    t = jax_to_torch(x)
+    assert t.device == torch.device("cuda", _jax_gpu().local_hardware_id)
+    assert t.data_ptr() == x.unsafe_buffer_pointer()  # the same device memory
+    assert brax_bridge.stats().copies == before.copies
+    torch.testing.assert_close(t[-3:].cpu(), torch.tensor([1048573.0, 1048574.0, 1048575.0]))
+
+
+def test_torch_cuda_tensors_reach_jax_as_views():
+    t = torch.randn(1024, 256, device="cuda")
+    before = brax_bridge.stats()
+    x = torch_to_jax(t)
+    assert x.devices() == {_jax_gpu()}
+    assert x.unsafe_buffer_pointer() == t.data_ptr()
+    assert brax_bridge.stats().copies == before.copies
+    np.testing.assert_array_equal(np.asarray(x), t.cpu().numpy())
+
+
+def test_stream_ordering_round_trip():
+    big = torch.randn(4096, 4096, device="cuda")
+    produced = big @ big  # queued on torch's current stream; JAX must not read it before it is written
+    as_jax = torch_to_jax(produced)
+    doubled = jax.jit(lambda a: a * 2)(as_jax)
+    assert doubled.devices() == {_jax_gpu()}
+    back = jax_to_torch(doubled)
+    assert back.device.type == "cuda"
+    torch.testing.assert_close(back, produced * 2)
+
+
+@pytest.mark.parametrize("name", ["inverted_pendulum", "ant"])
+def test_torch_env_steps_on_the_gpu_without_copies(name):
+    env = TorchEnv(name, num_envs=64, device="cuda")
+    assert env.device.type == "cuda" and env.jax_device == _jax_gpu()
+    td = env.reset()
+    before = brax_bridge.stats()
+    for _ in range(5):
+        td["action"] = torch.rand(64, env.action_size, device="cuda") * 2 - 1
+        td = env.step(td)["next"]
+    assert brax_bridge.stats().copies == before.copies
+    for key in ("observation", "reward", "terminated", "truncated", "done"):
+        assert td[key].device.type == "cuda", key
+    assert torch.isfinite(td["observation"]).all() and torch.isfinite(td["reward"]).all()
+    physics_devices = {d for leaf in jax.tree.leaves(env.state) for d in leaf.devices()}
+    assert physics_devices == {_jax_gpu()}  # the physics state stays on the GPU, in JAX
+    assert env.num_compiles == 1  # one compiled step for every call
+
+
+_TRAIN_ON_THE_GPU = r"""
+import functools, json, sys
+import jax, torch
+import torch_ppo
+from brax_core import envs
+from brax_core.training.agents.ppo import networks as ppo_networks
+from brax_core.training.agents.ppo import train as ppo
+
+assert jax.default_backend() == "gpu", jax.default_backend()
+tiny = dict(num_timesteps=800, episode_length=20, num_envs=8, batch_size=8, num_minibatches=2, unroll_length=5,
+            num_evals=3, num_eval_envs=8, seed=3)
+hidden = dict(policy_hidden_layer_sizes=(8, 8), value_hidden_layer_sizes=(8, 8))
+out = {}
+_, params, metrics = torch_ppo.train("fast", device="cuda", save_checkpoint_path=sys.argv[1] + "/torch", **hidden,
+                                     **tiny)
+tensors = [t for group in params for t in group.values() if isinstance(t, torch.Tensor)]
+out["torch"] = {"reward": float(metrics["eval/episode_reward"]), "devices": sorted({str(t.device) for t in tensors})}
+factory = functools.partial(ppo_networks.make_ppo_networks, **hidden)
+_, jparams, jmetrics = ppo.train(envs.get_environment("fast"), network_factory=factory,
+                                 save_checkpoint_path=sys.argv[1] + "/jax", **tiny)
+out["jax"] = {"reward": float(jmetrics["eval/episode_reward"]),
+              "devices": sorted({d.platform for leaf in jax.tree.leaves(jparams) for d in leaf.devices()})}
+print(json.dumps(out))
+"""
+
+
+def test_both_trainers_train_with_jax_on_the_gpu(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "JAX_PLATFORMS"}  # JAX's default device: the GPU
+    out = subprocess.run([sys.executable, "-c", _TRAIN_ON_THE_GPU, str(tmp_path)], env=env, capture_output=True,
+                         text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-4000:]
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    for trainer in ("torch", "jax"):
+        assert math.isfinite(result[trainer]["reward"]) and result[trainer]["reward"] > 0, result
+    assert result["torch"]["devices"] == ["cuda:0"], result
+    assert result["jax"]["devices"] == ["gpu"], result
+    assert any((tmp_path / "torch").iterdir()) and any((tmp_path / "jax").iterdir())  # checkpoints written
