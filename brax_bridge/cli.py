@@ -366,7 +366,7 @@ def eval_command(
     run_dir: Annotated[
         Path, typer.Argument(help="a run folder written by `brax-bridge train`", file_okay=False, metavar="RUN_DIR")
     ],
-    episodes: Annotated[int, typer.Option(help="episodes to run (in parallel)", min=1)] = 10,
+    episodes: Annotated[int, typer.Option(help="episodes to run (in parallel); >= 1")] = 10,
     render: Annotated[bool, typer.Option(help="write an HTML viewer and a video of the first episode")] = False,
     deterministic: Annotated[bool, typer.Option("--deterministic/--stochastic", help="policy mode or samples")] = True,
     seed: Annotated[int, typer.Option(help="seed of the evaluation episodes")] = 0,
@@ -375,6 +375,8 @@ def eval_command(
     """Load a run's checkpoint, run N episodes and report mean/std return; --render writes viewers."""
     from brax_bridge.application import evaluate
 
+    if episodes < 1:  # checked here rather than by click, whose range wording differs between its versions
+        raise _fail(f"--episodes must be >= 1; got {episodes}")
     if video not in ("mp4", "gif", "none"):
         raise _fail(f"--video must be mp4, gif or none; got {video!r}")
     try:

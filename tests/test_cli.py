@@ -71,7 +71,7 @@ def test_envs_lists_every_registered_env(monkeypatch):
         (["compare", "--env", "fast", "--seeds", "0,a"], "--seeds must be comma-separated integers"),
         (["compare", "--env", "fast", "--trainers", "jax,jax"], "--trainers must list distinct names"),
         (["eval", "/no/such/run"], "RUN_DIR: run folder /no/such/run does not exist"),
-        (["eval", "/tmp", "--episodes", "0"], "--episodes'.*greater than or equal to 1"),
+        (["eval", "/tmp", "--episodes", "0"], "--episodes must be >= 1; got 0"),
         (["bench", "--size", "huge"], "--size must be one of: small, medium, large"),
     ],
 )
