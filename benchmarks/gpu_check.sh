@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# The GPU check in one command, from the project root on a CUDA machine (see benchmarks/GPU.md):
+#   OUT=gpu_out bash benchmarks/gpu_check.sh
+# Installs the wheels carried in .whl/ (when present), then:
+#   1. the default test suite (JAX's default device stays the CPU; the `gpu` tests use the GPU), while ant trains
+#      with Brax's GPU recipe, first by the JAX trainer, then by torch_ppo (JAX on the GPU, --device auto);
+#   2. on a quiet machine: env stepping throughput (benchmarks/gpu_throughput.py);
+#   3. the main job (`brax-bridge compare --env inverted_pendulum`) with the time left.
+# Logs and run summaries land in $OUT (runs.tar.gz holds each run's config, metrics and summary).
+set -u
+OUT=${OUT:-gpu_out}
+BUDGET_S=${BUDGET_S:-570}
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1 TF_CPP_MIN_LOG_LEVEL=2
+unset JAX_PLATFORMS
+start=$(date +%s)
+elapsed() { echo $(( $(date +%s) - start )); }
+load() { echo "[$(elapsed) s] load $(cut -d' ' -f1-3 /proc/loadavg)"; }
+
+if [ -d .whl ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+    || exit 1
+  export PYTHONPATH=$PWD:/tmp/site
+fi
+{
+  nvidia-smi -L; nproc; date -u
+  python3 -c "import jax, torch, mujoco, sys; print(sys.version.split()[0], 'jax', jax.__version__, jax.devices(),
+'torch', torch.__version__, torch.cuda.get_device_name(), 'mujoco', mujoco.__version__)"
+} >"$OUT/info.txt" 2>&1
+cat "$OUT/info.txt"
+
+# Brax's ant recipe (brax/training/agents/ppo: 4096 envs, batch 2048, 32 minibatches, unroll 5, 4 passes, reward
+# scaling 10, entropy 1e-2, its default networks).
+ANT=(--env ant --num-timesteps "${ANT_STEPS:-30000000}" --num-envs 4096 --batch-size 2048 --num-minibatches 32
+     --unroll-length 5 --num-updates-per-batch 4 --learning-rate 3e-4 --entropy-cost 1e-2 --discounting 0.97
+     --reward-scaling 10 --episode-length 1000 --normalize-observations --num-evals 11 --num-eval-envs 128
+     --policy-hidden-layer-sizes 32,32,32,32 --value-hidden-layer-sizes 256,256,256,256,256 --activation swish)
+mkdir -p "$OUT/runs"
+
+load >"$OUT/suite.log"
+timeout -k 10 "${SUITE_S:-300}" python3 -m pytest -v -n "${SUITE_WORKERS:-10}" --dist worksteal --max-worker-restart 4 -rfE \
+  >>"$OUT/suite.log" 2>&1 &
+suite=$!
+{
+  for trainer in jax torch; do
+    load
+    timeout -s INT -k 20 "${ANT_S:-120}" python3 -m brax_bridge.cli train "${ANT[@]}" --trainer $trainer \
+      --out "$OUT/runs/ant-$trainer" 2>&1 | grep -v "^\s*$" | tail -40
+    load
+  done
+} >"$OUT/learning.log" 2>&1
+wait $suite
+echo "suite exit $? at $(elapsed) s" >>"$OUT/suite.log"
+tail -15 "$OUT/suite.log"
+tail -30 "$OUT/learning.log"
+
+load >"$OUT/throughput.log"
+timeout -k 10 "${THROUGHPUT_S:-110}" python3 benchmarks/gpu_throughput.py --envs ant humanoid \
+  --num-envs 4096 32768 --torch-num-envs 4096 --steps 100 --repeats 3 --json "$OUT/throughput.json" \
+  >>"$OUT/throughput.log" 2>&1
+load >>"$OUT/throughput.log"
+cat "$OUT/throughput.log"
+
+left=$(( BUDGET_S - $(elapsed) ))
+if [ "$left" -gt 45 ]; then
+  load >"$OUT/compare.log"
+  timeout -s INT -k 10 "$left" python3 -m brax_bridge.cli compare --env inverted_pendulum --out "$OUT/runs/compare" \
+    >>"$OUT/compare.log" 2>&1
+  echo "compare exit $? at $(elapsed) s" >>"$OUT/compare.log"
+  tail -25 "$OUT/compare.log"
+fi
+tar -czf "$OUT/runs.tar.gz" -C "$OUT" --exclude='checkpoint*' --exclude='*.pkl' --exclude='*.pt' runs 2>/dev/null
+rm -rf "$OUT/runs"
+echo "done at $(elapsed) s"
