@@ -218,6 +218,35 @@ def test_cpu_opt_level_setting_is_validated_and_shared(monkeypatch):
         compile_options.compiler_options("cpu")
 
 
+class _RefusingJit:
+    """Stands in for ``jax.jit`` of a jaxlib whose CPU compiler lacks the fusion-emitters option."""
+
+    def __init__(self, fn, **kwargs):
+        pass
+
+    def lower(self, *args):
+        return self
+
+    def compile(self, compiler_options):
+        raise RuntimeError("INVALID_ARGUMENT: No such compile option: 'xla_cpu_use_fusion_emitters'")
+
+
+def test_the_fusion_emitters_option_is_asked_of_a_jaxlib_that_may_lack_it(monkeypatch):
+    # jaxlib 0.11 refuses the option; from that version on the answer comes from a real compile.
+    from brax_core import compile as compile_options
+
+    monkeypatch.setattr(jax.lib, "__version__", "0.11.0")
+    compile_options.cpu_fusion_emitters_option.cache_clear()
+    try:
+        assert isinstance(compile_options.cpu_fusion_emitters_option(), bool)  # the probe compiles here
+        compile_options.cpu_fusion_emitters_option.cache_clear()
+        monkeypatch.setattr(jax, "jit", _RefusingJit)
+        assert compile_options.cpu_fusion_emitters_option() is False
+        assert compile_options.compiler_options("cpu", auto_level=0) == {"xla_backend_optimization_level": 0}
+    finally:
+        compile_options.cpu_fusion_emitters_option.cache_clear()
+
+
 def test_contact_pairs_and_the_jax_ppo_opt_level_follow_the_model(monkeypatch):
     from brax_core import compile as compile_options
     from brax_core.training.agents.ppo import train as ppo_train
