@@ -231,3 +231,58 @@ def test_brax_core_modules_that_load_mujoco_keep_its_import_line_quiet(module):
                          cwd=ROOT, env=env)
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stdout == ""
+
+
+_WARP_PROBE = """
+import importlib.util, json, sys
+import brax_core.envs
+from brax_core import _quiet
+import mujoco.mjx.warp as mjx_warp
+loaded_with_mjx = "warp" in sys.modules
+installed = importlib.util.find_spec("warp") is not None
+if installed:
+    import warp  # still importable after brax_core
+print(json.dumps({"cuda_plugin": _quiet.jax_cuda_plugin_installed(), "loaded_with_mjx": loaded_with_mjx,
+                  "mjx_sees_warp": mjx_warp.WARP_INSTALLED, "installed": installed,
+                  "importable": installed and sys.modules["warp"] is not None}))
+"""
+
+
+def test_mjx_skips_warp_where_jax_cannot_reach_a_cuda_device():
+    """Warp costs about 1.2 s of start-up and serves only MJX's CUDA implementation: without a JAX CUDA plugin MJX
+    is imported without it, and a program can still import it afterwards."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    out = subprocess.run([sys.executable, "-c", _WARP_PROBE], capture_output=True, text=True, timeout=300, cwd=ROOT,
+                         env=env)
+    assert out.returncode == 0, out.stderr[-3000:]
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    if result["cuda_plugin"]:  # MJX imports Warp as usual, where it is installed
+        assert result["loaded_with_mjx"] == result["installed"] == result["mjx_sees_warp"]
+    else:
+        assert not result["loaded_with_mjx"] and not result["mjx_sees_warp"]
+    assert result["importable"] == result["installed"]
+
+
+def test_a_jax_cuda_plugin_is_found_without_starting_jax(tmp_path, monkeypatch):
+    """JAX finds its plugins as ``jax_plugins.<name>`` modules or ``jax_plugins`` entry points; so does the check."""
+    import importlib.machinery
+    import importlib.metadata
+
+    from brax_core import _quiet
+
+    plugins = tmp_path / "jax_plugins"
+    (plugins / "xla_tpu").mkdir(parents=True)
+    (plugins / "xla_tpu" / "__init__.py").write_text("")
+    spec = importlib.machinery.ModuleSpec("jax_plugins", None, is_package=True)
+    spec.submodule_search_locations = [str(plugins)]
+    monkeypatch.setattr(_quiet.importlib.util, "find_spec", lambda name: spec if name == "jax_plugins" else None)
+    monkeypatch.setattr(_quiet.importlib.metadata, "entry_points", lambda group: [])
+    assert _quiet.jax_cuda_plugin_installed() is False
+    (plugins / "xla_cuda13").mkdir()
+    (plugins / "xla_cuda13" / "__init__.py").write_text("")
+    assert _quiet.jax_cuda_plugin_installed() is True
+    (plugins / "xla_cuda13" / "__init__.py").unlink()
+    (plugins / "xla_cuda13").rmdir()
+    entry = importlib.metadata.EntryPoint("xla_cuda12", "jax_cuda12_plugin", "jax_plugins")
+    monkeypatch.setattr(_quiet.importlib.metadata, "entry_points", lambda group: [entry])
+    assert _quiet.jax_cuda_plugin_installed() is True
