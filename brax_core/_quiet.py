@@ -12,28 +12,18 @@ installed, or Warp was imported before brax_core, MJX imports it as usual.
 """
 
 import contextlib
-import importlib.metadata
-import importlib.util
 import io
 import logging
 import os
-import pkgutil
 import sys
+
+from brax_core import _jax_install
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 
-def jax_cuda_plugin_installed() -> bool:
-    """Whether a JAX CUDA plugin is installed (found as JAX finds plugins, without starting JAX's backend)."""
-    spec = importlib.util.find_spec("jax_plugins")
-    if spec is not None and spec.submodule_search_locations:
-        if any("cuda" in module.name for module in pkgutil.iter_modules(spec.submodule_search_locations)):
-            return True
-    return any("cuda" in entry.name for entry in importlib.metadata.entry_points(group="jax_plugins"))
-
-
 def _import_mjx() -> None:
-    hide_warp = "warp" not in sys.modules and not jax_cuda_plugin_installed()
+    hide_warp = "warp" not in sys.modules and not _jax_install.cuda_plugin_installed()
     if hide_warp:
         sys.modules["warp"] = None  # an import of it fails at once, as when it is not installed
     try:

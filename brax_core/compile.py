@@ -29,6 +29,8 @@ import os
 from collections.abc import Iterable
 from typing import Any
 
+from brax_core import _jax_install
+
 ENV_VAR = "BRAX_CORE_CPU_OPT_LEVEL"
 _LEVELS = ("0", "1", "2", "3")
 CACHE_ENV_VAR = "BRAX_BRIDGE_JAX_CACHE"
@@ -111,7 +113,7 @@ def cpu_fusion_emitters_option() -> bool:
     import jax
     import jax.numpy as jnp
 
-    if tuple(int(part) for part in jax.lib.__version__.split(".")[:2]) < (0, 11):
+    if _jax_install.jaxlib_version() < (0, 11):
         return True
     cpu = jax.devices("cpu")[0]
     arg = jax.ShapeDtypeStruct((1,), jnp.float32, sharding=jax.sharding.SingleDeviceSharding(cpu))

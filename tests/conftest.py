@@ -8,17 +8,14 @@ import os
 
 import pytest
 
+from brax_core import _jax_install  # reads package metadata only: JAX must not be imported before the set-up below
+
 
 def _cuda_for_both() -> bool:
     """Whether torch sees a CUDA GPU and JAX has its CUDA plugin (CUDA torch beside CPU-only JAX is common)."""
-    import importlib.metadata
-
     import torch
 
-    if not torch.cuda.is_available():
-        return False
-    names = (dist.metadata["Name"] or "" for dist in importlib.metadata.distributions())
-    return any(name.lower().replace("_", "-").startswith("jax-cuda") for name in names)
+    return torch.cuda.is_available() and _jax_install.cuda_plugin_installed()
 
 
 _GPU = _cuda_for_both()
@@ -34,16 +31,9 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # direct jax.jit calls and for the trainers' and the bridge's own compile options; subprocess tests inherit both.
 os.environ.setdefault("BRAX_CORE_CPU_OPT_LEVEL", "0")
 
-def _jaxlib_before(major: int, minor: int) -> bool:
-    import importlib.metadata
-
-    version = importlib.metadata.version("jaxlib").split(".")
-    return (int(version[0]), int(version[1])) < (major, minor)
-
-
 # jaxlib 0.11 dropped the fusion-emitters flag, and XLA aborts the process on a flag it does not know.
 _XLA_TEST_FLAGS = ("--xla_backend_optimization_level=0",) + (
-    ("--xla_cpu_use_fusion_emitters=false",) if _jaxlib_before(0, 11) else ()
+    ("--xla_cpu_use_fusion_emitters=false",) if _jax_install.jaxlib_version() < (0, 11) else ()
 )
 for _flag in _XLA_TEST_FLAGS:
     if _flag.split("=")[0] not in os.environ.get("XLA_FLAGS", ""):

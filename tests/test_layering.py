@@ -236,13 +236,13 @@ def test_brax_core_modules_that_load_mujoco_keep_its_import_line_quiet(module):
 _WARP_PROBE = """
 import importlib.util, json, sys
 import brax_core.envs
-from brax_core import _quiet
+from brax_core import _jax_install
 import mujoco.mjx.warp as mjx_warp
 loaded_with_mjx = "warp" in sys.modules
 installed = importlib.util.find_spec("warp") is not None
 if installed:
     import warp  # still importable after brax_core
-print(json.dumps({"cuda_plugin": _quiet.jax_cuda_plugin_installed(), "loaded_with_mjx": loaded_with_mjx,
+print(json.dumps({"cuda_plugin": _jax_install.cuda_plugin_installed(), "loaded_with_mjx": loaded_with_mjx,
                   "mjx_sees_warp": mjx_warp.WARP_INSTALLED, "installed": installed,
                   "importable": installed and sys.modules["warp"] is not None}))
 """
@@ -268,21 +268,21 @@ def test_a_jax_cuda_plugin_is_found_without_starting_jax(tmp_path, monkeypatch):
     import importlib.machinery
     import importlib.metadata
 
-    from brax_core import _quiet
+    from brax_core import _jax_install
 
     plugins = tmp_path / "jax_plugins"
     (plugins / "xla_tpu").mkdir(parents=True)
     (plugins / "xla_tpu" / "__init__.py").write_text("")
     spec = importlib.machinery.ModuleSpec("jax_plugins", None, is_package=True)
     spec.submodule_search_locations = [str(plugins)]
-    monkeypatch.setattr(_quiet.importlib.util, "find_spec", lambda name: spec if name == "jax_plugins" else None)
-    monkeypatch.setattr(_quiet.importlib.metadata, "entry_points", lambda group: [])
-    assert _quiet.jax_cuda_plugin_installed() is False
+    monkeypatch.setattr(_jax_install.importlib.util, "find_spec", lambda name: spec if name == "jax_plugins" else None)
+    monkeypatch.setattr(_jax_install.importlib.metadata, "entry_points", lambda group: [])
+    assert _jax_install.cuda_plugin_installed() is False
     (plugins / "xla_cuda13").mkdir()
     (plugins / "xla_cuda13" / "__init__.py").write_text("")
-    assert _quiet.jax_cuda_plugin_installed() is True
+    assert _jax_install.cuda_plugin_installed() is True
     (plugins / "xla_cuda13" / "__init__.py").unlink()
     (plugins / "xla_cuda13").rmdir()
     entry = importlib.metadata.EntryPoint("xla_cuda12", "jax_cuda12_plugin", "jax_plugins")
-    monkeypatch.setattr(_quiet.importlib.metadata, "entry_points", lambda group: [entry])
-    assert _quiet.jax_cuda_plugin_installed() is True
+    monkeypatch.setattr(_jax_install.importlib.metadata, "entry_points", lambda group: [entry])
+    assert _jax_install.cuda_plugin_installed() is True
