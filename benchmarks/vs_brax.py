@@ -188,7 +188,9 @@ def child(side: str, spec: dict[str, Any]) -> None:
 
     def progress(step: int, metrics: dict[str, Any]) -> None:
         if "eval/episode_reward" in metrics:
-            _emit(kind="eval", t=time.time(), step=int(step), reward=float(metrics["eval/episode_reward"]))
+            eval_s = float(metrics.get("eval/epoch_eval_time", float("nan")))
+            reward = float(metrics["eval/episode_reward"])
+            _emit(kind="eval", t=time.time(), step=int(step), reward=reward, eval_s=eval_s)
 
     import functools
 
@@ -282,9 +284,11 @@ def _run(side: str, python: str, spec: dict[str, Any], env: dict[str, str]) -> d
     if done.returncode != 0 or not events or events[-1]["kind"] != "done":
         raise SystemExit(f"{side} run failed (exit {done.returncode}):\n{done.stdout[-2000:]}\n{done.stderr[-4000:]}")
     curve = [(e["step"], e["reward"], e["t"] - launched) for e in events if e["kind"] == "eval"]
+    eval_seconds = [e.get("eval_s") for e in events if e["kind"] == "eval"]
     reached = next(((s, t) for s, r, t in curve if r >= spec["threshold"]), None)
     return {
         "curve": curve,
+        "eval_s": eval_seconds,
         "startup_s": curve[0][2] if curve else None,
         "time_to_threshold_s": reached[1] if reached else None,
         "steps_to_threshold": reached[0] if reached else None,
