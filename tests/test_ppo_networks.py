@@ -136,3 +136,54 @@ def test_bad_network_arguments_name_themselves():
     np.testing.assert_array_equal(
         by_name.policy_network.apply(None, params, obs), by_fn.policy_network.apply(None, params, obs)
     )
+
+
+def _dot_operand_ranks(fn, *args):
+    """The rank of the left operand of every matrix product ``fn`` traces to (nested programs included)."""
+    ranks = []
+
+    def walk(jaxpr):
+        for eqn in jaxpr.eqns:
+            if eqn.primitive.name == "dot_general":
+                ranks.append(eqn.invars[0].aval.ndim)
+            for value in eqn.params.values():
+                inner = getattr(value, "jaxpr", value)
+                if hasattr(inner, "eqns"):
+                    walk(inner)
+
+    walk(jax.make_jaxpr(fn)(*args).jaxpr)
+    return ranks
+
+
+@pytest.mark.parametrize("distribution_type", ["tanh_normal", "normal"])
+def test_batched_inputs_go_through_the_layers_as_matrices_with_unchanged_results(distribution_type):
+    """Leading axes are folded into one before the dense layers (XLA's CPU matrix products are much faster on
+    [n, features] than on the loss's [time, batch, features]); outputs keep the input's leading axes and equal
+    the layer-by-layer product on each sample."""
+    nets = ppo_networks.make_ppo_networks(
+        3, 2, policy_hidden_layer_sizes=(8, 8), value_hidden_layer_sizes=(16, 16), distribution_type=distribution_type
+    )
+    key = jax.random.PRNGKey(0)
+    policy_params, value_params = nets.policy_network.init(key), nets.value_network.init(key)
+    normalizer = running_statistics.init_state(jax.ShapeDtypeStruct((3,), jnp.float32))
+    obs = jax.random.normal(key, (5, 7, 3))
+    values = nets.value_network.apply(normalizer, value_params, obs)
+    assert values.shape == (5, 7)
+    expected = jnp.stack([nets.value_network.apply(normalizer, value_params, row) for row in obs])
+    np.testing.assert_allclose(values, expected, rtol=1e-5, atol=1e-6)
+    single = nets.value_network.apply(normalizer, value_params, obs[0, 0])
+    assert single.shape == () and np.isclose(single, values[0, 0], rtol=1e-5, atol=1e-6)
+
+    logits = nets.policy_network.apply(normalizer, policy_params, obs)
+    logits = logits if isinstance(logits, tuple) else (logits,)
+    rows = [nets.policy_network.apply(normalizer, policy_params, row) for row in obs]
+    for i, part in enumerate(logits):
+        assert part.shape == (5, 7, 4 if distribution_type == "tanh_normal" else 2)
+        per_row = jnp.stack([r[i] if isinstance(r, tuple) else r for r in rows])
+        np.testing.assert_allclose(part, per_row, rtol=1e-5, atol=1e-6)
+
+    def value_loss(params):
+        return jnp.mean(nets.value_network.apply(normalizer, params, obs) ** 2)
+
+    ranks = _dot_operand_ranks(jax.grad(value_loss), value_params)
+    assert ranks and set(ranks) == {2}, ranks

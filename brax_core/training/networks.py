@@ -74,7 +74,7 @@ class MLP(linen.Module):
 
     @linen.compact
     def __call__(self, data: jax.Array) -> jax.Array:
-        hidden = data
+        hidden, leading = fold_batch_axes(data)
         last = len(self.layer_sizes) - 1
         for i, size in enumerate(self.layer_sizes):
             hidden = linen.Dense(size, name=f"hidden_{i}", kernel_init=self.kernel_init, use_bias=self.bias)(hidden)
@@ -82,7 +82,22 @@ class MLP(linen.Module):
                 hidden = self.activation(hidden)
                 if self.layer_norm:
                     hidden = linen.LayerNorm()(hidden)
-        return hidden
+        return unfold_batch_axes(hidden, leading)
+
+
+def fold_batch_axes(x: jax.Array) -> tuple[jax.Array, tuple[int, ...]]:
+    """``x`` with every leading axis folded into one (``[..., features] -> [n, features]``), and those axes.
+
+    Dense layers then are plain matrix products: XLA's CPU backend multiplies a ``[batch, time, features]`` input
+    (the PPO loss's) far more slowly. Adam steps of Brax's default value network on 5,120 samples took 1.5x as long
+    on a ``[1024, 5, 4]`` input as on ``[5120, 4]`` (2-core CPU).
+    """
+    leading = x.shape[:-1]
+    return (x.reshape((-1, x.shape[-1])) if len(leading) > 1 else x), leading
+
+
+def unfold_batch_axes(x: jax.Array, leading: tuple[int, ...]) -> jax.Array:
+    return x.reshape(leading + x.shape[-1:]) if len(leading) > 1 else x
 
 
 def validate_layer_sizes(name: str, sizes: Any) -> tuple[int, ...]:
@@ -179,6 +194,7 @@ class PolicyModuleWithStd(linen.Module):
 
     @linen.compact
     def __call__(self, obs: jax.Array) -> tuple[jax.Array, jax.Array]:
+        obs, leading = fold_batch_axes(obs)
         hidden = MLP(
             layer_sizes=list(self.hidden_layer_sizes),
             activation=self.activation,
@@ -198,7 +214,7 @@ class PolicyModuleWithStd(linen.Module):
             std = LogParam(self.init_noise_std, self.param_size, name="std_logparam")()
         else:
             std = Param(self.init_noise_std, self.param_size, name="std_param")()
-        return mean, jnp.broadcast_to(std, mean.shape)
+        return unfold_batch_axes(mean, leading), unfold_batch_axes(jnp.broadcast_to(std, mean.shape), leading)
 
 
 def normalizer_select(processor_params: Any, obs_key: str) -> Any:

@@ -110,6 +110,7 @@ class _Head(linen.Module):
 
     @linen.compact
     def __call__(self, hidden: jax.Array) -> jax.Array:
+        hidden, leading = networks.fold_batch_axes(hidden)
         last = len(self.layer_sizes) - 1
         for i, size in enumerate(self.layer_sizes):
             init = self.output_kernel_init if i == last and self.output_kernel_init is not None else self.kernel_init
@@ -118,7 +119,7 @@ class _Head(linen.Module):
                 hidden = self.activation(hidden)
                 if self.layer_norm:
                     hidden = linen.LayerNorm()(hidden)
-        return hidden
+        return networks.unfold_batch_axes(hidden, leading)
 
 
 class VisionMLP(linen.Module):
