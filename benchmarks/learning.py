@@ -9,7 +9,9 @@ The figures per env:
 * the evaluation reward at every evaluation point, against env steps and against wall time (a PNG per env in
   ``--out``: the median over seeds with the min-max band, JAX and torch);
 * the final reward, env steps and wall time to the env's threshold (``THRESHOLDS``), training steps/s;
-* the episode reward of a uniformly random policy over the same evaluation episodes, for reference.
+* the episode reward of a uniformly random policy over the same evaluation episodes, for reference;
+* in each run's JSON (``losses``), the loss terms its trainer reports with every evaluation (``LOSS_METRICS``),
+  to compare the two trainers' updates over a run.
 
 Usage:
   python benchmarks/learning.py [--envs ant humanoid] [--trainers jax torch] [--seeds 0 1 2] [--minutes 10]
@@ -53,6 +55,7 @@ THRESHOLDS = {
     "playground:CartpoleSwingup": 140.0,
     "playground:CheetahRun": 90.0,
 }
+LOSS_METRICS = ("training/policy_loss", "training/v_loss", "training/entropy_loss", "training/approx_kl")
 # Playground tasks: their env steps on a 2-core CPU (the rest of the scaling is ``presets.PLAYGROUND_CPU``).
 PLAYGROUND_CPU_STEPS = 1_228_800
 
@@ -81,12 +84,15 @@ def run_one(env: str, trainer: str, seed: int, minutes: float) -> dict[str, Any]
     """Trains one run in this process and returns its curve."""
     hparams = hyperparameters(env, trainer)
     curve: list[tuple[int, float, float]] = []
+    losses: list[dict[str, float]] = []
     sps: list[float] = []
     start = time.perf_counter()
 
     def progress(step: int, metrics: dict[str, float]) -> None:
         if "eval/episode_reward" in metrics:
             curve.append((int(step), float(metrics["eval/episode_reward"]), time.perf_counter() - start))
+            # The loss terms the trainer reports with each evaluation, to compare the two trainers' updates.
+            losses.append({"step": int(step)} | {k: float(metrics[k]) for k in LOSS_METRICS if k in metrics})
         if metrics.get("training/sps"):
             sps.append(float(metrics["training/sps"]))
         if time.perf_counter() - start > minutes * 60:
@@ -109,6 +115,7 @@ def run_one(env: str, trainer: str, seed: int, minutes: float) -> dict[str, Any]
         "trainer": trainer,
         "seed": seed,
         "curve": curve,
+        "losses": losses,
         "train_sps": statistics.median(sps) if sps else None,
         "wall_s": time.perf_counter() - start,
         "stopped_at": stopped,
