@@ -2,12 +2,14 @@
 batch TensorDict, ``losses.compute_ppo_loss``, per-tensor gradient norms and Adam's loop over parameters.
 
 The trainer takes shortcuts for speed (plain tensors gathered once per pass, a fused GAE step, foreach Adam and norms,
-stacked loss sums); none may change a single bit of the result. No env is stepped: the batch is synthetic.
+stacked loss sums); none may change a single bit of the result. It also equals the JAX trainer's own update on the
+same batch, weights and draws (within float32 rounding). No env is stepped: the batch is synthetic.
 """
 
 import importlib
 import inspect
 
+import numpy as np
 import pytest
 import torch
 from rollouts import synthetic_batch
@@ -127,3 +129,111 @@ def test_gae_is_bit_for_bit_the_step_by_step_recursion():
         assert torch.equal(vs, expected_vs)
         vs_next = torch.cat([expected_vs[1:], bootstrap[None]])
         assert torch.equal(advantages, (rewards + continuation * vs_next - values) * mask)
+
+
+def _jax_draws(key, rows: int):
+    """The minibatch orders and entropy samples the JAX trainer's update draws from ``key``, in the order it uses
+    them (``make_ppo_update``: per pass ``key, perm, grad = split(key, 3)``; per minibatch ``k, loss = split(k)``)."""
+    import jax
+
+    orders, noises = [], []
+    for _ in range(CONFIG["num_updates_per_batch"]):
+        key, key_perm, key_grad = jax.random.split(key, 3)
+        orders.append(torch.from_numpy(np.array(jax.random.permutation(key_perm, rows))).long())
+        for _ in range(CONFIG["num_minibatches"]):
+            key_grad, key_loss = jax.random.split(key_grad)
+            noise = jax.random.normal(key_loss, (T, CONFIG["batch_size"], ACT))
+            noises.append(torch.from_numpy(np.array(noise)))
+    return orders, noises
+
+
+def test_both_trainers_updates_give_the_same_parameters_from_the_same_batch():
+    """The two trainers' own update functions, not a reference loop: the JAX trainer's ``make_ppo_update`` with the
+    optimizer (Adam after global-norm clipping), loss and normaliser update ``train`` builds, and torch_ppo's
+    ``_Trainer._update``, on one batch from the same weights, with the JAX update's minibatch orders and entropy
+    samples. Both must end with the same normaliser and parameters."""
+    import functools
+
+    import jax
+    import jax.numpy as jnp
+    from jax.sharding import Mesh
+    from jax.sharding import PartitionSpec as P
+
+    from brax_core.training import types
+    from brax_core.training.acme import running_statistics
+    from brax_core.training.agents.ppo import losses as jax_losses
+    from brax_core.training.agents.ppo import networks as jax_networks
+    from brax_core.training.agents.ppo import optimizer as jax_optimizer
+    from brax_core.training.agents.ppo import train as jax_train
+    from torch_ppo.params import params_of
+    from torch_ppo.policy_transfer import jax_params_to_torch, torch_params_to_jax
+
+    trainer = _trainer({})
+    start = torch_params_to_jax(trainer.modules)
+    batch = _batch(behaviour=False)
+    kw = trainer.kw
+
+    nets = jax_networks.make_ppo_networks(
+        OBS,
+        ACT,
+        preprocess_observations_fn=running_statistics.normalize,
+        policy_hidden_layer_sizes=CONFIG["policy_hidden_layer_sizes"],
+        value_hidden_layer_sizes=CONFIG["value_hidden_layer_sizes"],
+        activation=kw["activation"],
+    )
+    optimizer = jax_optimizer.make_optimizer(kw["learning_rate"], kw["max_grad_norm"], None)
+    loss_fn = functools.partial(jax_losses.compute_ppo_loss, ppo_network=nets, **trainer.loss_config._asdict())
+    update = jax_train.make_ppo_update(
+        nets,
+        optimizer,
+        loss_fn,
+        num_minibatches=CONFIG["num_minibatches"],
+        num_updates_per_batch=CONFIG["num_updates_per_batch"],
+        normalizer_update=functools.partial(running_statistics.update, pmap_axis_name="i"),
+    )
+    net_params = jax_losses.PPONetworkParams(start.policy_params, start.value_params)
+    state = jax_train.TrainingState(
+        optimizer_state=optimizer.init(net_params),
+        params=net_params,
+        normalizer_params=start.normalizer_params,
+        env_steps=jnp.zeros((2,), jnp.uint32),
+        training_step=jnp.zeros((), jnp.int32),
+    )
+    nxt = batch.get("next")
+    j = lambda x: jnp.asarray(x.numpy())  # noqa: E731
+    truncation = j(nxt.get("truncated").squeeze(-1).float())
+    data = types.Transition(
+        observation=j(batch.get("observation")),
+        action=j(batch.get("action")),
+        reward=j(nxt.get("reward").squeeze(-1)),
+        discount=1.0 - j(nxt.get("done").squeeze(-1).float()),
+        next_observation=j(nxt.get("final_observation")),
+        extras={
+            "policy_extras": {"raw_action": j(batch.get("raw_action")), "log_prob": j(batch.get("action_log_prob"))},
+            "state_extras": {"truncation": truncation},
+        },
+    )
+    key = jax.random.PRNGKey(21)
+    mesh = Mesh(np.asarray(jax.devices("cpu")[:1]), ("i",))
+    run = jax.shard_map(
+        lambda s, d, k: update(s, d, k)[0], mesh=mesh, in_specs=(P(), P("i"), P()), out_specs=P(), check_vma=False
+    )
+    jax_state = jax.jit(run)(state, data, key)
+
+    orders, noises = _jax_draws(key, ROWS)
+    trainer._minibatch_order = lambda rows: orders.pop(0)
+    trainer._entropy_noise = lambda shape: noises.pop(0)
+    trainer._update(batch)
+    assert not orders and not noises  # every draw was used, in the JAX update's order
+
+    expected = jax_params_to_torch(
+        jax_networks.PPOTrainingParams(jax_state.normalizer_params, jax_state.params.policy, jax_state.params.value)
+    )
+    actual = params_of(trainer.modules)
+    before = jax_params_to_torch(start)
+    for part_expected, part_actual in zip(expected, actual, strict=True):
+        assert part_expected.keys() == part_actual.keys()
+        for name in part_expected:
+            torch.testing.assert_close(part_actual[name], part_expected[name], rtol=1e-4, atol=2e-5, msg=name)
+    moved = max(float((actual.policy_params[k] - before.policy_params[k]).abs().max()) for k in before.policy_params)
+    assert moved > 1e-3, moved  # the update moved the weights far beyond the tolerance
