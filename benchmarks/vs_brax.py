@@ -352,9 +352,14 @@ def _fmt(x: Any, digits: int = 0) -> str:
 
 
 def _median(values: list[Any]) -> Any:
-    present = [v for v in values if v is not None]
-    # A run that never reached the threshold leaves the median undefined rather than flattering the other side.
-    return statistics.median(present) if present and len(present) == len(values) else None
+    """The median, where a run that never reached the threshold (``None``) counts as slower than every run that
+    did: defined while the middle falls on runs that reached it, ``None`` where it falls on one that did not (so a
+    missing run never flatters its side)."""
+    if not values:
+        return None
+    ordered = sorted(values, key=lambda v: (v is None, 0 if v is None else v))
+    middle = ordered[(len(ordered) - 1) // 2 : len(ordered) // 2 + 1]
+    return None if any(v is None for v in middle) else statistics.mean(middle)
 
 
 def _hparams_text(config: dict[str, Any]) -> str:
