@@ -92,12 +92,12 @@ def fold_batch_axes(x: jax.Array) -> tuple[jax.Array, tuple[int, ...]]:
     (the PPO loss's) far more slowly. Adam steps of Brax's default value network on 5,120 samples took 1.5x as long
     on a ``[1024, 5, 4]`` input as on ``[5120, 4]`` (2-core CPU).
     """
-    leading = x.shape[:-1]
-    return (x.reshape((-1, x.shape[-1])) if len(leading) > 1 else x), leading
+    return x.reshape((-1, x.shape[-1])), x.shape[:-1]
 
 
 def unfold_batch_axes(x: jax.Array, leading: tuple[int, ...]) -> jax.Array:
-    return x.reshape(leading + x.shape[-1:]) if len(leading) > 1 else x
+    """``x`` (``[n, features]``) with the leading axes ``fold_batch_axes`` took away restored."""
+    return x.reshape(leading + x.shape[-1:])
 
 
 def validate_layer_sizes(name: str, sizes: Any) -> tuple[int, ...]:
