@@ -28,13 +28,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import statistics
 import sys
 import time
 from typing import Any
 
 import vs_brax
+from _results import replace_section  # benchmarks/ is the script's directory, first on sys.path
 
 SECTION = "## Where PPO's training step spends its time"
 # Brax's make_ppo_networks defaults, used by configurations that name no network.
@@ -130,9 +130,8 @@ def profile_config(number: int, config: dict[str, Any], seed: int, steps: int, v
     level = auto_level_for_run(hparams["num_timesteps"], getattr(env, "unwrapped", env).mj_model)
     short = dict(hparams, num_timesteps=steps * step_env_steps, num_evals=steps + 1)
     network = config["network"] or _DEFAULT_NETWORK
-    brax_env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "JAX_COMPILATION_CACHE_DIR")}
-    brax_env["JAX_PLATFORMS"] = "cpu"
-    ours_env = {**os.environ, "JAX_PLATFORMS": "cpu", "BRAX_CORE_CPU_OPT_LEVEL": str(level)}
+    brax_env, ours_env = vs_brax.side_environments()
+    ours_env["BRAX_CORE_CPU_OPT_LEVEL"] = str(level)
     started = time.strftime("%Y-%m-%d %H:%M", time.gmtime())
     sides: dict[str, Any] = {}
     for side, python, run_env in (
@@ -214,15 +213,6 @@ def config_markdown(r: dict[str, Any], command: str, commit: str) -> str:
     return "\n".join(rows)
 
 
-def _write_section(path: str, text: str) -> None:
-    body = open(path).read()
-    pattern = re.compile(rf"^{re.escape(SECTION)}\n.*?(?=^## |\Z)", re.S | re.M)
-    body = pattern.sub(lambda _: text + "\n", body) if pattern.search(body) else body.rstrip("\n") + "\n\n" + text
-    with open(path + ".tmp", "w") as f:
-        f.write(body)
-    os.replace(path + ".tmp", path)
-
-
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--configs", type=int, nargs="+", default=[1], help="vs_brax.py configurations: 1, 2 or 3")
@@ -245,17 +235,17 @@ def main(argv: list[str] | None = None) -> None:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1)
     command = "python " + " ".join(["benchmarks/ppo_profile.py", *(argv if argv is not None else sys.argv[1:])])
-    commit = os.popen(f"git -C {os.path.dirname(os.path.abspath(__file__))} rev-parse --short HEAD").read().strip()
-    text = "\n\n".join(
+    commit = vs_brax.current_commit()
+    body = "\n\n".join(
         [
-            SECTION,
             "Method and estimates: `benchmarks/ppo_profile.py`'s docstring. Tables come from the command above each.",
             *(config_markdown(r, command, commit) for r in results),
         ]
     )
-    print("\n" + text)
+    print(f"\n{SECTION}\n\n{body}")
     if args.write:
-        _write_section(args.write, text + "\n")
+        # The hand-written comparison with earlier figures and the reading are carried over.
+        replace_section(args.write, SECTION, body, keep=("Before:", "Reading"))
 
 
 if __name__ == "__main__":

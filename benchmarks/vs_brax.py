@@ -313,10 +313,27 @@ def _spec(config: dict[str, Any], seed: int) -> dict[str, Any]:
     return {key: config[key] for key in ("env", "hparams", "network", "threshold")} | {"seed": seed}
 
 
-def run_config(number: int, config: dict[str, Any], seeds: list[int], venv: str, warm: bool = True) -> dict[str, Any]:
+def side_environments() -> tuple[dict[str, str], dict[str, str]]:
+    """The process environments of Brax's runs (its virtualenv's packages only, no shared compile cache) and of ours,
+    both on the CPU."""
     brax_env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "JAX_COMPILATION_CACHE_DIR")}
-    brax_env["JAX_PLATFORMS"] = "cpu"
-    ours_env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+    return {**brax_env, "JAX_PLATFORMS": "cpu"}, {**os.environ, "JAX_PLATFORMS": "cpu"}
+
+
+def current_commit() -> str:
+    """This checkout's short commit hash (``unknown`` outside git)."""
+    done = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"],
+        cwd=os.path.dirname(os.path.abspath(__file__)),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return done.stdout.strip() or "unknown"
+
+
+def run_config(number: int, config: dict[str, Any], seeds: list[int], venv: str, warm: bool = True) -> dict[str, Any]:
+    brax_env, ours_env = side_environments()
     scratch = tempfile.mkdtemp(prefix="vs_brax_cache_")
     result: dict[str, Any] = {"config": number, **config, "seeds": seeds, "runs": {}, "warm": None}
     started = time.strftime("%Y-%m-%d %H:%M", time.gmtime())
@@ -534,16 +551,7 @@ def _measure(args: argparse.Namespace, argv: list[str] | None) -> list[dict[str,
     configs = _configs()
     ensure_venv(args.venv)
     command = "python " + " ".join(["benchmarks/vs_brax.py", *(argv if argv is not None else sys.argv[1:])])
-    commit = (
-        subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"],
-            cwd=os.path.dirname(os.path.abspath(__file__)),
-            capture_output=True,
-            text=True,
-            check=False,
-        ).stdout.strip()
-        or "unknown"
-    )
+    commit = current_commit()
     results = []
     for number in dict.fromkeys(args.configs):
         result = run_config(number, configs[number], args.seeds, args.venv, warm=not args.no_warm)
