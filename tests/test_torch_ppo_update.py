@@ -3,7 +3,8 @@ batch TensorDict, ``losses.compute_ppo_loss``, per-tensor gradient norms and Ada
 
 The trainer takes shortcuts for speed (plain tensors gathered once per pass, a fused GAE step, foreach Adam and norms,
 stacked loss sums); none may change a single bit of the result. It also equals the JAX trainer's own update on the
-same batch, weights and draws (within float32 rounding). No env is stepped: the batch is synthetic.
+same batch, weights and draws (within float32 rounding; a synthetic batch), and a whole training step of each
+trainer, collection through the env included, ends in the same env state and parameters.
 """
 
 import importlib
@@ -147,50 +148,34 @@ def _jax_draws(key, rows: int):
     return orders, noises
 
 
-def test_both_trainers_updates_give_the_same_parameters_from_the_same_batch():
-    """The two trainers' own update functions, not a reference loop: the JAX trainer's ``make_ppo_update`` with the
-    optimizer (Adam after global-norm clipping), loss and normaliser update ``train`` builds, and torch_ppo's
-    ``_Trainer._update``, on one batch from the same weights, with the JAX update's minibatch orders and entropy
-    samples. Both must end with the same normaliser and parameters."""
+def _jax_trainer_parts(start, overrides: dict):
+    """The JAX trainer's networks, PPO update (its own ``_make_update``: ``make_ppo_update`` with the loss, clipped
+    Adam and normaliser update ``train`` builds from its validated arguments) and a training state at ``start``'s
+    weights, for ``CONFIG`` with ``overrides``: the hyperparameters go through each trainer's own argument checks."""
     import functools
 
-    import jax
     import jax.numpy as jnp
-    from jax.sharding import Mesh
-    from jax.sharding import PartitionSpec as P
 
-    from brax_core.training import types
-    from brax_core.training.acme import running_statistics
     from brax_core.training.agents.ppo import losses as jax_losses
     from brax_core.training.agents.ppo import networks as jax_networks
     from brax_core.training.agents.ppo import optimizer as jax_optimizer
     from brax_core.training.agents.ppo import train as jax_train
-    from torch_ppo.params import params_of
-    from torch_ppo.policy_transfer import jax_params_to_torch, torch_params_to_jax
 
-    trainer = _trainer({})
-    start = torch_params_to_jax(trainer.modules)
-    batch = _batch(behaviour=False)
-    kw = trainer.kw
-
-    nets = jax_networks.make_ppo_networks(
-        OBS,
-        ACT,
-        preprocess_observations_fn=running_statistics.normalize,
-        policy_hidden_layer_sizes=CONFIG["policy_hidden_layer_sizes"],
-        value_hidden_layer_sizes=CONFIG["value_hidden_layer_sizes"],
-        activation=kw["activation"],
+    defaults = {
+        name: p.default
+        for name, p in inspect.signature(jax_train.train).parameters.items()
+        if p.default is not inspect.Parameter.empty
+    }
+    sizes = ("policy_hidden_layer_sizes", "value_hidden_layer_sizes")
+    factory = functools.partial(jax_networks.make_ppo_networks, **{name: CONFIG[name] for name in sizes})
+    hyperparameters = {name: value for name, value in CONFIG.items() if name not in sizes}
+    args = jax_train._validated_arguments(
+        {**defaults, "environment": ENV, "num_timesteps": 1, **hyperparameters, **overrides, "network_factory": factory}
     )
-    optimizer = jax_optimizer.make_optimizer(kw["learning_rate"], kw["max_grad_norm"], None)
-    loss_fn = functools.partial(jax_losses.compute_ppo_loss, ppo_network=nets, **trainer.loss_config._asdict())
-    update = jax_train.make_ppo_update(
-        nets,
-        optimizer,
-        loss_fn,
-        num_minibatches=CONFIG["num_minibatches"],
-        num_updates_per_batch=CONFIG["num_updates_per_batch"],
-        normalizer_update=functools.partial(running_statistics.update, pmap_axis_name="i"),
-    )
+    nets, _, _ = jax_train._make_networks(args, None)
+    hp = args.hp
+    optimizer = jax_optimizer.make_optimizer(hp.learning_rate, hp.max_grad_norm, hp.learning_rate_schedule)
+    update = jax_train._make_update(args, nets, optimizer)
     net_params = jax_losses.PPONetworkParams(start.policy_params, start.value_params)
     state = jax_train.TrainingState(
         optimizer_state=optimizer.init(net_params),
@@ -199,6 +184,46 @@ def test_both_trainers_updates_give_the_same_parameters_from_the_same_batch():
         env_steps=jnp.zeros((2,), jnp.uint32),
         training_step=jnp.zeros((), jnp.int32),
     )
+    return nets, update, state
+
+
+def _assert_same_parameters(jax_state, modules, start) -> None:
+    """torch_ppo's ``modules`` hold ``jax_state``'s normaliser and weights within float32 rounding, and SGD moved
+    the weights from ``start`` far beyond that tolerance."""
+    from brax_core.training.agents.ppo import networks as jax_networks
+    from torch_ppo.params import params_of
+    from torch_ppo.policy_transfer import jax_params_to_torch
+
+    expected = jax_params_to_torch(
+        jax_networks.PPOTrainingParams(jax_state.normalizer_params, jax_state.params.policy, jax_state.params.value)
+    )
+    actual = params_of(modules)
+    before = jax_params_to_torch(start)
+    for part_expected, part_actual in zip(expected, actual, strict=True):
+        assert part_expected.keys() == part_actual.keys()
+        for name in part_expected:
+            torch.testing.assert_close(part_actual[name], part_expected[name], rtol=1e-4, atol=2e-5, msg=name)
+    moved = max(float((actual.policy_params[k] - before.policy_params[k]).abs().max()) for k in before.policy_params)
+    assert moved > 1e-3, moved
+
+
+def test_both_trainers_updates_give_the_same_parameters_from_the_same_batch():
+    """The two trainers' own update functions, not a reference loop: the JAX trainer's ``make_ppo_update`` with the
+    optimizer (Adam after global-norm clipping), loss and normaliser update ``train`` builds, and torch_ppo's
+    ``_Trainer._update``, on one batch from the same weights, with the JAX update's minibatch orders and entropy
+    samples. Both must end with the same normaliser and parameters."""
+    import jax
+    import jax.numpy as jnp
+    from jax.sharding import Mesh
+    from jax.sharding import PartitionSpec as P
+
+    from brax_core.training import types
+    from torch_ppo.policy_transfer import torch_params_to_jax
+
+    trainer = _trainer({})
+    start = torch_params_to_jax(trainer.modules)
+    batch = _batch(behaviour=False)
+    _, update, state = _jax_trainer_parts(start, {})
     nxt = batch.get("next")
     j = lambda x: jnp.asarray(x.numpy())  # noqa: E731
     truncation = j(nxt.get("truncated").squeeze(-1).float())
@@ -226,14 +251,90 @@ def test_both_trainers_updates_give_the_same_parameters_from_the_same_batch():
     trainer._update(batch)
     assert not orders and not noises  # every draw was used, in the JAX update's order
 
-    expected = jax_params_to_torch(
-        jax_networks.PPOTrainingParams(jax_state.normalizer_params, jax_state.params.policy, jax_state.params.value)
+    _assert_same_parameters(jax_state, trainer.modules, start)
+
+
+def _jax_action_noise(key, num_unrolls: int, num_envs: int):
+    """The JAX trainer's training step draws from ``key``: the standard-normal samples of its collection in the
+    order it takes them, and the key of its SGD. ``_make_training_step`` splits ``key_sgd, key_generate``; per
+    unroll ``k, k_unroll = split(k)``; per env step (``acting.generate_unroll``) ``step_key, k_unroll =
+    split(k_unroll)``, and the policy samples ``normal(step_key, [envs, actions])``."""
+    import jax
+
+    key_sgd, key_unrolls = jax.random.split(key)
+    noises = []
+    for _ in range(num_unrolls):
+        key_unrolls, key_steps = jax.random.split(key_unrolls)
+        for _ in range(T):
+            step_key, key_steps = jax.random.split(key_steps)
+            noises.append(torch.from_numpy(np.array(jax.random.normal(step_key, (num_envs, ACT)))))
+    return key_sgd, noises
+
+
+def test_one_training_step_from_the_same_env_state_gives_the_same_parameters_in_both_trainers():
+    """A whole training step of each trainer, collection included: the JAX trainer's own step
+    (``_make_training_step``: unrolls of its wrapped env, then ``make_ppo_update``) and torch_ppo's ``_collect`` and
+    ``_update`` through its ``TorchEnv``, from the same physics state and weights, with the JAX step's draws (action
+    samples, minibatch orders, entropy samples). Short episodes make the unrolls cross terminations, time limits and
+    auto-resets. Both must reach the same env state and parameters."""
+    import jax
+    from jax.sharding import Mesh
+    from jax.sharding import PartitionSpec as P
+
+    from brax_core import envs
+    from brax_core.training.agents.ppo import networks as jax_networks
+    from brax_core.training.agents.ppo import train as jax_train
+    from torch_ppo.policy_transfer import torch_params_to_jax
+
+    episode = {"episode_length": 4}
+    trainer = _trainer(episode)
+    trainer._build_envs()
+    env_state = trainer.env.state  # the physics state (and auto-reset keys) both trainers step from
+    start = torch_params_to_jax(trainer.modules)
+    nets, update, state = _jax_trainer_parts(start, episode)
+    jax_env = jax_train._wrap_for(
+        envs.get_environment(ENV),
+        CONFIG["num_envs"],
+        None,
+        wrap_env=True,
+        episode_length=episode["episode_length"],
+        action_repeat=1,
+        randomization_fn=None,
     )
-    actual = params_of(trainer.modules)
-    before = jax_params_to_torch(start)
-    for part_expected, part_actual in zip(expected, actual, strict=True):
-        assert part_expected.keys() == part_actual.keys()
-        for name in part_expected:
-            torch.testing.assert_close(part_actual[name], part_expected[name], rtol=1e-4, atol=2e-5, msg=name)
-    moved = max(float((actual.policy_params[k] - before.policy_params[k]).abs().max()) for k in before.policy_params)
-    assert moved > 1e-3, moved  # the update moved the weights far beyond the tolerance
+    training_step = jax_train._make_training_step(
+        jax_env,
+        jax_networks.make_inference_fn(nets),
+        update,
+        unroll_length=T,
+        num_unrolls=trainer.num_unrolls,
+        extra_fields=("truncation",),
+        log_training_metrics=False,
+        env_steps_per_training_step=ROWS * T,
+    )
+    key = jax.random.PRNGKey(5)
+    mesh = Mesh(np.asarray(jax.devices("cpu")[:1]), ("i",))
+    run = jax.shard_map(
+        lambda s, e, k: training_step(s, e, k)[:2],
+        mesh=mesh,
+        in_specs=(P(), P("i"), P()),
+        out_specs=(P(), P("i")),
+        check_vma=False,
+    )
+    jax_state, jax_env_state = jax.jit(run)(state, env_state, key)
+
+    key_sgd, action_noise = _jax_action_noise(key, trainer.num_unrolls, CONFIG["num_envs"])
+    orders, noises = _jax_draws(key_sgd, ROWS)
+    trainer.actor.module[-1].noise = lambda loc: action_noise.pop(0)
+    trainer._minibatch_order = lambda rows: orders.pop(0)
+    trainer._entropy_noise = lambda shape: noises.pop(0)
+    data = trainer._collect()
+    trainer._update(data)
+    assert not action_noise and not orders and not noises  # every draw was used, in the JAX step's order
+
+    nxt = data.get("next")
+    assert nxt.get("terminated").any() and nxt.get("truncated").any()  # both kinds of episode end were crossed
+    torch.testing.assert_close(trainer.obs, torch.from_numpy(np.array(jax_env_state.obs)), rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(
+        trainer.env.episode_info().get("steps"), torch.from_numpy(np.array(jax_env_state.info["steps"]))
+    )
+    _assert_same_parameters(jax_state, trainer.modules, start)

@@ -426,11 +426,15 @@ class TanhNormalSampler(TensorDictModuleBase):
     def sample(self, loc: torch.Tensor, scale: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``(action, raw_action, action_log_prob)`` of one draw from the generator, on plain tensors (what
         ``forward`` writes; a trainer's collection loop calls it directly to skip the TensorDict plumbing)."""
-        noise = torch.randn(loc.shape, generator=self.generator, device=loc.device, dtype=loc.dtype)
-        raw = loc + scale * noise
+        raw = loc + scale * self.noise(loc)
         if self.squash:
             return torch.tanh(raw), raw, tanh_normal_log_prob(loc, scale, raw)
         return raw, raw, normal_log_prob(loc, scale, raw)
+
+    def noise(self, loc: torch.Tensor) -> torch.Tensor:
+        """The sample's standard-normal draw, shaped like ``loc`` (a method, so that a check of collection can fix
+        it: with the JAX trainer's draws, torch_ppo collects the JAX trainer's transitions)."""
+        return torch.randn(loc.shape, generator=self.generator, device=loc.device, dtype=loc.dtype)
 
 
 def _flat_size(shape: Any) -> int:
