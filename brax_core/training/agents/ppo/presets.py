@@ -87,10 +87,11 @@ PRESETS: dict[str, dict[str, Any]] = {
     # learning rate 3e-4, γ 0.97, unscaled rewards. (Brax's recipe, unroll 5 with rewards scaled by 10, needed
     # far more env steps; learning rate 1e-3 got there sooner but then collapsed.)
     # The clip ratio 0.1 keeps the balance once found: with 0.2 all three JAX seeds reached 9,359-9,360 and then
-    # fell back (final 1,400, 8,387, 4,351). Measured (benchmarks/learning.py, 2-core CPU, no GPU, quiet, 3 seeds
-    # each, 4-minute runs, 5.4M env steps): every run passes 9,000 (the maximum is about 9,360; a random policy gets
-    # 156), the JAX trainer at 1.3M-2.9M env steps (32-56 s from launch, 93-105 s a run) and ends at 9,359-9,360;
-    # torch_ppo at 1.4M-2.2M (67-104 s, 232-238 s a run) and ends at 8,342, 5,518 and 8,507.
+    # fell back (final 1,400, 8,387, 4,351). Measured (benchmarks/learning.py, 2-core CPU, no GPU, quiet, 12 seeds
+    # each, 4-minute runs, 5.4M env steps; the maximum is about 9,360, a random policy gets 156): the JAX trainer
+    # passes 9,000 in 11 of 12 runs, at 1.3M-4.7M env steps (30-80 s from launch, 67-114 s a run), final median
+    # 9,359; torch_ppo in 9 of 12, at 1.4M-4.1M (62-202 s, 211-246 s a run), final median 8,411. Both sometimes
+    # fall back after passing it (3 of 11 JAX runs, 5 of 9 torch runs, below 7,000 at some later evaluation).
     "inverted_double_pendulum": dict(
         num_timesteps=5_000_000,
         episode_length=1000,
