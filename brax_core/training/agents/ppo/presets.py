@@ -117,9 +117,10 @@ PRESETS: dict[str, dict[str, Any]] = {
     # and entropy cost 1e-3, seed-0 runs of the JAX trainer reached -10.3 to -12 and then fell back in sudden drops
     # (to between -36 and -77 within 1M env steps, whatever the discount, value network, normaliser freeze, passes
     # per batch or entropy cost tried). The clip ratio 0.1, entropy cost 0.01 and a (256, 256) value network make
-    # the climb steady. Measured (benchmarks/learning.py, 2-core CPU, quiet, 3 seeds each, 9.8M env steps): every run
-    # passes -10, the JAX trainer at 6.2M-8.8M env steps (91-141 s from launch, 137-153 s a run), torch_ppo at
-    # 6.9M-7.2M (190-207 s, 267-274 s a run); final rewards JAX -8.8 / -10.7 / -9.0, torch -21.3 / -10.2 / -7.9.
+    # the climb steady. Measured (benchmarks/learning.py, 2-core CPU, quiet, 6 seeds each, 9.8M env steps): every run
+    # passes -10, the JAX trainer at 5.9M-8.8M env steps (74-141 s from launch, 116-153 s a run), torch_ppo at
+    # 6.6M-7.2M (178-246 s, 259-323 s a run); final rewards JAX -6.9 to -10.7 (median -8.9), torch -7.7 to -10.2
+    # (median -8.8) and one run that fell to -21.3 at its last evaluation.
     # For scale: a hand-tuned inverse-kinematics PD controller scores -5.2 (benchmarks/reacher_reference.py), a
     # random policy -815.
     "reacher": dict(
