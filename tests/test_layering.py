@@ -146,6 +146,13 @@ def test_the_command_line_module_loads_no_framework():
     assert loaded <= SCHEMA_MODULES, f"brax-bridge --help loads {sorted(loaded - SCHEMA_MODULES)}"
 
 
+def test_the_trainers_start_without_orbax():
+    """orbax takes about 0.3 s to import; a run that neither saves nor restores a checkpoint never needs it."""
+    trainers = ["brax_core.training.agents.ppo.train", "torch_ppo.train", "brax_bridge.application.runs"]
+    (result,) = _probe((trainers, ("orbax",)))
+    assert result["blame"] == {}, f"imported with orbax: {result['blame']}"
+
+
 def _package(path: Path) -> str:
     """The package a file's relative imports start from (a package's ``__init__`` is that package)."""
     name = _module_name(path)
