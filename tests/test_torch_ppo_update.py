@@ -44,14 +44,18 @@ def _batch(behaviour: bool) -> TensorDict:
     return synthetic_batch(ROWS, T, OBS, ACT, seed=3, end_probability=0.1, behaviour=behaviour)
 
 
-def _trainer(overrides: dict):
-    train_module = importlib.import_module("torch_ppo.train")
-    defaults = {
+def _defaults(fn) -> dict:
+    """``fn``'s keyword defaults: a trainer's arguments as a call that names only some of them receives them."""
+    return {
         name: p.default
-        for name, p in inspect.signature(train_module.train).parameters.items()
+        for name, p in inspect.signature(fn).parameters.items()
         if p.default is not inspect.Parameter.empty
     }
-    kw = {**defaults, "environment": ENV, "num_timesteps": 1, **CONFIG, **overrides}
+
+
+def _trainer(overrides: dict):
+    train_module = importlib.import_module("torch_ppo.train")
+    kw = {**_defaults(train_module.train), "environment": ENV, "num_timesteps": 1, **CONFIG, **overrides}
     return train_module._Trainer(train_module._validate(kw, 1), distributed.setup(torch.device("cpu")))
 
 
@@ -161,16 +165,18 @@ def _jax_trainer_parts(start, overrides: dict):
     from brax_core.training.agents.ppo import optimizer as jax_optimizer
     from brax_core.training.agents.ppo import train as jax_train
 
-    defaults = {
-        name: p.default
-        for name, p in inspect.signature(jax_train.train).parameters.items()
-        if p.default is not inspect.Parameter.empty
-    }
     sizes = ("policy_hidden_layer_sizes", "value_hidden_layer_sizes")
     factory = functools.partial(jax_networks.make_ppo_networks, **{name: CONFIG[name] for name in sizes})
     hyperparameters = {name: value for name, value in CONFIG.items() if name not in sizes}
     args = jax_train._validated_arguments(
-        {**defaults, "environment": ENV, "num_timesteps": 1, **hyperparameters, **overrides, "network_factory": factory}
+        {
+            **_defaults(jax_train.train),
+            "environment": ENV,
+            "num_timesteps": 1,
+            **hyperparameters,
+            **overrides,
+            "network_factory": factory,
+        }
     )
     nets, _, _ = jax_train._make_networks(args, None)
     hp = args.hp

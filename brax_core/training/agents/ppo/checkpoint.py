@@ -477,19 +477,12 @@ def _read_config(path: str | os.PathLike) -> dict[str, Any]:
     return config
 
 
-def _orbax() -> Any:
-    """``orbax.checkpoint``, imported at its first use: the import takes about 0.3 s of every process start, which a
-    run that neither saves nor restores need not pay."""
-    import orbax.checkpoint as ocp
-
-    return ocp
-
-
 class Saver:
     """Writes checkpoints into ``path`` (atomic, at most ``max_to_keep`` kept)."""
 
     def __init__(self, path: str | os.PathLike, max_to_keep: int | None = None):
-        ocp = _orbax()
+        import orbax.checkpoint as ocp  # here, not at module level: its 0.3 s import only where checkpoints are kept
+
         self.path = os.path.abspath(os.fspath(path))
         options = ocp.CheckpointManagerOptions(max_to_keep=max_to_keep, create=True, enable_async_checkpointing=False)
         self._manager = ocp.CheckpointManager(
@@ -512,7 +505,8 @@ class Saver:
         std_eps = float(getattr(getattr(params, "normalizer_params", None), "std_eps", 0.0))
         if std_eps:
             config_json["normalizer_std_eps"] = std_eps
-        ocp = _orbax()
+        import orbax.checkpoint as ocp
+
         items = {"config": ocp.args.JsonSave(config_json), "params": ocp.args.StandardSave(params)}
         trees = {"params": params}
         if state is not None:
@@ -683,8 +677,10 @@ def _restore_item(step_dir: str, item: str, target: Any) -> Any:
     if not os.path.isdir(item_dir):
         raise ValueError(f"checkpoint at {step_dir!r} is corrupt or incomplete: {item!r} is missing")
     _verify_files(step_dir, item)
+    import orbax.checkpoint as ocp
+
     try:
-        with _orbax().StandardCheckpointer() as checkpointer:
+        with ocp.StandardCheckpointer() as checkpointer:
             restored = checkpointer.restore(item_dir, target)
     except Exception as e:  # orbax raises many types; the caller needs the path and the cause
         raise ValueError(
