@@ -1,0 +1,91 @@
+"""Figures and a table from the run folders a GPU check brings back (``benchmarks/gpu_locomotion.sh``).
+
+Reads every ``<folder>/<run>/metrics.jsonl`` (with its ``config.json`` and, where the run ended cleanly,
+``summary.json``), writes ``<folder>/<env>.png`` (eval reward against env steps and against wall time, one line per
+run, coloured by trainer) and prints a markdown table: the reward at each evaluation milestone, the first
+evaluation to pass ``--threshold ENV=VALUE``, and the run's throughput.
+
+  python benchmarks/gpu_curves.py benchmarks/gpu_runs/h200-2026-11-26 --threshold ant=3000 humanoid=6000
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from brax_bridge.application import plots, rundir
+
+
+def load_run(folder: Path) -> dict[str, Any]:
+    config = json.loads((folder / rundir.CONFIG).read_text())
+    rows = rundir.read_metrics(str(folder))
+    summary_path = folder / rundir.SUMMARY
+    summary = json.loads(summary_path.read_text()) if summary_path.exists() else {}
+    evals = [(r["step"], r["time_s"], r[rundir.EVAL_REWARD]) for r in rows if r.get(rundir.EVAL_REWARD) is not None]
+    return {
+        "name": folder.name,
+        "env": config["env"],
+        "trainer": config["trainer"],
+        "rows": rows,
+        "evals": evals,
+        "summary": summary,
+    }
+
+
+def first_passing(evals: list[tuple[int, float, float]], threshold: float | None) -> str:
+    if threshold is None:
+        return "-"
+    for step, time_s, reward in evals:
+        if reward >= threshold:
+            return f"{step / 1e6:.1f}M at {time_s:.0f} s"
+    return "not reached"
+
+
+def table(runs: list[dict[str, Any]], thresholds: dict[str, float]) -> str:
+    lines = [
+        "| run | env | trainer | first evaluation (s) | best reward | final reward | env steps | wall (s) "
+        "| threshold | first passing it | training steps/s |",
+        "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: |",
+    ]
+    for run in runs:
+        evals, summary = run["evals"], run["summary"]
+        threshold = thresholds.get(run["env"])
+        sps = summary.get("trainer_sps")
+        lines.append(
+            f"| {run['name']} | {run['env']} | {run['trainer']} | {evals[0][1]:.1f} "
+            f"| {max(r for _, _, r in evals):,.0f} | {evals[-1][2]:,.0f} | {evals[-1][0]:,} "
+            f"| {summary.get('wall_s', evals[-1][1]):.0f} | {f'{threshold:g}' if threshold is not None else '-'} "
+            f"| {first_passing(evals, threshold)} | {f'{sps:,.0f}' if sps else '-'} |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("folder", type=Path, help="folder holding one run folder per run")
+    parser.add_argument("--threshold", nargs="*", default=[], metavar="ENV=VALUE", help="reward to report per env")
+    args = parser.parse_args(argv)
+    thresholds = {}
+    for item in args.threshold:
+        env, _, value = item.partition("=")
+        try:
+            thresholds[env] = float(value)
+        except ValueError:
+            parser.error(f"--threshold takes ENV=VALUE pairs like ant=3000; got {item!r}")
+    runs = [load_run(p) for p in sorted(args.folder.iterdir()) if (p / rundir.METRICS).exists()]
+    if not runs:
+        parser.error(f"no run folders (with {rundir.METRICS}) in {args.folder}")
+    by_env: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for run in runs:
+        by_env[run["env"]].append(run)
+    for env, env_runs in by_env.items():
+        labelled = [(f"{r['trainer']} {r['name']}", r["rows"]) for r in env_runs]
+        print(plots.compare(labelled, str(args.folder / f"{env}.png"), title=f"{env}: Brax's PPO recipe on a GPU"))
+    print(table(runs, thresholds))
+
+
+if __name__ == "__main__":
+    main()
