@@ -29,12 +29,9 @@ fi
 } >"$OUT/info.txt" 2>&1
 cat "$OUT/info.txt"
 
-# Brax's ant recipe (brax/training/agents/ppo: 4096 envs, batch 2048, 32 minibatches, unroll 5, 4 passes, reward
-# scaling 10, entropy 1e-2, its default networks).
-ANT=(--env ant --num-timesteps "${ANT_STEPS:-30000000}" --num-envs 4096 --batch-size 2048 --num-minibatches 32
-     --unroll-length 5 --num-updates-per-batch 4 --learning-rate 3e-4 --entropy-cost 1e-2 --discounting 0.97
-     --reward-scaling 10 --episode-length 1000 --normalize-observations --num-evals 11 --num-eval-envs 128
-     --policy-hidden-layer-sizes 32,32,32,32 --value-hidden-layer-sizes 256,256,256,256,256 --activation swish)
+# Brax's ant recipe (presets.GPU_PRESETS["ant"]: 4096 envs, batch 2048, 32 minibatches, unroll 5, 4 passes, reward
+# scaling 10, entropy 1e-2, its default networks), 30M env steps here.
+ANT=(--env ant --preset ant-gpu --num-timesteps "${ANT_STEPS:-30000000}" --num-evals 11)
 mkdir -p "$OUT/runs"
 
 load >"$OUT/suite.log"

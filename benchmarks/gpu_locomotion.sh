@@ -3,7 +3,8 @@
 #   OUT=gpu_out bash benchmarks/gpu_locomotion.sh
 # Installs the wheels carried in .whl/ (when present), then runs side by side until BUDGET_S:
 #   - the default test suite (JAX's default device stays the CPU; the `gpu` tests use the GPU);
-#   - two queues of training runs sharing the GPU (`brax-bridge train`, JAX on the GPU, --device auto):
+#   - two queues of training runs sharing the GPU, each with Brax's PPO recipe for its env (`brax-bridge train
+#     --preset <env>-gpu`, see presets.GPU_PRESETS; JAX on the GPU, --device auto):
 #       ant (JAX trainer), then ant (torch_ppo);
 #       humanoid (JAX trainer), then halfcheetah (JAX trainer).
 # Every run is stopped with Ctrl-C (checkpoint kept, summary written) at its time box or at the budget's end.
@@ -32,19 +33,6 @@ fi
 } >"$OUT/info.txt" 2>&1
 cat "$OUT/info.txt"
 
-# Brax's PPO recipes from its training notebook (notebooks/training.ipynb), with Brax's default networks
-# (policy 4 x 32, value 5 x 256, swish) and 128 evaluation envs.
-COMMON=(--episode-length 1000 --normalize-observations --learning-rate 3e-4 --num-eval-envs 128
-        --policy-hidden-layer-sizes 32,32,32,32 --value-hidden-layer-sizes 256,256,256,256,256 --activation swish)
-ANT=(--env ant --num-timesteps 50000000 --num-evals 10 --reward-scaling 10 --unroll-length 5 --num-minibatches 32
-     --num-updates-per-batch 4 --discounting 0.97 --entropy-cost 1e-2 --num-envs 4096 --batch-size 2048)
-HUMANOID=(--env humanoid --num-timesteps 50000000 --num-evals 10 --reward-scaling 0.1 --unroll-length 10
-          --num-minibatches 32 --num-updates-per-batch 8 --discounting 0.97 --entropy-cost 1e-3 --num-envs 2048
-          --batch-size 1024)
-HALFCHEETAH=(--env halfcheetah --num-timesteps 50000000 --num-evals 20 --reward-scaling 1 --unroll-length 20
-             --num-minibatches 32 --num-updates-per-batch 8 --discounting 0.95 --entropy-cost 1e-3 --num-envs 2048
-             --batch-size 512)
-
 # train NAME BOX_S ARGS...: one run, stopped at BOX_S seconds or at the budget's end, whichever comes first.
 train() {
   local name=$1 box=$2; shift 2
@@ -52,7 +40,7 @@ train() {
   [ "$box" -gt "$left" ] && box=$left
   if [ "$box" -lt 60 ]; then echo "$name: skipped, $left s left"; return; fi
   load; echo "$name: up to $box s"
-  timeout -s INT -k 40 "$box" python3 -m brax_bridge.cli train "$@" "${COMMON[@]}" --out "$OUT/runs/$name" 2>&1 \
+  timeout -s INT -k 40 "$box" python3 -m brax_bridge.cli train "$@" --out "$OUT/runs/$name" 2>&1 \
     | grep -v "^\s*$" | tail -30
   load
 }
@@ -61,11 +49,11 @@ load >"$OUT/suite.log"
 timeout -k 10 "${SUITE_S:-330}" python3 -m pytest -v -n "${SUITE_WORKERS:-8}" --dist worksteal --max-worker-restart 4 \
   -rfE >>"$OUT/suite.log" 2>&1 &
 suite=$!
-{ train ant-jax-shared "${ANT_S:-200}" "${ANT[@]}" --trainer jax
-  train ant-torch-shared "${ANT_TORCH_S:-240}" "${ANT[@]}" --trainer torch; } >"$OUT/queue1.log" 2>&1 &
+{ train ant-jax-shared "${ANT_S:-200}" --env ant --preset ant-gpu --trainer jax
+  train ant-torch-shared "${ANT_TORCH_S:-240}" --env ant --preset ant-gpu --trainer torch; } >"$OUT/queue1.log" 2>&1 &
 queue1=$!
-{ train humanoid-jax-shared "${HUMANOID_S:-280}" "${HUMANOID[@]}" --trainer jax
-  train halfcheetah-jax-shared "${HALFCHEETAH_S:-220}" "${HALFCHEETAH[@]}" --trainer jax; } >"$OUT/queue2.log" 2>&1 &
+{ train humanoid-jax-shared "${HUMANOID_S:-280}" --env humanoid --preset humanoid-gpu --trainer jax
+  train halfcheetah-jax-shared "${HALFCHEETAH_S:-220}" --env halfcheetah --preset halfcheetah-gpu --trainer jax; } >"$OUT/queue2.log" 2>&1 &
 queue2=$!
 wait $suite
 echo "suite exit $? at $(elapsed) s" >>"$OUT/suite.log"

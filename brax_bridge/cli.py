@@ -45,6 +45,10 @@ app = typer.Typer(
 )
 
 HP_PANEL = "Hyperparameters (override the preset)"
+PRESET_HELP = (
+    "hyperparameter preset: an env's name, or ant-gpu, humanoid-gpu or halfcheetah-gpu for Brax's GPU recipes "
+    "(default: the env's own)"
+)
 
 
 def _fail(message: str) -> typer.BadParameter:
@@ -204,7 +208,7 @@ def train_command(
     trainer: Annotated[
         str | None, typer.Option(help="jax (brax_core PPO) or torch (torch_ppo through the bridge) (default: jax)")
     ] = None,
-    preset: Annotated[str | None, typer.Option(help="hyperparameter preset (default: the env's own)")] = None,
+    preset: Annotated[str | None, typer.Option(help=PRESET_HELP)] = None,
     out: Annotated[Path | None, typer.Option(help="run folder (default: runs/<env>-<trainer>-<time>)")] = None,
     seed: Annotated[int, typer.Option(help="random seed")] = 0,
     resume: Annotated[
@@ -296,7 +300,7 @@ def compare_command(
     env: Annotated[str | None, typer.Option(help="environment name (see `brax-bridge envs`)")] = None,
     out: Annotated[Path | None, typer.Option(help="report folder (default: runs/compare_<env>)")] = None,
     seeds: Annotated[str, typer.Option(help="comma-separated seeds, each trained by both trainers")] = "0",
-    preset: Annotated[str | None, typer.Option(help="hyperparameter preset (default: the env's own)")] = None,
+    preset: Annotated[str | None, typer.Option(help=PRESET_HELP)] = None,
     trainers: Annotated[str, typer.Option(help="which trainers to run, in order")] = "jax,torch",
     device: Annotated[str, typer.Option(help="torch device: auto (cuda if available), cpu, cuda, cuda:N")] = "auto",
     hp: dict = None,

@@ -99,6 +99,21 @@ def test_hyperparameters_resolve_default_preset_flag():
     assert hparams.parse_sizes("64, 64") == (64, 64)
 
 
+
+def test_gpu_presets_are_brax_recipes_and_flags_still_override_them():
+    resolved, used = configuration.resolve("ant", "ant-gpu", {"num_timesteps": 1000})
+    assert used == "ant-gpu" and resolved["num_timesteps"] == 1000
+    assert (resolved["num_envs"], resolved["batch_size"], resolved["unroll_length"]) == (4096, 2048, 5)
+    assert (resolved["reward_scaling"], resolved["entropy_cost"], resolved["clipping_epsilon"]) == (10.0, 1e-2, 0.3)
+    assert resolved["policy_hidden_layer_sizes"] == (32,) * 4 and resolved["value_hidden_layer_sizes"] == (256,) * 5
+    cpu, _ = configuration.resolve("ant", None, {})
+    assert cpu["num_envs"] == 128  # without --preset the env's own (CPU) preset still applies
+    humanoid, _ = configuration.resolve("humanoid", "humanoid-gpu", {})
+    cheetah, _ = configuration.resolve("halfcheetah", "halfcheetah-gpu", {})
+    assert (humanoid["unroll_length"], humanoid["reward_scaling"], cheetah["discounting"]) == (10, 0.1, 0.95)
+    with pytest.raises(hparams.HParamError, match="halfcheetah-gpu"):
+        configuration.resolve("ant", "hopper-gpu", {})
+
 def _rows(n: int, trainer_offset: float = 0.0) -> list[dict]:
     return [{"step": 1000 * i, "time_s": 2.0 + i, rundir.EVAL_REWARD: 10.0 * i + trainer_offset,
              rundir.EVAL_REWARD_STD: 1.0, rundir.TRAIN_SPS: 500.0} for i in range(n)]

@@ -19,7 +19,6 @@ from brax_core.training.agents.ppo import config as schema
 from brax_core.training.agents.ppo import networks as ppo_networks
 from brax_core.training.agents.ppo import train as ppo_train
 from brax_core.training.agents.ppo.config import SPECS, ConfigError, PPOConfig
-from brax_core.training.agents.ppo.presets import PRESETS
 
 JAX_PARAMETERS = inspect.signature(ppo_train.train).parameters
 TORCH_PARAMETERS = inspect.signature(torch_ppo.train).parameters
@@ -139,9 +138,9 @@ def test_values_are_normalised_and_the_config_is_frozen():
     assert PPOConfig(num_timesteps=1, activation=np.tanh).activation is np.tanh  # the torch trainer takes callables
 
 
-@pytest.mark.parametrize("name", sorted(PRESETS))
+@pytest.mark.parametrize("name", sorted(configuration.presets()))
 def test_every_preset_validates(name):
-    preset = PRESETS[name]
+    preset = configuration.presets()[name]
     config = PPOConfig.from_train_kwargs(preset)
     assert config == configuration.preset_config(name)
     for key, value in preset.items():

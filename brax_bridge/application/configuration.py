@@ -25,8 +25,10 @@ from brax_core.training.agents.ppo.config import (
 
 
 def presets() -> dict[str, dict[str, Any]]:
-    """brax_core's PPO presets (env name -> ``ppo.train`` keyword arguments)."""
-    return dict(ppo_presets.PRESETS)
+    """brax_core's PPO presets by name (-> ``ppo.train`` keyword arguments): each env's own under the env's name,
+    and Brax's GPU recipes (``presets.GPU_PRESETS``) under ``<env>-gpu``."""
+    gpu = {f"{env}-gpu": preset for env, preset in ppo_presets.GPU_PRESETS.items()}
+    return {**ppo_presets.PRESETS, **gpu}
 
 
 def preset_config(name: str) -> PPOConfig:
