@@ -10,24 +10,7 @@
 set -u
 OUT=${OUT:-gpu_out}
 BUDGET_S=${BUDGET_S:-570}
-mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1 TF_CPP_MIN_LOG_LEVEL=2
-unset JAX_PLATFORMS
-start=$(date +%s)
-elapsed() { echo $(( $(date +%s) - start )); }
-load() { echo "[$(elapsed) s] load $(cut -d' ' -f1-3 /proc/loadavg)"; }
-
-if [ -d .whl ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-    || exit 1
-  export PYTHONPATH=$PWD:/tmp/site
-fi
-{
-  nvidia-smi -L; nproc; date -u
-  python3 -c "import jax, torch, mujoco, sys; print(sys.version.split()[0], 'jax', jax.__version__, jax.devices(),
-'torch', torch.__version__, torch.cuda.get_device_name(), 'mujoco', mujoco.__version__)"
-} >"$OUT/info.txt" 2>&1
-cat "$OUT/info.txt"
+source benchmarks/gpu_setup.sh
 
 # Brax's ant recipe (presets.GPU_PRESETS["ant"]: 4096 envs, batch 2048, 32 minibatches, unroll 5, 4 passes, reward
 # scaling 10, entropy 1e-2, its default networks), 30M env steps here.

@@ -2,10 +2,10 @@
 
 Reads every ``<folder>/<run>/metrics.jsonl`` (with its ``config.json`` and, where the run ended cleanly,
 ``summary.json``), writes ``<folder>/<env>.png`` (eval reward against env steps and against wall time, one line per
-run, coloured by trainer) and prints a markdown table: the reward at each evaluation milestone, the first
-evaluation to pass ``--threshold ENV=VALUE``, and the run's throughput.
+run, coloured by trainer) and prints a markdown table: each run's first evaluation, best and final reward, the
+first evaluation to pass ``--threshold ENV=VALUE`` and its training throughput.
 
-  python benchmarks/gpu_curves.py benchmarks/gpu_runs/h200-2026-11-26 --threshold ant=3000 humanoid=6000
+  python benchmarks/gpu_curves.py benchmarks/gpu_runs/h200-2026-11-26 --threshold ant=3000
 """
 
 from __future__ import annotations

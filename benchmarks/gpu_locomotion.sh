@@ -14,24 +14,8 @@
 set -u
 OUT=${OUT:-gpu_out}
 BUDGET_S=${BUDGET_S:-520}
+source benchmarks/gpu_setup.sh
 mkdir -p "$OUT/runs"
-export PYTHONUNBUFFERED=1 TF_CPP_MIN_LOG_LEVEL=2
-unset JAX_PLATFORMS
-start=$(date +%s)
-elapsed() { echo $(( $(date +%s) - start )); }
-load() { echo "[$(elapsed) s] load $(cut -d' ' -f1-3 /proc/loadavg)"; }
-
-if [ -d .whl ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-    || exit 1
-  export PYTHONPATH=$PWD:/tmp/site
-fi
-{
-  nvidia-smi -L; nproc; date -u
-  python3 -c "import jax, torch, mujoco, sys; print(sys.version.split()[0], 'jax', jax.__version__, jax.devices(),
-'torch', torch.__version__, torch.cuda.get_device_name(), 'mujoco', mujoco.__version__)"
-} >"$OUT/info.txt" 2>&1
-cat "$OUT/info.txt"
 
 # train NAME BOX_S ARGS...: one run, stopped at BOX_S seconds or at the budget's end, whichever comes first.
 train() {
@@ -53,7 +37,8 @@ suite=$!
   train ant-torch-shared "${ANT_TORCH_S:-240}" --env ant --preset ant-gpu --trainer torch; } >"$OUT/queue1.log" 2>&1 &
 queue1=$!
 { train humanoid-jax-shared "${HUMANOID_S:-280}" --env humanoid --preset humanoid-gpu --trainer jax
-  train halfcheetah-jax-shared "${HALFCHEETAH_S:-220}" --env halfcheetah --preset halfcheetah-gpu --trainer jax; } >"$OUT/queue2.log" 2>&1 &
+  train halfcheetah-jax-shared "${HALFCHEETAH_S:-220}" --env halfcheetah --preset halfcheetah-gpu --trainer jax
+} >"$OUT/queue2.log" 2>&1 &
 queue2=$!
 wait $suite
 echo "suite exit $? at $(elapsed) s" >>"$OUT/suite.log"

@@ -99,7 +99,6 @@ def test_hyperparameters_resolve_default_preset_flag():
     assert hparams.parse_sizes("64, 64") == (64, 64)
 
 
-
 def test_gpu_presets_are_brax_recipes_and_flags_still_override_them():
     resolved, used = configuration.resolve("ant", "ant-gpu", {"num_timesteps": 1000})
     assert used == "ant-gpu" and resolved["num_timesteps"] == 1000
@@ -113,6 +112,7 @@ def test_gpu_presets_are_brax_recipes_and_flags_still_override_them():
     assert (humanoid["unroll_length"], humanoid["reward_scaling"], cheetah["discounting"]) == (10, 0.1, 0.95)
     with pytest.raises(hparams.HParamError, match="halfcheetah-gpu"):
         configuration.resolve("ant", "hopper-gpu", {})
+
 
 def _rows(n: int, trainer_offset: float = 0.0) -> list[dict]:
     return [{"step": 1000 * i, "time_s": 2.0 + i, rundir.EVAL_REWARD: 10.0 * i + trainer_offset,

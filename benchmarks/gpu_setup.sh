@@ -1,0 +1,21 @@
+# Sourced by the GPU scripts (gpu_check.sh, gpu_locomotion.sh) from the project root, with OUT set: installs the
+# wheels carried in .whl/ (when present) into /tmp/site, records the machine in $OUT/info.txt, and defines
+# `elapsed` (seconds since sourcing) and `load` (that and the load average, for the logs).
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1 TF_CPP_MIN_LOG_LEVEL=2
+unset JAX_PLATFORMS
+start=$(date +%s)
+elapsed() { echo $(( $(date +%s) - start )); }
+load() { echo "[$(elapsed) s] load $(cut -d' ' -f1-3 /proc/loadavg)"; }
+
+if [ -d .whl ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+    || exit 1
+  export PYTHONPATH=$PWD:/tmp/site
+fi
+{
+  nvidia-smi -L; nproc; date -u
+  python3 -c "import jax, torch, mujoco, sys; print(sys.version.split()[0], 'jax', jax.__version__, jax.devices(),
+'torch', torch.__version__, torch.cuda.get_device_name(), 'mujoco', mujoco.__version__)"
+} >"$OUT/info.txt" 2>&1
+cat "$OUT/info.txt"
