@@ -210,6 +210,18 @@ def test_checkpoints_load_and_eval_reports_returns(compared):
     assert "no MuJoCo model" in invoke("eval", str(out / "jax-seed3"), "--episodes", "1", "--render").output
 
 
+
+@pytest.mark.parametrize("trainer", ["jax", "torch"])
+def test_a_run_without_evaluations_reports_its_env_steps_and_speed(tmp_path, trainer):
+    tiny = [*TINY]
+    tiny[tiny.index("--num-evals") + 1] = "0"
+    result = invoke("train", "--env", "fast", "--trainer", trainer, "--out", str(tmp_path), *tiny)
+    assert result.exit_code == 0, result.output
+    summary = json.loads((tmp_path / rundir.SUMMARY).read_text())
+    assert summary["status"] == "completed" and summary["final_reward"] is None  # nothing was evaluated
+    assert summary["env_steps"] == summary["checkpoint_step"] >= 800
+    assert summary["steps_per_s"] > 0 and 0 < summary["first_report_s"] <= summary["wall_s"]
+
 def test_ctrl_c_leaves_a_resumable_checkpoint(tmp_path, monkeypatch):
     run_dir = tmp_path / "run"
     original = rundir.MetricsLog.append

@@ -15,7 +15,7 @@ import os
 import shutil
 import signal
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from rich.console import Console
@@ -108,11 +108,17 @@ def checkpoint_step(trainer: str, path: str) -> int | None:
 
 
 def _call_trainer(
-    config: Mapping[str, Any], progress_fn: Callable, ckpt: str, restore: str | None, allow_changes: bool = False
+    config: Mapping[str, Any],
+    progress_fn: Callable,
+    ckpt: str,
+    restore: str | None,
+    allow_changes: bool = False,
+    policy_params_fn: Callable[..., None] = lambda *args: None,
 ) -> Any:
     hp = configuration.run_config(config)
     common = dict(
         progress_fn=progress_fn,
+        policy_params_fn=policy_params_fn,
         save_checkpoint_path=ckpt,
         restore_checkpoint_path=restore,
         allow_config_changes=bool(allow_changes and restore),
@@ -127,30 +133,39 @@ def _call_trainer(
     raise hparams.HParamError(f"--trainer must be one of {', '.join(hparams.TRAINERS)}; got {config['trainer']!r}")
 
 
-def summarize(config: Mapping[str, Any], rows: list[dict], status: str, wall_s: float | None) -> dict[str, Any]:
-    """Final and best reward, env steps, speed and start-up time of one run (from its metrics rows)."""
+def summarize(
+    config: Mapping[str, Any],
+    rows: list[dict],
+    status: str,
+    wall_s: float | None,
+    epoch_ends: Sequence[tuple[int, float]] = (),
+) -> dict[str, Any]:
+    """Final and best reward, env steps, speed and start-up time of one run, from its metrics rows and the
+    ``(env steps, time_s)`` at the end of each training epoch (all a run without reports has)."""
     rewarded = [r for r in rows if rundir.reward_of(r) is not None]
     evals = [r for r in rows if r.get(rundir.EVAL_REWARD) is not None]
     final = (evals or rewarded or [None])[-1]
-    moving = [r for r in rows if r.get("step", 0) > 0]
+    moving = [(r["step"], r["time_s"]) for r in rows if r.get("step", 0) > 0]
+    if len(moving) < 2:
+        moving = [(step, time_s) for step, time_s in epoch_ends if step > 0] or moving
     # Steps per second between the first and last training report: start-up (compilation) excluded.
     sps = None
-    if len(moving) >= 2 and moving[-1]["time_s"] > moving[0]["time_s"]:
-        sps = (moving[-1]["step"] - moving[0]["step"]) / (moving[-1]["time_s"] - moving[0]["time_s"])
-    elif moving and moving[0]["time_s"] > 0:
-        sps = moving[0]["step"] / moving[0]["time_s"]
+    if len(moving) >= 2 and moving[-1][1] > moving[0][1]:
+        sps = (moving[-1][0] - moving[0][0]) / (moving[-1][1] - moving[0][1])
+    elif moving and moving[0][1] > 0:
+        sps = moving[0][0] / moving[0][1]
     trainer_sps = [r[rundir.TRAIN_SPS] for r in rows if r.get(rundir.TRAIN_SPS)]
     return {
         "env": config["env"],
         "trainer": config["trainer"],
         "seed": config["seed"],
         "status": status,
-        "env_steps": rows[-1]["step"] if rows else 0,
+        "env_steps": max([rows[-1]["step"] if rows else 0, *(step for step, _ in epoch_ends)]),
         "final_reward": rundir.reward_of(final) if final else None,
         "final_reward_std": final.get(rundir.EVAL_REWARD_STD) if final else None,
         "best_reward": max((rundir.reward_of(r) for r in rewarded), default=None),
         "wall_s": wall_s,
-        "first_report_s": moving[0]["time_s"] if moving else None,
+        "first_report_s": moving[0][1] if moving else None,
         "steps_per_s": sps,
         "trainer_sps": trainer_sps[-1] if trainer_sps else None,
     }
@@ -223,9 +238,15 @@ def train_run(
             if stop.requested:
                 raise StopTraining
 
+        epoch_ends: list[tuple[int, float]] = []
+
+        def policy_params_fn(step: int, make_policy: Any, params: Any) -> None:
+            # Called after every epoch, evaluated or not: the summary's env steps and speed without reports.
+            epoch_ends.append((int(step), round(time_offset + time.perf_counter() - start, 4)))
+
         status, error = "completed", None
         try:
-            _call_trainer(config, progress_fn, ckpt, restore, allow_changes)
+            _call_trainer(config, progress_fn, ckpt, restore, allow_changes, policy_params_fn)
         except StopTraining:
             status = "interrupted"
         except KeyboardInterrupt:
@@ -238,7 +259,7 @@ def train_run(
         if status == "completed":
             bar.update(task, completed=total)
     wall_s = round(time_offset + time.perf_counter() - start, 3)
-    summary = summarize(config, rows, status, wall_s)
+    summary = summarize(config, rows, status, wall_s, epoch_ends)
     if error is not None:
         summary["error"] = error
     summary["checkpoint_step"] = checkpoint_step(config["trainer"], ckpt)
