@@ -1,4 +1,5 @@
-"""Writing a benchmark's section of RESULTS.md without losing what was written there by hand."""
+"""Shared by the benchmark reports: writing a section of RESULTS.md without losing what was written there by hand,
+and reading learning curves."""
 
 from __future__ import annotations
 
@@ -31,3 +32,12 @@ def replace_section(
     with open(tmp, "w") as f:
         f.write(text)
     os.replace(tmp, path)
+
+
+def first_reaching(curve: list, threshold: float) -> tuple[int, float] | None:
+    """``(env steps, seconds)`` of the first ``(step, reward, seconds)`` point of ``curve`` at or above
+    ``threshold``, or ``None``."""
+    for step, reward, seconds in curve:
+        if reward >= threshold:
+            return int(step), float(seconds)
+    return None

@@ -17,10 +17,7 @@ source benchmarks/gpu_setup.sh
 ANT=(--env ant --preset ant-gpu --num-timesteps "${ANT_STEPS:-30000000}" --num-evals 11)
 mkdir -p "$OUT/runs"
 
-load >"$OUT/suite.log"
-timeout -k 10 "${SUITE_S:-300}" python3 -m pytest -v -n "${SUITE_WORKERS:-10}" --dist worksteal --max-worker-restart 4 -rfE \
-  >>"$OUT/suite.log" 2>&1 &
-suite=$!
+start_suite "${SUITE_S:-300}" "${SUITE_WORKERS:-10}"
 {
   for trainer in jax torch; do
     load
@@ -49,6 +46,4 @@ if [ "$left" -gt 45 ]; then
   echo "compare exit $? at $(elapsed) s" >>"$OUT/compare.log"
   tail -25 "$OUT/compare.log"
 fi
-tar -czf "$OUT/runs.tar.gz" -C "$OUT" --exclude='checkpoint*' --exclude='*.pkl' --exclude='*.pt' runs 2>/dev/null
-rm -rf "$OUT/runs"
-echo "done at $(elapsed) s"
+pack_runs

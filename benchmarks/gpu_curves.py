@@ -11,37 +11,36 @@ first evaluation to pass ``--threshold ENV=VALUE`` and its training throughput.
 from __future__ import annotations
 
 import argparse
-import json
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
+
+from _results import first_reaching  # benchmarks/ is the script's directory, first on sys.path
 
 from brax_bridge.application import plots, rundir
 
 
 def load_run(folder: Path) -> dict[str, Any]:
-    config = json.loads((folder / rundir.CONFIG).read_text())
+    config = rundir.read_config(str(folder))
     rows = rundir.read_metrics(str(folder))
     summary_path = folder / rundir.SUMMARY
-    summary = json.loads(summary_path.read_text()) if summary_path.exists() else {}
-    evals = [(r["step"], r["time_s"], r[rundir.EVAL_REWARD]) for r in rows if r.get(rundir.EVAL_REWARD) is not None]
+    summary = rundir.read_json(str(summary_path)) if summary_path.exists() else {}
+    curve = [(r["step"], r[rundir.EVAL_REWARD], r["time_s"]) for r in rows if r.get(rundir.EVAL_REWARD) is not None]
     return {
         "name": folder.name,
         "env": config["env"],
         "trainer": config["trainer"],
         "rows": rows,
-        "evals": evals,
+        "curve": curve,
         "summary": summary,
     }
 
 
-def first_passing(evals: list[tuple[int, float, float]], threshold: float | None) -> str:
+def first_passing(curve: list[tuple[int, float, float]], threshold: float | None) -> str:
     if threshold is None:
         return "-"
-    for step, time_s, reward in evals:
-        if reward >= threshold:
-            return f"{step / 1e6:.1f}M at {time_s:.0f} s"
-    return "not reached"
+    reached = first_reaching(curve, threshold)
+    return f"{reached[0] / 1e6:.1f}M at {reached[1]:.0f} s" if reached else "not reached"
 
 
 def table(runs: list[dict[str, Any]], thresholds: dict[str, float]) -> str:
@@ -51,14 +50,14 @@ def table(runs: list[dict[str, Any]], thresholds: dict[str, float]) -> str:
         "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: |",
     ]
     for run in runs:
-        evals, summary = run["evals"], run["summary"]
+        curve, summary = run["curve"], run["summary"]
         threshold = thresholds.get(run["env"])
         sps = summary.get("trainer_sps")
         lines.append(
-            f"| {run['name']} | {run['env']} | {run['trainer']} | {evals[0][1]:.1f} "
-            f"| {max(r for _, _, r in evals):,.0f} | {evals[-1][2]:,.0f} | {evals[-1][0]:,} "
-            f"| {summary.get('wall_s', evals[-1][1]):.0f} | {f'{threshold:g}' if threshold is not None else '-'} "
-            f"| {first_passing(evals, threshold)} | {f'{sps:,.0f}' if sps else '-'} |"
+            f"| {run['name']} | {run['env']} | {run['trainer']} | {curve[0][2]:.1f} "
+            f"| {max(reward for _, reward, _ in curve):,.0f} | {curve[-1][1]:,.0f} | {curve[-1][0]:,} "
+            f"| {summary.get('wall_s', curve[-1][2]):.0f} | {f'{threshold:g}' if threshold is not None else '-'} "
+            f"| {first_passing(curve, threshold)} | {f'{sps:,.0f}' if sps else '-'} |"
         )
     return "\n".join(lines)
 

@@ -29,10 +29,7 @@ train() {
   load
 }
 
-load >"$OUT/suite.log"
-timeout -k 10 "${SUITE_S:-330}" python3 -m pytest -v -n "${SUITE_WORKERS:-8}" --dist worksteal --max-worker-restart 4 \
-  -rfE >>"$OUT/suite.log" 2>&1 &
-suite=$!
+start_suite "${SUITE_S:-330}" "${SUITE_WORKERS:-8}"
 { train ant-jax-shared "${ANT_S:-200}" --env ant --preset ant-gpu --trainer jax
   train ant-torch-shared "${ANT_TORCH_S:-240}" --env ant --preset ant-gpu --trainer torch; } >"$OUT/queue1.log" 2>&1 &
 queue1=$!
@@ -45,6 +42,4 @@ echo "suite exit $? at $(elapsed) s" >>"$OUT/suite.log"
 wait $queue1 $queue2
 tail -12 "$OUT/suite.log"
 tail -n 40 "$OUT/queue1.log" "$OUT/queue2.log"
-tar -czf "$OUT/runs.tar.gz" -C "$OUT" --exclude='checkpoint*' --exclude='*.pkl' --exclude='*.pt' runs 2>/dev/null
-rm -rf "$OUT/runs"
-echo "done at $(elapsed) s"
+pack_runs

@@ -1,6 +1,7 @@
 # Sourced by the GPU scripts (gpu_check.sh, gpu_locomotion.sh) from the project root, with OUT set: installs the
 # wheels carried in .whl/ (when present) into /tmp/site, records the machine in $OUT/info.txt, and defines
-# `elapsed` (seconds since sourcing) and `load` (that and the load average, for the logs).
+# `elapsed` (seconds since sourcing), `load` (that and the load average, for the logs), `start_suite` and
+# `pack_runs`.
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 TF_CPP_MIN_LOG_LEVEL=2
 unset JAX_PLATFORMS
@@ -19,3 +20,17 @@ fi
 'torch', torch.__version__, torch.cuda.get_device_name(), 'mujoco', mujoco.__version__)"
 } >"$OUT/info.txt" 2>&1
 cat "$OUT/info.txt"
+
+# start_suite TIMEOUT_S WORKERS: the default test suite in the background, logged to $OUT/suite.log; its pid in $suite.
+start_suite() {
+  load >"$OUT/suite.log"
+  timeout -k 10 "$1" python3 -m pytest -v -n "$2" --dist worksteal --max-worker-restart 4 -rfE >>"$OUT/suite.log" 2>&1 &
+  suite=$!
+}
+
+# pack_runs: $OUT/runs (configs, metrics, summaries; no checkpoints) into $OUT/runs.tar.gz, the folder removed.
+pack_runs() {
+  tar -czf "$OUT/runs.tar.gz" -C "$OUT" --exclude='checkpoint*' --exclude='*.pkl' --exclude='*.pt' runs 2>/dev/null
+  rm -rf "$OUT/runs"
+  echo "done at $(elapsed) s"
+}

@@ -32,7 +32,7 @@ import sys
 import time
 from typing import Any
 
-from _results import replace_section  # benchmarks/ is the script's directory, first on sys.path
+from _results import first_reaching, replace_section  # benchmarks/ is the script's directory, first on sys.path
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
@@ -149,13 +149,6 @@ def random_policy_reward(env_name: str, episodes: int = 64, seed: int = 0) -> fl
 # ------------------------------------------------------------------------------------------------ reporting
 
 
-def _first_reaching(curve: list[list[float]], threshold: float) -> tuple[int, float] | None:
-    for step, reward, wall in curve:
-        if reward >= threshold:
-            return int(step), float(wall)
-    return None
-
-
 def _file_name(env: str) -> str:
     return env.replace(":", "_")
 
@@ -211,7 +204,7 @@ def table(results: dict[str, Any]) -> str:
                 continue
             finals = [r["curve"][-1][1] for r in runs]
             bests = [max(point[1] for point in r["curve"]) for r in runs]
-            reached = [_first_reaching(r["curve"], THRESHOLDS[env]) for r in runs]
+            reached = [first_reaching(r["curve"], THRESHOLDS[env]) for r in runs]
             hits = [x for x in reached if x is not None]
             steps = f"{statistics.median(h[0] for h in hits):,.0f} ({len(hits)}/{len(runs)})" if hits else "not reached"
             wall = f"{statistics.median(h[1] for h in hits):.0f}" if hits else "-"
