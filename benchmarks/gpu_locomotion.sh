@@ -13,21 +13,8 @@
 # config.json; no checkpoints) land in $OUT.
 set -u
 OUT=${OUT:-gpu_out}
-BUDGET_S=${BUDGET_S:-520}
 source benchmarks/gpu_setup.sh
 mkdir -p "$OUT/runs"
-
-# train NAME BOX_S ARGS...: one run, stopped at BOX_S seconds or at the budget's end, whichever comes first.
-train() {
-  local name=$1 box=$2; shift 2
-  local left=$(( BUDGET_S - $(elapsed) ))
-  [ "$box" -gt "$left" ] && box=$left
-  if [ "$box" -lt 60 ]; then echo "$name: skipped, $left s left"; return; fi
-  load; echo "$name: up to $box s"
-  timeout -s INT -k 40 "$box" python3 -m brax_bridge.cli train "$@" --out "$OUT/runs/$name" 2>&1 \
-    | grep -v "^\s*$" | tail -30
-  load
-}
 
 start_suite "${SUITE_S:-330}" "${SUITE_WORKERS:-8}"
 { train ant-jax-shared "${ANT_S:-200}" --env ant --preset ant-gpu --trainer jax

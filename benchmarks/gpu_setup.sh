@@ -1,10 +1,11 @@
 # Sourced by the GPU scripts (gpu_check.sh, gpu_locomotion.sh) from the project root, with OUT set: installs the
 # wheels carried in .whl/ (when present) into /tmp/site, records the machine in $OUT/info.txt, and defines
-# `elapsed` (seconds since sourcing), `load` (that and the load average, for the logs), `start_suite` and
-# `pack_runs`.
+# `elapsed` (seconds since sourcing), `load` (that and the load average, for the logs), `train`, `start_suite` and
+# `pack_runs`. BUDGET_S (default 520) is the time every run must end within.
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 TF_CPP_MIN_LOG_LEVEL=2
 unset JAX_PLATFORMS
+BUDGET_S=${BUDGET_S:-520}
 start=$(date +%s)
 elapsed() { echo $(( $(date +%s) - start )); }
 load() { echo "[$(elapsed) s] load $(cut -d' ' -f1-3 /proc/loadavg)"; }
@@ -20,6 +21,24 @@ fi
 'torch', torch.__version__, torch.cuda.get_device_name(), 'mujoco', mujoco.__version__)"
 } >"$OUT/info.txt" 2>&1
 cat "$OUT/info.txt"
+
+# timebox NAME BOX_S COMMAND...: runs COMMAND, sent Ctrl-C at BOX_S seconds or at the budget's end, whichever comes
+# first (skipped when under 60 s are left); prints the end of its output.
+timebox() {
+  local name=$1 box=$2; shift 2
+  local left=$(( BUDGET_S - $(elapsed) ))
+  [ "$box" -gt "$left" ] && box=$left
+  if [ "$box" -lt 60 ]; then echo "$name: skipped, $left s left"; return; fi
+  load; echo "$name: up to $box s"
+  timeout -s INT -k 40 "$box" "$@" 2>&1 | grep -v "^\s*$" | tail -30
+  load
+}
+
+# train NAME BOX_S ARGS...: one `brax-bridge train ARGS` run into $OUT/runs/NAME, time-boxed.
+train() {
+  local name=$1 box=$2; shift 2
+  timebox "$name" "$box" python3 -m brax_bridge.cli train "$@" --out "$OUT/runs/$name"
+}
 
 # start_suite TIMEOUT_S WORKERS: the default test suite in the background, logged to $OUT/suite.log; its pid in $suite.
 start_suite() {

@@ -214,6 +214,24 @@ GPU_PRESETS: dict[str, dict[str, Any]] = {
         reward_scaling=1.0,
         num_evals=20,
     ),
+    # Brax's notebook trains hopper and walker2d with SAC, not PPO. These take its PPO recipe for the other task
+    # that pays for staying healthy and ends an episode on a fall, humanoid, unchanged.
+    "hopper": _brax_gpu(
+        num_envs=2048,
+        batch_size=1024,
+        unroll_length=10,
+        num_updates_per_batch=8,
+        entropy_cost=1e-3,
+        reward_scaling=0.1,
+    ),
+    "walker2d": _brax_gpu(
+        num_envs=2048,
+        batch_size=1024,
+        unroll_length=10,
+        num_updates_per_batch=8,
+        entropy_cost=1e-3,
+        reward_scaling=0.1,
+    ),
 }
 
 # Playground's Control Suite config (``brax_ppo_config``: 2,048 envs, 16 updates of 32 minibatches per batch, 60M env
