@@ -2,9 +2,11 @@
 
 The folder has the layout ``brax-bridge train`` writes (``config.json``, ``metrics.jsonl``, ``summary.json`` once the
 run ends), with trainer ``brax``, so ``benchmarks/gpu_curves.py`` draws Brax's curve beside brax_core's and
-torch_ppo's for the same recipe. Brax's default networks are the recipe's (policy 4 x 32, value 5 x 256, swish),
-and its env is built with ``backend="generalized"``, the backend whose definitions ``brax_core``'s ant and
-halfcheetah follow. Times are seconds from the start of this process, as in ``brax-bridge train``.
+torch_ppo's for the same recipe. Brax's default networks are the recipe's (policy 4 x 32, value 5 x 256, swish).
+The env is Brax's own with ``--backend`` (default ``generalized``, whose definitions ``brax_core``'s ant and
+halfcheetah follow; ``mjx`` simulates with MuJoCo MJX and the solver settings ``brax_core``'s models carry), or,
+with ``--brax-core-env``, ``brax_core``'s env of that name, which Brax's training wrappers take as they are. Times
+are seconds from the start of this process, as in ``brax-bridge train``.
 
 Needs Brax 0.14.2 importable (``.whl/`` carries its wheel; ``benchmarks/gpu_setup.sh`` installs it on a GPU
 machine). Brax 0.14.2 calls ``jax.device_put_replicated``, which newer JAX releases dropped; this script supplies it
@@ -44,6 +46,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", required=True, help="run folder to write (must not exist)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--num-timesteps", type=int, default=None, help="override the recipe's env steps")
+    parser.add_argument(
+        "--backend",
+        default="generalized",
+        choices=("generalized", "mjx", "positional", "spring"),
+        help="Brax's physics pipeline for its env (default: generalized)",
+    )
+    parser.add_argument(
+        "--brax-core-env",
+        action="store_true",
+        help="train on brax_core's env of that name instead of Brax's own (--backend unused)",
+    )
     args = parser.parse_args(argv)
     if os.path.exists(args.out):
         parser.error(f"--out {args.out} exists; give a new folder")
@@ -59,8 +72,16 @@ def main(argv: list[str] | None = None) -> None:
     from brax.training.agents.ppo import train as ppo
 
     os.makedirs(args.out)
-    config = {"env": args.env, "trainer": "brax", "seed": args.seed, "preset": f"{args.env}-gpu",
-              "backend": "generalized", "hyperparameters": hyperparameters, "devices": [str(d) for d in jax.devices()]}
+    config = {
+        "env": args.env,
+        "trainer": "brax",
+        "seed": args.seed,
+        "preset": f"{args.env}-gpu",
+        "env_from": "brax_core" if args.brax_core_env else "brax",
+        "backend": None if args.brax_core_env else args.backend,
+        "hyperparameters": hyperparameters,
+        "devices": [str(d) for d in jax.devices()],
+    }
     with open(os.path.join(args.out, "config.json"), "w", encoding="utf-8") as f:
         json.dump(config, f, indent=2)
 
@@ -72,16 +93,32 @@ def main(argv: list[str] | None = None) -> None:
         rows.append(row)
         with open(os.path.join(args.out, "metrics.jsonl"), "a", encoding="utf-8") as f:
             f.write(json.dumps(row) + "\n")
-        print(f"{row['time_s']:7.1f} s  {row['step']:>11,} env steps  eval reward "
-              f"{row.get('eval/episode_reward', float('nan')):,.1f}", flush=True)
+        print(
+            f"{row['time_s']:7.1f} s  {row['step']:>11,} env steps  eval reward "
+            f"{row.get('eval/episode_reward', float('nan')):,.1f}",
+            flush=True,
+        )
 
-    env = envs.get_environment(args.env, backend="generalized")
+    if args.brax_core_env:
+        from brax_core import envs as brax_core_envs
+
+        env = brax_core_envs.get_environment(args.env)
+    else:
+        env = envs.get_environment(args.env, backend=args.backend)
     ppo.train(environment=env, seed=args.seed, progress_fn=progress, **hyperparameters)
     rewards = [r["eval/episode_reward"] for r in rows if "eval/episode_reward" in r]
-    summary = {"env": args.env, "trainer": "brax", "seed": args.seed, "status": "completed",
-               "env_steps": rows[-1]["step"], "final_reward": rewards[-1], "best_reward": max(rewards),
-               "wall_s": round(time.time() - STARTED, 3), "first_report_s": rows[0]["time_s"],
-               "trainer_sps": rows[-1].get("training/sps")}
+    summary = {
+        "env": args.env,
+        "trainer": "brax",
+        "seed": args.seed,
+        "status": "completed",
+        "env_steps": rows[-1]["step"],
+        "final_reward": rewards[-1],
+        "best_reward": max(rewards),
+        "wall_s": round(time.time() - STARTED, 3),
+        "first_report_s": rows[0]["time_s"],
+        "trainer_sps": rows[-1].get("training/sps"),
+    }
     with open(os.path.join(args.out, "summary.json"), "w", encoding="utf-8") as f:
         json.dump(summary, f, indent=2)
 
