@@ -25,6 +25,8 @@ import os
 import time
 
 STARTED = time.time()
+# The run shares the GPU with others: JAX's default preallocation of 75 % of its memory would starve them.
+os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 
 
 def _supply_device_put_replicated(jax) -> None:

@@ -1,9 +1,11 @@
 """Figures and a table from the run folders a GPU check brings back (``benchmarks/gpu_locomotion.sh``).
 
-Reads every ``<folder>/<run>/metrics.jsonl`` (with its ``config.json`` and, where the run ended cleanly,
-``summary.json``), writes ``<folder>/<env>.png`` (eval reward against env steps and against wall time, one line per
-run, coloured by trainer) and prints a markdown table: each run's first evaluation, best and final reward, the
-first evaluation to pass ``--threshold ENV=VALUE`` and its training throughput.
+Reads every ``<folder>/<run>/metrics.jsonl`` of the folders given (with its ``config.json`` and, where the run ended
+cleanly, ``summary.json``), writes ``<env>.png`` (eval reward against env steps and against wall time, one line per
+run, coloured by trainer) into the last folder and prints a markdown table of that folder's runs: each run's first
+evaluation, best and final reward, the first evaluation to pass ``--threshold ENV=VALUE`` and its training
+throughput. Earlier folders only add their runs to the figures. Trainer ``brax`` is Brax's own PPO
+(``benchmarks/brax_ppo_run.py``).
 
   python benchmarks/gpu_curves.py benchmarks/gpu_runs/h200-2026-11-26 --threshold ant=3000
 """
@@ -64,7 +66,7 @@ def table(runs: list[dict[str, Any]], thresholds: dict[str, float]) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("folder", type=Path, help="folder holding one run folder per run")
+    parser.add_argument("folders", type=Path, nargs="+", help="folders holding one run folder per run")
     parser.add_argument("--threshold", nargs="*", default=[], metavar="ENV=VALUE", help="reward to report per env")
     args = parser.parse_args(argv)
     thresholds = {}
@@ -74,15 +76,19 @@ def main(argv: list[str] | None = None) -> None:
             thresholds[env] = float(value)
         except ValueError:
             parser.error(f"--threshold takes ENV=VALUE pairs like ant=3000; got {item!r}")
-    runs = [load_run(p) for p in sorted(args.folder.iterdir()) if (p / rundir.METRICS).exists()]
+    folder = args.folders[-1]
+    runs = [load_run(p) for p in sorted(folder.iterdir()) if (p / rundir.METRICS).exists()]
     if not runs:
-        parser.error(f"no run folders (with {rundir.METRICS}) in {args.folder}")
+        parser.error(f"no run folders (with {rundir.METRICS}) in {folder}")
+    earlier = [load_run(p) for f in args.folders[:-1] for p in sorted(f.iterdir()) if (p / rundir.METRICS).exists()]
     by_env: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for run in runs:
+    for run in earlier + runs:
         by_env[run["env"]].append(run)
     for env, env_runs in by_env.items():
+        if not any(run["env"] == env for run in runs):
+            continue
         labelled = [(f"{r['trainer']} {r['name']}", r["rows"]) for r in env_runs]
-        print(plots.compare(labelled, str(args.folder / f"{env}.png"), title=f"{env}: Brax's PPO recipe on a GPU"))
+        print(plots.compare(labelled, str(folder / f"{env}.png"), title=f"{env}: Brax's PPO recipes on a GPU"))
     print(table(runs, thresholds))
 
 

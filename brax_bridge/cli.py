@@ -46,8 +46,8 @@ app = typer.Typer(
 
 HP_PANEL = "Hyperparameters (override the preset)"
 PRESET_HELP = (
-    "hyperparameter preset: an env's name, or ant-gpu, humanoid-gpu, halfcheetah-gpu, hopper-gpu or walker2d-gpu "
-    "for PPO recipes sized for a GPU (default: the env's own)"
+    "hyperparameter preset: an env's name, or ant-gpu, humanoid-gpu or halfcheetah-gpu for Brax's GPU recipes "
+    "(default: the env's own)"
 )
 
 

@@ -111,7 +111,7 @@ def test_gpu_presets_are_brax_recipes_and_flags_still_override_them():
     cheetah, _ = configuration.resolve("halfcheetah", "halfcheetah-gpu", {})
     assert (humanoid["unroll_length"], humanoid["reward_scaling"], cheetah["discounting"]) == (10, 0.1, 0.95)
     with pytest.raises(hparams.HParamError, match="halfcheetah-gpu"):
-        configuration.resolve("ant", "reacher-gpu", {})
+        configuration.resolve("ant", "hopper-gpu", {})
 
 
 def _rows(n: int, trainer_offset: float = 0.0) -> list[dict]:

@@ -12,7 +12,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from brax_bridge.application import rundir  # noqa: E402
 
-COLORS = {"jax": "tab:blue", "torch": "tab:orange"}
+COLORS = {"jax": "tab:blue", "torch": "tab:orange", "brax": "tab:green"}  # brax: Brax's own PPO, for comparison
 
 
 def _series(rows: Sequence[Mapping[str, Any]], x_key: str) -> tuple[list[float], list[float], list[float | None]]:
