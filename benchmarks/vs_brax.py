@@ -33,11 +33,17 @@ backend="generalized")``; brax_core's envs follow Brax's definitions, with the d
    ``registry.load("CheetahRun")`` and ``wrap_env_fn=wrapper.wrap_for_brax_training``; brax_core's gets
    ``"playground:CheetahRun"``. Threshold 100, see ``CHEETAH_THRESHOLD_SOURCE``.
 
+``--brax-on-ours`` runs something else: Brax's PPO on brax_core's env (same configuration and seeds), in this
+interpreter, with Brax 0.14.2 alone installed into a folder (``--brax-target``; ``pip install --no-deps --target``) and
+``jax.device_put_replicated`` supplied. Where the two libraries' curves differ, it tells the trainer's share from the
+env's. It prints each run and writes the curves with ``--json``.
+
 Not part of ``make test``; nothing imports it. A run of configuration 1 takes several minutes per process on a
 2-core CPU, configuration 3 far longer.
 
     python benchmarks/vs_brax.py --seeds 0 --configs 2
     python benchmarks/vs_brax.py --seeds 0 1 2 --configs 1 2 --write benchmarks/RESULTS.md --json /tmp/vs_brax.json
+    python benchmarks/vs_brax.py --brax-on-ours --configs 3 --seeds 0 1 2 --json /tmp/brax_on_ours.json
 """
 
 from __future__ import annotations
@@ -194,7 +200,23 @@ def child(side: str, spec: dict[str, Any]) -> None:
 
     import functools
 
-    if side == "brax":
+    if side == "brax_on_ours":  # Brax's PPO (installed with --target, see brax_target) on brax_core's env
+        import jax
+
+        if not hasattr(jax, "device_put_replicated"):  # used by Brax 0.14.2's PPO, gone from newer JAX
+            stack = lambda tree, devices: jax.tree_util.tree_map(  # noqa: E731
+                lambda leaf: jax.numpy.stack([leaf] * len(devices)), tree
+            )
+            jax.device_put_replicated = stack
+        from brax.training.agents.ppo import networks as ppo_networks
+        from brax.training.agents.ppo import train as ppo
+        from flax import linen
+
+        from brax_core import envs
+
+        activation = lambda name: getattr(linen, name)  # noqa: E731
+        names = ("brax", "jax", "jaxlib", "mujoco", "mujoco-mjx", "flax", "optax")
+    elif side == "brax":
         from brax import envs
         from brax.training.agents.ppo import networks as ppo_networks
         from brax.training.agents.ppo import train as ppo
@@ -229,6 +251,8 @@ def child(side: str, spec: dict[str, Any]) -> None:
             kwargs["wrap_env_fn"] = wrapper.wrap_for_brax_training
         else:
             env = spec["env"]
+    elif side == "brax_on_ours":
+        env = envs.get_environment(spec["env"])
     else:
         env = envs.get_environment(spec["env"], backend="generalized")
     ppo.train(environment=env, seed=spec["seed"], progress_fn=progress, **kwargs)
@@ -272,6 +296,28 @@ def ensure_venv(venv: str) -> dict[str, str]:
     if found != PINS:
         raise SystemExit(f"Brax's virtualenv {venv} has {found} after pip install, expected {PINS}")
     return found
+
+
+def brax_target(folder: str) -> str:
+    """A folder holding Brax 0.14.2 alone (``pip install --no-deps --target``), for Brax's PPO in this interpreter."""
+    if not os.path.isfile(os.path.join(folder, "brax", "__init__.py")):
+        subprocess.run(
+            [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", folder, f"brax=={PINS['brax']}"],
+            check=True,
+        )
+    return folder
+
+
+def brax_on_ours(config: dict[str, Any], seeds: list[int], target: str) -> dict[str, Any]:
+    """Brax's PPO trained on brax_core's env, one fresh process per seed: which of two differing curves is the
+    trainer's doing and which the env's."""
+    _, ours_env = side_environments()
+    env = {**ours_env, "PYTHONPATH": os.pathsep.join(filter(None, [brax_target(target), ours_env.get("PYTHONPATH")]))}
+    runs = {}
+    for seed in seeds:
+        runs[str(seed)] = _run("brax_on_ours", sys.executable, _spec(config, seed), env)
+        _log(f"seed {seed} Brax's PPO on brax_core's {config['env']}", runs[str(seed)])
+    return runs
 
 
 def _run(side: str, python: str, spec: dict[str, Any], env: dict[str, str]) -> dict[str, Any]:
@@ -523,7 +569,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--write", default=None, help="results file whose section to insert or replace")
     parser.add_argument("--json", default=None, help="also dump the raw figures here")
     parser.add_argument("--from-json", default=None, help="render (and --write) a previous run's figures, no runs")
-    parser.add_argument("--child", choices=("brax", "ours"), help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--brax-on-ours",
+        action="store_true",
+        help="instead: train Brax's PPO on brax_core's env for each seed and configuration; print, --json the curves",
+    )
+    parser.add_argument("--brax-target", default=os.path.expanduser("~/.cache/brax_bridge/vs_brax_target"))
+    parser.add_argument("--child", choices=("brax", "ours", "brax_on_ours"), help=argparse.SUPPRESS)
     parser.add_argument("--spec", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
@@ -535,6 +587,14 @@ def main(argv: list[str] | None = None) -> None:
     if len(set(args.seeds)) != len(args.seeds):
         parser.error(f"--seeds must be distinct, got {args.seeds}")
 
+    if args.brax_on_ours:
+        os.environ.setdefault("JAX_PLATFORMS", "cpu")
+        configs = _configs()
+        results = {n: brax_on_ours(configs[n], args.seeds, args.brax_target) for n in dict.fromkeys(args.configs)}
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump(results, f, indent=1)
+        return
     if args.from_json:
         with open(args.from_json) as f:
             results = json.load(f)
