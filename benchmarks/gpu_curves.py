@@ -1,4 +1,4 @@
-"""Figures and a table from the run folders a GPU check brings back (``benchmarks/gpu_locomotion.sh``).
+"""Figures and a table from the run folders a GPU check brings back (``gpu_locomotion.sh``, ``gpu_legged.sh``).
 
 Reads every ``<folder>/<run>/metrics.jsonl`` of the folders given (with its ``config.json`` and, where the run ended
 cleanly, ``summary.json``), writes ``<env>.png`` (eval reward against env steps and against wall time, one line per
@@ -8,6 +8,8 @@ throughput. Earlier folders only add their runs to the figures. Trainer ``brax``
 (``benchmarks/brax_ppo_run.py``).
 
   python benchmarks/gpu_curves.py benchmarks/gpu_runs/h200-2026-11-26 --threshold ant=3000
+  python benchmarks/gpu_curves.py benchmarks/gpu_runs/h200-2026-11-26 benchmarks/gpu_runs/h200-2026-11-26-brax \
+      --threshold ant=3000 hopper=1000 walker2d=1000
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
-# Sourced by the GPU scripts (gpu_check.sh, gpu_locomotion.sh) from the project root, with OUT set: installs the
-# wheels carried in .whl/ (when present) into /tmp/site, records the machine in $OUT/info.txt, and defines
-# `elapsed` (seconds since sourcing), `load` (that and the load average, for the logs), `train`, `start_suite` and
-# `pack_runs`. BUDGET_S (default 520) is the time every run must end within.
+# Sourced by the GPU scripts (gpu_check.sh, gpu_locomotion.sh, gpu_legged.sh) from the project root, with OUT set:
+# installs the wheels carried in .whl/ (when present) into /tmp/site, records the machine in $OUT/info.txt, and
+# defines `elapsed` (seconds since sourcing), `load` (that and the load average, for the logs), `timebox`, `train`,
+# `start_suite` and `pack_runs`. BUDGET_S (default 520) is the time every time-boxed run must end within.
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 TF_CPP_MIN_LOG_LEVEL=2
 unset JAX_PLATFORMS
