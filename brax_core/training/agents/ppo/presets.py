@@ -148,13 +148,13 @@ PRESETS: dict[str, dict[str, Any]] = {
     # from 128 envs), cut into 32 minibatches of 64 steps, 10 passes, learning rate 3e-4, no entropy bonus,
     # γ 0.97. On halfcheetah it reached eval reward 2,951 at 602k env steps where Brax's recipe scaled down to
     # 128 envs was still below 0 at 200k. Measured (benchmarks/learning.py, 2-core CPU, quiet, 3.5-minute runs
-    # stopping at the first evaluation after, 6 seeds per trainer, 4 for hopper; random policy in brackets): torch_ppo
+    # stopping at the first evaluation after, 6 seeds per trainer; random policy in brackets): torch_ppo
     # at 2.7k-4.3k env steps/s covers 0.5M-1.0M env steps, the JAX trainer at 5.6k-13.9k covers 1.26M-2.77M. Final
     # rewards JAX / torch: halfcheetah 3,929, 5,414, 866, 1,022, 3,227, 1,203 / 2,887, 1,480, 1,637, 517, 2,775, 3,800
-    # [about -260]; hopper 480, 667, 667, 787 / 1,025, 620, 574, 507 [17]; walker2d 379, 494, 711, 461, 460, 892 /
-    # 1,222, 542, 418, 458, 466, 407 [3]; ant 213, 292, 346, 283, 301, 512 (best 1,005) / 1,030, 374, 1,241, 220, 423,
-    # 242 [-8]. humanoid (3 seeds, 15 / 12-minute runs): final 486, 750, 485 (JAX, up to 5.0M env steps) / 480, 603,
-    # 704 (torch, up to 1.76M) [123]. On a GPU, GPU_PRESETS below.
+    # [about -260]; hopper 480, 667, 667, 787, 627, 595 (best 1,028) / 1,025, 620, 574, 507, 359, 797 [17]; walker2d
+    # 379, 494, 711, 461, 460, 892 / 1,222, 542, 418, 458, 466, 407 [3]; ant 213, 292, 346, 283, 301, 512 (best 1,005) /
+    # 1,030, 374, 1,241, 220, 423, 242 [-8]. humanoid (3 seeds, 15 / 12-minute runs): final 486, 750, 485 (JAX, up to
+    # 5.0M env steps) / 480, 603, 704 (torch, up to 1.76M) [123]. On a GPU, GPU_PRESETS below.
     "halfcheetah": _locomotion(num_timesteps=5_000_000),
     "hopper": _locomotion(num_timesteps=5_000_000),
     "walker2d": _locomotion(num_timesteps=5_000_000),
