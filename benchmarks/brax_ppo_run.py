@@ -29,17 +29,6 @@ STARTED = time.time()
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 
 
-def _supply_device_put_replicated(jax) -> None:
-    if hasattr(jax, "device_put_replicated"):
-        return
-
-    def device_put_replicated(tree, devices):
-        stack = lambda leaf: jax.device_put(jax.numpy.stack([leaf] * len(devices)), devices[0])  # noqa: E731
-        return jax.tree_util.tree_map(stack, tree)
-
-    jax.device_put_replicated = device_put_replicated
-
-
 def main(argv: list[str] | None = None) -> None:
     from brax_core.training.agents.ppo import presets
 
@@ -50,26 +39,32 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--num-timesteps", type=int, default=None, help="override the recipe's env steps")
     parser.add_argument(
         "--backend",
-        default="generalized",
+        default=None,
         choices=("generalized", "mjx", "positional", "spring"),
         help="Brax's physics pipeline for its env (default: generalized)",
     )
     parser.add_argument(
         "--brax-core-env",
         action="store_true",
-        help="train on brax_core's env of that name instead of Brax's own (--backend unused)",
+        help="train on brax_core's env of that name instead of Brax's own (takes no --backend)",
     )
     args = parser.parse_args(argv)
     if os.path.exists(args.out):
         parser.error(f"--out {args.out} exists; give a new folder")
+    if args.brax_core_env and args.backend is not None:
+        parser.error("--backend picks Brax's physics for Brax's env; brax_core's env (--brax-core-env) is MJX only")
+    if args.num_timesteps is not None and args.num_timesteps < 1:
+        parser.error(f"--num-timesteps must be >= 1, got {args.num_timesteps}")
+    backend = None if args.brax_core_env else args.backend or "generalized"
 
     hyperparameters = {k: v for k, v in presets.GPU_PRESETS[args.env].items() if k != "network_factory"}
     if args.num_timesteps is not None:
         hyperparameters["num_timesteps"] = args.num_timesteps
 
     import jax
+    from _brax_compat import supply_device_put_replicated  # benchmarks/ is first on sys.path
 
-    _supply_device_put_replicated(jax)
+    supply_device_put_replicated()
     from brax import envs
     from brax.training.agents.ppo import train as ppo
 
@@ -80,7 +75,7 @@ def main(argv: list[str] | None = None) -> None:
         "seed": args.seed,
         "preset": f"{args.env}-gpu",
         "env_from": "brax_core" if args.brax_core_env else "brax",
-        "backend": None if args.brax_core_env else args.backend,
+        "backend": backend,
         "hyperparameters": hyperparameters,
         "devices": [str(d) for d in jax.devices()],
     }
@@ -106,7 +101,7 @@ def main(argv: list[str] | None = None) -> None:
 
         env = brax_core_envs.get_environment(args.env)
     else:
-        env = envs.get_environment(args.env, backend=args.backend)
+        env = envs.get_environment(args.env, backend=backend)
     ppo.train(environment=env, seed=args.seed, progress_fn=progress, **hyperparameters)
     rewards = [r["eval/episode_reward"] for r in rows if "eval/episode_reward" in r]
     summary = {

@@ -200,24 +200,14 @@ def child(side: str, spec: dict[str, Any]) -> None:
 
     import functools
 
-    if side == "brax_on_ours":  # Brax's PPO (installed with --target, see brax_target) on brax_core's env
-        import jax
+    if side in ("brax", "brax_on_ours"):
+        if side == "brax_on_ours":  # Brax's PPO (installed with --target, see brax_target) on brax_core's env
+            from _brax_compat import supply_device_put_replicated  # benchmarks/ is first on sys.path
 
-        if not hasattr(jax, "device_put_replicated"):  # used by Brax 0.14.2's PPO, gone from newer JAX
-            stack = lambda tree, devices: jax.tree_util.tree_map(  # noqa: E731
-                lambda leaf: jax.numpy.stack([leaf] * len(devices)), tree
-            )
-            jax.device_put_replicated = stack
-        from brax.training.agents.ppo import networks as ppo_networks
-        from brax.training.agents.ppo import train as ppo
-        from flax import linen
-
-        from brax_core import envs
-
-        activation = lambda name: getattr(linen, name)  # noqa: E731
-        names = ("brax", "jax", "jaxlib", "mujoco", "mujoco-mjx", "flax", "optax")
-    elif side == "brax":
-        from brax import envs
+            supply_device_put_replicated()
+            from brax_core import envs
+        else:
+            from brax import envs
         from brax.training.agents.ppo import networks as ppo_networks
         from brax.training.agents.ppo import train as ppo
         from flax import linen
@@ -241,7 +231,9 @@ def child(side: str, spec: dict[str, Any]) -> None:
             value_hidden_layer_sizes=tuple(net["value_hidden_layer_sizes"]),
             activation=activation(net["activation"]),
         )
-    if spec["env"].startswith("playground:"):
+    if side == "brax_on_ours":  # brax_core's env object, Playground's tasks included: Brax's PPO takes no name
+        env = envs.get_environment(spec["env"])
+    elif spec["env"].startswith("playground:"):
         names = (*names, "playground")
         if side == "brax":  # as Playground's train_jax_ppo hands its env to Brax
             _without_menagerie()
@@ -251,8 +243,6 @@ def child(side: str, spec: dict[str, Any]) -> None:
             kwargs["wrap_env_fn"] = wrapper.wrap_for_brax_training
         else:
             env = spec["env"]
-    elif side == "brax_on_ours":
-        env = envs.get_environment(spec["env"])
     else:
         env = envs.get_environment(spec["env"], backend="generalized")
     ppo.train(environment=env, seed=spec["seed"], progress_fn=progress, **kwargs)

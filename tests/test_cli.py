@@ -209,8 +209,6 @@ def test_checkpoints_load_and_eval_reports_returns(compared):
         assert 0.0 <= data["mean_return"] <= 0.62
     assert "no MuJoCo model" in invoke("eval", str(out / "jax-seed3"), "--episodes", "1", "--render").output
 
-
-
 @pytest.mark.parametrize("trainer", ["jax", "torch"])
 def test_a_run_without_evaluations_reports_its_env_steps_and_speed(tmp_path, trainer):
     tiny = [*TINY]
@@ -221,6 +219,7 @@ def test_a_run_without_evaluations_reports_its_env_steps_and_speed(tmp_path, tra
     assert summary["status"] == "completed" and summary["final_reward"] is None  # nothing was evaluated
     assert summary["env_steps"] == summary["checkpoint_step"] >= 800
     assert summary["steps_per_s"] > 0 and 0 < summary["first_report_s"] <= summary["wall_s"]
+
 
 def test_ctrl_c_leaves_a_resumable_checkpoint(tmp_path, monkeypatch):
     run_dir = tmp_path / "run"
