@@ -39,7 +39,7 @@ measure() {
   measure 30 --envs ant --settings model --num-envs 2048 16384
   load
   for flags in "--xla_gpu_enable_command_buffer=+WHILE,+CONDITIONAL" "--xla_gpu_enable_command_buffer="; do
-    XLA_FLAGS="$flags" measure 30 --envs hopper --settings model --num-envs 2048 --label "$flags"
+    XLA_FLAGS="$flags" measure 30 --envs hopper --settings model --num-envs 2048 --label="$flags"
   done
   load
   left=$(( BUDGET_S - $(elapsed) ))
