@@ -25,7 +25,9 @@ def test_port_brax_script_trains_and_rolls_out():
 
 def test_save_intermediate_policies_saves_every_eval_and_reloads(tmp_path):
     result = _load("save_intermediate_policies").main(["--tiny", "--out", str(tmp_path)])
-    assert len(result["saved"]) == 3 and all(os.path.exists(p) for p in result["saved"])
+    # One per evaluation point (the preset's 4), the untrained policy first, as Brax's callback is called.
+    assert len(result["saved"]) == 4 and all(os.path.exists(p) for p in result["saved"])
+    assert os.path.basename(result["saved"][0]) == "policy_000000000000.pkl"
     first, last = (result["rewards"][os.path.basename(p)] for p in (result["saved"][0], result["saved"][-1]))
     # `fast` pays at most 68.7 per 100-step episode (~34 at random); one epoch of the preset already comes close
     assert last > 65.0 and last >= first, (first, last)

@@ -81,8 +81,8 @@ def test_fast_env_learns_and_reports_brax_metrics():
     reports, saved_policies = [], []
 
     def policy_params_fn(step, make_policy, params):
-        action, _ = make_policy(params, deterministic=True)(jnp.zeros((1, 2)), jax.random.PRNGKey(0))
-        saved_policies.append((step, action))
+        # Kept to be called after training: Brax hands the callback copies, which later training must not delete.
+        saved_policies.append((step, make_policy(params, deterministic=True)))
 
     make_policy, params, metrics = ppo.train(
         "fast",
@@ -119,7 +119,10 @@ def test_fast_env_learns_and_reports_brax_metrics():
     assert reports[-1][1]["eval/avg_episode_length"] == 100.0
     assert metrics == reports[-1][1]
     assert isinstance(params, ppo_networks.PPOTrainingParams)
-    assert [s for s, _ in saved_policies] == steps[1:]
+    # Once before training (Brax's "initial policy_params_fn") and after every epoch.
+    assert [s for s, _ in saved_policies] == steps
+    actions = [float(policy(jnp.ones((1, 2)), jax.random.PRNGKey(0))[0][0, 0]) for _, policy in saved_policies]
+    assert len(set(actions)) == len(actions), actions  # each kept policy is its own snapshot
     action, extras = make_policy(params)(jnp.zeros((3, 2)), jax.random.PRNGKey(1))
     assert action.shape == (3, 1) and set(extras) == {"log_prob", "raw_action"}
 

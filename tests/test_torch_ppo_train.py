@@ -102,7 +102,7 @@ def test_fast_env_learns_with_the_jax_metric_names_and_zero_copy_collection():
     }
     assert set(reports[-1][1]) == expected
     assert metrics == reports[-1][1]
-    assert [s for s, _ in policies] == [16 * STEP, 32 * STEP]
+    assert [s for s, _ in policies] == [0, 16 * STEP, 32 * STEP]  # once before training too, as Brax does
     assert isinstance(params, TorchPPOParams)
     action, extras = make_policy(params)(torch.zeros(3, 2), torch.Generator().manual_seed(0))
     assert action.shape == (3, 1) and set(extras) == {"log_prob", "raw_action"}

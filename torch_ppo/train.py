@@ -987,6 +987,8 @@ class _Trainer:
         if self.evaluator is not None and schedule.evaluates_at_start(initial_eval):
             metrics = self._evaluate({"eval/walltime": 0.0})
             self.progress_fn(self.env_steps, metrics)
+        if main:  # as Brax does, once before training: the starting policy
+            self.policy_params_fn(self.env_steps, self.make_policy, params_of(self.modules))
 
         training_metrics: Metrics = {}
         walltime = 0.0

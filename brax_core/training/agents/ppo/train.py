@@ -587,8 +587,9 @@ def train(
         arguments is refused before anything runs. User callbacks run after the checkpoint of their step is
         saved (with ``save_checkpoint_path``; a callback raising between two evaluations first has the run saved at
         its step), and their exceptions propagate with a note naming the callback and the checkpoint.
-      policy_params_fn: ``policy_params_fn(current_step, make_policy, params)`` after every epoch, with params
-        that ``make_policy`` accepts.
+      policy_params_fn: ``policy_params_fn(current_step, make_policy, params)`` once before training (at the
+        step the run starts from, as Brax does) and after every epoch, with params that ``make_policy`` accepts.
+        They are the callback's own copies: training goes on in buffers it reuses, and a kept policy stays valid.
       randomization_fn: Brax's ``randomization_fn(sys, rng) -> (batched_sys, in_axes)``; ``rng`` is bound to one
         key per environment of a device. The eval env gets its own keys.
       deterministic_eval: evaluate with the mode of the policy.
@@ -711,6 +712,7 @@ def train(
         initial = _current_params(training_state)
         metrics = _evaluate(evaluator, initial, {"eval/walltime": 0.0}, args.progress_fn, env_steps)
 
+    args.policy_params_fn(counters.env_steps, make_policy, _copied(_current_params(training_state)))
     report = args.progress_fn if hp.log_training_metrics else None  # training metrics as they come
     for calls in _epochs(schedule):
         training_state, env_state, training_metrics = _train_epoch(
@@ -730,7 +732,7 @@ def train(
         if hp.log_training_metrics:
             metrics = training_metrics
         params = _current_params(training_state)
-        args.policy_params_fn(counters.env_steps, make_policy, params)
+        args.policy_params_fn(counters.env_steps, make_policy, _copied(params))
         if evaluator is not None:
             metrics = _evaluate(evaluator, params, training_metrics, args.progress_fn, counters.env_steps)
         elif hp.num_evals > 0 and not hp.log_training_metrics:
@@ -875,6 +877,12 @@ def _restore_training(
         training_step=state["training_step"],
     )
     return restored, state["key"], env_steps
+
+
+def _copied(tree: Any) -> Any:
+    """Fresh device buffers holding ``tree``'s values: the training call donates the state's own buffers, which
+    then read as deleted wherever a callback kept them."""
+    return jax.tree.map(jnp.copy, tree)
 
 
 def _current_params(ts: TrainingState) -> PPOTrainingParams:
