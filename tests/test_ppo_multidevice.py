@@ -257,9 +257,9 @@ def test_two_processes_write_one_loadable_checkpoint_and_resume_exactly(
     as the parameters both processes trained; a run stopped and resumed by both processes is the unbroken one."""
     saved, interrupted = two_process_checkpoints / "saved", two_process_checkpoints / "interrupted"
     # Only finished step directories (no temporary ones left behind), each with its file digests.
-    assert sorted(os.listdir(saved)) == ["5120"]
-    assert sorted(os.listdir(interrupted)) == ["2560", "5120"]
-    for step_dir in (saved / "5120", interrupted / "2560", interrupted / "5120"):
+    assert sorted(os.listdir(saved)) == ["000000005120"]
+    assert sorted(os.listdir(interrupted)) == ["000000002560", "000000005120"]
+    for step_dir in (saved / "000000005120", interrupted / "000000002560", interrupted / "000000005120"):
         assert {"config", "params", "state", "env_state", checkpoint.FILE_CHECKSUMS} <= set(os.listdir(step_dir))
         digests = json.loads((step_dir / checkpoint.FILE_CHECKSUMS).read_text())
         assert set(digests) == {"params", "state", "env_state"} and all(digests.values()), digests

@@ -238,7 +238,7 @@ def test_resume_is_exact_and_the_step_count_passes_two_to_the_32(tmp_path):
     )
     assert reports == [2**32 + 2 * STEP]
     assert checkpoint.load_config(big)["env_steps"] == 2**32 + 2 * STEP
-    assert os.path.basename(checkpoint.resolve(big)) == str(2**32 + 2 * STEP)
+    assert os.path.basename(checkpoint.resolve(big)) == f"{2**32 + 2 * STEP:012d}"
     restored = checkpoint.restore_item(big, "state", target)
     assert ppo.pair_to_steps(restored["env_steps"]) == 2**32 + 2 * STEP
 
@@ -255,10 +255,13 @@ def test_checkpoints_are_bounded_atomic_and_errors_name_the_path(tmp_path):
         **_tiny(),
     )
     steps = [os.path.basename(d) for d in checkpoint.step_directories(ckpt)]
-    assert steps == [str(2 * STEP), str(3 * STEP)]
+    # Brax's names: 12 digits, so that they sort as the steps do.
+    assert steps == [f"{2 * STEP:012d}", f"{3 * STEP:012d}"]
     # An interrupted save leaves only a temporary directory, which is never taken for a checkpoint.
     (ckpt / f"{10 * STEP}.orbax-checkpoint-tmp-123").mkdir()
-    assert os.path.basename(checkpoint.resolve(ckpt)) == str(3 * STEP)
+    assert os.path.basename(checkpoint.resolve(ckpt)) == f"{3 * STEP:012d}"
+    # A path naming the step with other digits (str(step), or checkpoints written before the 12-digit names).
+    assert checkpoint.resolve(ckpt / str(3 * STEP)) == checkpoint.resolve(ckpt)
     checkpoint.load_policy(ckpt)
     # num_timesteps=0 builds the networks and restores them, training nothing.
     _, restored, metrics = ppo.train("fast", num_timesteps=0, restore_checkpoint_path=ckpt, **_tiny())
@@ -273,7 +276,7 @@ def test_checkpoints_are_bounded_atomic_and_errors_name_the_path(tmp_path):
         checkpoint.load_policy(missing)
     with pytest.raises(FileNotFoundError, match="nowhere"):
         ppo.train("fast", num_timesteps=STEP, restore_checkpoint_path=missing, **_tiny())
-    broken = ckpt / str(3 * STEP)
+    broken = ckpt / f"{3 * STEP:012d}"
     for root, _, files in os.walk(broken / "params"):
         for name in files:
             os.remove(os.path.join(root, name))

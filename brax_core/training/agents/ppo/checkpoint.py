@@ -1,7 +1,7 @@
 """PPO checkpoints with orbax (``brax.training.agents.ppo.checkpoint`` counterpart).
 
-Layout: ``<save_checkpoint_path>/<env_steps>/`` (Brax's 12-digit name of a step, ``000000000100``, resolves to
-``100``) holding these items,
+Layout: ``<save_checkpoint_path>/<env_steps>/``, the step named with 12 digits as Brax names it (``000000000100``;
+a name with another number of digits, such as ``100``, resolves to the same step) holding these items,
 
 * ``config``: JSON — observation and action sizes (integers), ``normalize_observations``, the network factory
   and *every* network keyword argument (activations and initialisers by name), the env-step count as an exact
@@ -63,6 +63,7 @@ class ChecksumError(ValueError):
 
 
 _STEP_DIR = re.compile(r"^\d+$")
+STEP_NAME_DIGITS = 12
 
 # Callables known by name in configurations (activations are looked up in networks.ACTIVATIONS first).
 _NAMED_CALLABLES: dict[str, Any] = {
@@ -408,6 +409,12 @@ def abstract_params(
 # ----------------------------------------------------------------------------------------------- files
 
 
+def step_name(env_steps: int) -> str:
+    """The name of the step directory of a checkpoint at ``env_steps``: Brax's, 12 digits (``000000001280``), so
+    that the names sort as the steps do."""
+    return f"{int(env_steps):0{STEP_NAME_DIGITS}d}"
+
+
 def step_directories(path: str | os.PathLike) -> list[str]:
     """Completed checkpoint step directories under ``path``, oldest first (temporary ones are ignored)."""
     path = os.fspath(path)
@@ -427,7 +434,8 @@ def resolve(path: str | os.PathLike) -> str:
     """A checkpoint step directory: ``path`` itself, or the newest one under a ``save_checkpoint_path``."""
     path = os.path.abspath(os.fspath(path))
     if not os.path.exists(path):
-        # Brax names step directories with 12 digits (000000000100); ours are the plain number (100).
+        # The same step under another number of digits: 100 for 000000000100 (checkpoints written before the names
+        # had 12 digits, or a path built with str(step)).
         parent, name = os.path.split(path)
         same_step = [
             d for d in step_directories(parent) if _STEP_DIR.match(name) and int(os.path.basename(d)) == int(name)
@@ -484,7 +492,12 @@ class Saver:
         import orbax.checkpoint as ocp  # here, not at module level: its 0.3 s import only where checkpoints are kept
 
         self.path = os.path.abspath(os.fspath(path))
-        options = ocp.CheckpointManagerOptions(max_to_keep=max_to_keep, create=True, enable_async_checkpointing=False)
+        options = ocp.CheckpointManagerOptions(
+            max_to_keep=max_to_keep,
+            create=True,
+            enable_async_checkpointing=False,
+            step_format_fixed_length=STEP_NAME_DIGITS,
+        )
         self._manager = ocp.CheckpointManager(
             self.path, options=options, item_names=("config", "params", "state", "env_state", "checksums")
         )
@@ -518,7 +531,7 @@ class Saver:
         items["checksums"] = ocp.args.JsonSave({name: _checksums(tree) for name, tree in trees.items()})
         self._manager.save(int(env_steps), args=ocp.args.Composite(**items), force=True)
         self._manager.wait_until_finished()
-        step_dir = os.path.join(self.path, f"{int(env_steps)}")
+        step_dir = os.path.join(self.path, step_name(env_steps))
         # In a multi-process run every process writes its own shards into the one shared directory and orbax
         # finishes it when all have; the digests are one file, written by one process (two writers would race on
         # its temporary name), and no process goes on before it exists (a resume or load would find it missing).

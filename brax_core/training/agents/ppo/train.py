@@ -911,7 +911,7 @@ class _Checkpoints:
         if self._saver is None:
             return None
         if self._saved_at and self._saved_at[-1] == env_steps:
-            return os.path.join(self._saver.path, str(env_steps))
+            return os.path.join(self._saver.path, checkpoint.step_name(env_steps))
         state = {
             "optimizer_state": ts.optimizer_state,
             "env_steps": ts.env_steps,
