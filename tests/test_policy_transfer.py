@@ -86,7 +86,7 @@ def test_torch_ppo_actor_as_jax_policy_matches_torch():
         assert np.max(np.abs(actions - expected)) <= 1e-5
     # Stochastic: same extras as brax_core's make_policy, and the log-prob of the sample matches torch's formula.
     sample, extras = transfer.torch_policy_to_jax(modules, deterministic=False)(jnp.asarray(obs), jax.random.PRNGKey(1))
-    assert set(extras) == {"log_prob", "raw_action"}
+    assert set(extras) == {"log_prob", "raw_action", "distribution_params"}
     loc, scale = modules.policy(torch.from_numpy(obs))
     log_prob = tanh_normal_log_prob(loc, scale, torch.from_numpy(np.array(extras["raw_action"])))
     np.testing.assert_allclose(np.asarray(extras["log_prob"]), log_prob.detach().numpy(), rtol=1e-4, atol=1e-4)

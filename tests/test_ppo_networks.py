@@ -112,11 +112,47 @@ def test_make_policy_accepts_param_structures_and_rejects_others():
         np.testing.assert_array_equal(action, reference)
         assert extras == {}
     action, extras = act(full, deterministic=False)
-    assert set(extras) == {"log_prob", "raw_action"}
+    assert set(extras) == {"log_prob", "raw_action", "distribution_params"}  # Brax's keys
     np.testing.assert_allclose(action, jnp.tanh(extras["raw_action"]), rtol=1e-6)
+    logits = net.policy_network.apply(normalizer, full.policy_params, obs)
+    np.testing.assert_array_equal(extras["distribution_params"], logits)
+    np.testing.assert_allclose(
+        extras["log_prob"], net.parametric_action_distribution.log_prob(logits, extras["raw_action"]), rtol=1e-6
+    )
     for bad in (full.policy_params, 3, (normalizer,)):
         with pytest.raises(TypeError, match="make_policy expects PPOTrainingParams"):
             make_policy(bad)
+
+
+@pytest.mark.parametrize("distributional", [False, True])
+def test_make_inference_fn_computes_values_as_brax_does(distributional):
+    # Brax 0.14.2: make_inference_fn(ppo_networks, compute_value=False, use_distributional_critic=False) adds the
+    # value network's output to a sampled action's extras ("value", and "quantiles" for a distributional critic).
+    net = ppo_networks.make_ppo_networks(
+        2, 1, policy_hidden_layer_sizes=(4,), value_hidden_layer_sizes=(4,),
+        use_distributional_critic=distributional, num_quantiles=5,
+    )
+    key = jax.random.PRNGKey(0)
+    normalizer = running_statistics.init_state(jax.ShapeDtypeStruct((2,), jnp.float32))
+    params = ppo_networks.PPOTrainingParams(normalizer, net.policy_network.init(key), net.value_network.init(key))
+    obs = jnp.array([[0.5, -0.2], [0.1, 0.3]])
+    make_policy = ppo_networks.make_inference_fn(net, compute_value=True, use_distributional_critic=distributional)
+    _, extras = make_policy(params)(obs, key)
+    expected = net.value_network.apply(normalizer, params.value_params, obs)
+    if distributional:
+        assert set(extras) == {"log_prob", "raw_action", "distribution_params", "value", "quantiles"}
+        assert extras["quantiles"].shape == (2, 5)
+        np.testing.assert_array_equal(extras["quantiles"], expected[1])
+        np.testing.assert_allclose(extras["value"], jnp.mean(extras["quantiles"], axis=-1), rtol=1e-6)
+    else:
+        assert set(extras) == {"log_prob", "raw_action", "distribution_params", "value"}
+        np.testing.assert_array_equal(extras["value"], expected)
+    assert extras["value"].shape == (2,)
+    assert make_policy(params, deterministic=True)(obs, key)[1] == {}
+    with pytest.raises(TypeError, match="needs the value parameters"):
+        make_policy((normalizer, params.policy_params))
+    with pytest.raises(TypeError, match="compute_value must be True or False"):
+        ppo_networks.make_inference_fn(net, compute_value="yes")
 
 
 def test_bad_network_arguments_name_themselves():

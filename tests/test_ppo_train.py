@@ -124,7 +124,7 @@ def test_fast_env_learns_and_reports_brax_metrics():
     actions = [float(policy(jnp.ones((1, 2)), jax.random.PRNGKey(0))[0][0, 0]) for _, policy in saved_policies]
     assert len(set(actions)) == len(actions), actions  # each kept policy is its own snapshot
     action, extras = make_policy(params)(jnp.zeros((3, 2)), jax.random.PRNGKey(1))
-    assert action.shape == (3, 1) and set(extras) == {"log_prob", "raw_action"}
+    assert action.shape == (3, 1) and set(extras) == {"log_prob", "raw_action", "distribution_params"}
 
 
 def test_training_metrics_without_eval_and_activations_with_and_without_saving(tmp_path):

@@ -359,8 +359,8 @@ def torch_policy_to_jax(
       params: ``TorchPPOParams`` (or the pair) from ``torch_ppo.train``, its ``PPOModules``, a ``make_policy``
         result, or a ``TorchDeterministicPolicy``.
       activation: the actor's activation; read from the modules when they are given.
-      deterministic: the mode when True, else a sample (``extras`` then hold ``log_prob`` and ``raw_action``),
-        exactly as ``brax_core``'s ``make_policy``.
+      deterministic: the mode when True, else a sample (``extras`` then hold ``log_prob``, ``raw_action`` and
+        ``distribution_params``), exactly as ``brax_core``'s ``make_policy``.
       mean_clip_scale: the ``'normal'`` policy's mean clipping, for plain params (modules carry their own).
     """
     make_policy, _ = jax_policy_factory(params, activation, mean_clip_scale)

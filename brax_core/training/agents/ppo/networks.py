@@ -253,11 +253,32 @@ def policy_params_of(params: Any, params_type_name: str = "PPOTrainingParams") -
     raise TypeError(f"{help_text}; got {described}")
 
 
-def make_inference_fn(ppo_networks: PPONetworks) -> Callable[..., types.Policy]:
-    """Creates params and inference function for the PPO agent."""
+def make_inference_fn(
+    ppo_networks: PPONetworks, compute_value: bool = False, use_distributional_critic: bool = False
+) -> Callable[..., types.Policy]:
+    """Creates params and inference function for the PPO agent (Brax 0.14.2's signature).
+
+    ``make_policy(params, deterministic=False)`` gives ``policy(observations, key) -> (action, extras)``. A sampled
+    action's extras hold ``log_prob``, ``raw_action`` (before the squashing) and ``distribution_params`` (the
+    policy network's output); with ``compute_value`` also ``value``, and with ``use_distributional_critic`` the
+    value network's ``quantiles`` as well (``params`` then need their value part). A deterministic policy returns
+    the distribution's mode and no extras.
+    """
+    for name, flag in (("compute_value", compute_value), ("use_distributional_critic", use_distributional_critic)):
+        if not isinstance(flag, bool):
+            raise TypeError(f"make_inference_fn: {name} must be True or False, got {flag!r}")
+    return _inference_fn(ppo_networks, compute_value, use_distributional_critic, with_distribution=True)
+
+
+def _inference_fn(
+    ppo_networks: PPONetworks, compute_value: bool, use_distributional_critic: bool, with_distribution: bool
+) -> Callable[..., types.Policy]:
+    """``make_inference_fn``; the trainer's own rollouts leave ``distribution_params`` out (``with_distribution``):
+    carried through every unroll it would only cost memory, and the update recomputes it when a loss needs it."""
 
     def make_policy(params: Any, deterministic: bool = False) -> types.Policy:
         normalizer_params, policy_params = policy_params_of(params)
+        value_params = _value_params_of(params) if compute_value and not deterministic else None
         policy_network = ppo_networks.policy_network
         parametric_action_distribution = ppo_networks.parametric_action_distribution
 
@@ -268,8 +289,31 @@ def make_inference_fn(ppo_networks: PPONetworks) -> Callable[..., types.Policy]:
             raw_actions = parametric_action_distribution.sample_no_postprocessing(logits, key_sample)
             log_prob = parametric_action_distribution.log_prob(logits, raw_actions)
             postprocessed_actions = parametric_action_distribution.postprocess(raw_actions)
-            return postprocessed_actions, {"log_prob": log_prob, "raw_action": raw_actions}
+            extras = {"log_prob": log_prob, "raw_action": raw_actions}
+            if with_distribution:
+                extras["distribution_params"] = logits
+            if value_params is not None:
+                value = ppo_networks.value_network.apply(normalizer_params, value_params, observations)
+                if use_distributional_critic:
+                    extras["value"], extras["quantiles"] = value
+                else:
+                    extras["value"] = value
+            return postprocessed_actions, extras
 
         return policy
 
     return make_policy
+
+
+def _value_params_of(params: Any) -> Any:
+    """The value network's parameters of ``params`` (``compute_value`` needs them), or a TypeError saying so."""
+    if hasattr(params, "value_params"):
+        return params.value_params
+    if isinstance(params, Mapping) and "value_params" in params:
+        return params["value_params"]
+    if isinstance(params, (tuple, list)) and len(params) == 3:
+        return params[2]
+    raise TypeError(
+        "make_inference_fn(..., compute_value=True): make_policy needs the value parameters too, "
+        "(normalizer_params, policy_params, value_params) as returned by train"
+    )

@@ -646,7 +646,9 @@ def train(
 
     # ---- networks, their (checkpoint) configuration, a resumed run's check against it, and the optimiser
     ppo_network, obs_size, config = _make_networks(args, abstract_env_state)
-    make_policy = ppo_networks.make_inference_fn(ppo_network)
+    make_policy = ppo_networks.make_inference_fn(ppo_network)  # the callbacks' and the caller's
+    # The rollouts' and evaluations' own: without the distribution parameters, which no unroll needs to carry.
+    acting_policy = ppo_networks._inference_fn(ppo_network, False, False, with_distribution=False)
     if args.restore_checkpoint_path is not None:
         checkpoint.check_resume_config(args.restore_checkpoint_path, config, args.allow_config_changes)
     training_state = _init_training_state(ppo_network, optimizer, obs_size, key_init, jit, replicated)
@@ -673,7 +675,7 @@ def train(
     env_steps_per_training_step = hp.batch_size * hp.unroll_length * hp.num_minibatches * hp.action_repeat
     training_step = _make_training_step(
         env,
-        make_policy,
+        acting_policy,
         _make_update(args, ppo_network, optimizer),
         unroll_length=hp.unroll_length,
         num_unrolls=hp.batch_size * hp.num_minibatches // hp.num_envs,
@@ -681,7 +683,7 @@ def train(
         log_training_metrics=hp.log_training_metrics,
         env_steps_per_training_step=env_steps_per_training_step,
     )
-    eval_env, eval_run = _make_evaluation(args, make_policy, key_randomize, mesh, programs.jit("evaluation", jit))
+    eval_env, eval_run = _make_evaluation(args, acting_policy, key_randomize, mesh, programs.jit("evaluation", jit))
     schedule = _make_schedule(hp, env_steps, env_steps_per_training_step)
     training_jit = programs.jit(f"training/{schedule.steps_per_call}", jit)  # steps per call: part of the program
     training_fn = _make_training_fn(training_step, schedule.steps_per_call, mesh, training_jit)
@@ -702,7 +704,7 @@ def train(
     evaluator = None
     if args.evaluate:
         skipped = schedule.evaluations_before_start(initial_evaluation)
-        evaluator = _make_evaluator(args, eval_env, make_policy, key_eval, compiled[2], skipped)
+        evaluator = _make_evaluator(args, eval_env, acting_policy, key_eval, compiled[2], skipped)
 
     # ---- the outer loop: an epoch of training (saved at its end), then report and evaluate
     metrics: dict[str, float] = {}
