@@ -336,3 +336,29 @@ def test_nan_after_an_episode_ended_reaches_no_total():
     assert np.all(np.isfinite(np.asarray(first.reward)))
     np.testing.assert_array_equal(totals["reward"], first.reward)
     np.testing.assert_array_equal(state.info["episode_metrics"]["sum_reward"], first.reward)  # each episode alike
+
+
+def test_state_has_brax_base_operations_and_tree_replace():
+    # Brax's env State extends brax.base.Base: arithmetic, batch-axis indexing and tree_replace by dotted path.
+    env = envs.get_environment("fast")
+    batch = jax.vmap(env.reset)(jax.random.split(jax.random.PRNGKey(0), 4))
+    assert batch.take(jnp.array([3, 5])).obs.tolist() == batch.obs[jnp.array([3, 1])].tolist()  # wraps, as Brax
+    assert batch.concatenate(batch, batch).obs.shape == (12, 2)
+    assert batch.slice(1, 3).reward.shape == (2,)
+    np.testing.assert_array_equal((batch + batch - batch).obs, batch.obs)
+    np.testing.assert_array_equal((batch * 2.0 / 2.0).obs, batch.obs)
+    changed = batch.index_set(1, jax.tree.map(lambda x: x[0] + 1, batch))
+    np.testing.assert_array_equal(changed.obs[1], batch.obs[0] + 1)
+    np.testing.assert_array_equal(changed.obs[2], batch.obs[2])
+    picked = batch.select(-batch, jnp.array([True, False, True, False]))
+    np.testing.assert_array_equal(picked.obs[::2], batch.obs[::2])
+    np.testing.assert_array_equal(picked.obs[1::2], -batch.obs[1::2])
+
+    state = jax.jit(env.reset)(jax.random.PRNGKey(1))
+    new = state.tree_replace({"pipeline_state.qpos": jnp.array([0.5]), "reward": jnp.float32(2.0), "info.tag": 1})
+    assert new.pipeline_state.qpos.tolist() == [0.5] and float(new.reward) == 2.0 and new.info["tag"] == 1
+    assert state.pipeline_state.qpos.tolist() != [0.5] and "tag" not in state.info  # a copy
+    with pytest.raises(AttributeError, match="'pipeline_state.qpoz'.*no field 'qpoz'"):
+        state.tree_replace({"pipeline_state.qpoz": 0.0})
+    with pytest.raises(TypeError, match="mapping of dotted field paths"):
+        state.tree_replace("reward")

@@ -26,8 +26,8 @@ ObservationSize = int | Mapping[str, tuple[int, ...] | int]
 
 
 @struct.dataclass
-class State:
-    """Environment state for training and inference (a pytree)."""
+class State(base.Base):
+    """Environment state for training and inference (a pytree; ``base.Base``'s array-like operations)."""
 
     pipeline_state: Any
     obs: jax.Array | Mapping[str, jax.Array]
