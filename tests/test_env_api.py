@@ -171,6 +171,36 @@ def test_bad_wrap_arguments(kwargs, match):
         training.wrap(envs.get_environment("fast"), **kwargs)
 
 
+def test_bad_env_keywords_and_batch_arguments_are_named():
+    with pytest.raises(TypeError, match=r"unknown keyword argument\(s\) \['foo'\]; hopper accepts .*ctrl_cost_weight"):
+        envs.get_environment("hopper", foo=1)
+    with pytest.raises(TypeError, match="ctrl_cost_weight must be a number .*got 'x'"):
+        envs.get_environment("ant", ctrl_cost_weight="x")
+    assert envs.get_environment("ant", ctrl_cost_weight=np.float32(0.1)) is not None  # NumPy scalars are numbers
+    for bad in (-1, 2.5, True):
+        with pytest.raises(ValueError, match="batch_size must be an integer >= 0 or None"):
+            envs.create("fast", batch_size=bad)
+    with pytest.raises(ValueError, match="batch_size must be a positive integer or None"):
+        training.VmapWrapper(envs.get_environment("fast"), batch_size=0)
+    # A batched env's reset takes one key per env; one key alone used to fail inside vmap with JAX's message.
+    with pytest.raises(ValueError, match=r"one PRNG key per env, e.g. jax.random.split\(key, num_envs\)"):
+        training.wrap(envs.get_environment("fast"), episode_length=10).reset(jax.random.PRNGKey(0))
+
+
+def test_randomised_env_reset_names_the_key_count_it_needs():
+    env = envs.get_environment("inverted_pendulum")
+
+    def randomize(sys, rng):
+        masses = jax.vmap(lambda k: sys.body_mass * jax.random.uniform(k, (), minval=0.9, maxval=1.1))(rng)
+        in_axes = jax.tree.map(lambda _: None, sys).tree_replace({"body_mass": 0})
+        return sys.tree_replace({"body_mass": masses}), in_axes
+
+    wrapped = training.wrap(env, episode_length=10, randomization_fn=functools.partial(randomize, rng=_keys(4)))
+    assert wrapped.reset(_keys(4)).obs.shape == (4, env.observation_size)
+    with pytest.raises(ValueError, match=r"got 8 keys for 4 envs .*jax.random.split\(key, 4\)"):
+        wrapped.reset(_keys(8))
+
+
 def test_eval_wrapper_counts_each_episode_once():
     env = training.EvalWrapper(training.wrap(envs.get_environment("fast"), episode_length=4))
     state = jax.jit(env.reset)(_keys(2))

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import functools
 import importlib
+import inspect
+import numbers
 from collections.abc import Callable
 from typing import Any
+
+import numpy as np
 
 from brax_core import _quiet  # noqa: F401  (before any env module imports mujoco.mjx)
 from brax_core import compile as _compile
@@ -83,7 +87,58 @@ def get_environment(env_name: str, **kwargs) -> Env:
     Raises:
       ValueError: the name is not registered (the message lists the registered names).
     """
-    return get_environment_class(env_name)(**kwargs)
+    env_class = get_environment_class(env_name)
+    _check_keywords(env_name, env_class, kwargs)
+    return env_class(**kwargs)
+
+
+def _keyword_defaults(env_class: Any) -> dict[str, Any] | None:
+    """The keywords ``env_class`` takes, with their defaults (``inspect.Parameter.empty`` for none): its own and,
+    when it hands ``**kwargs`` on to ``PipelineEnv``, those of ``PipelineEnv`` a caller may set. ``None`` when
+    they cannot be known (a factory taking ``**kwargs`` of its own)."""
+    try:
+        parameters = inspect.signature(env_class).parameters
+    except (TypeError, ValueError):
+        return None
+    named = {
+        name: p.default
+        for name, p in parameters.items()
+        if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    }
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
+        if not (isinstance(env_class, type) and issubclass(env_class, PipelineEnv)):
+            return None
+        inherited = inspect.signature(PipelineEnv.__init__).parameters
+        named.update({k: p.default for k, p in inherited.items() if k not in ("self", "sys", "mj_model")})
+    return named
+
+
+def _check_keywords(env_name: str, env_class: Any, kwargs: dict[str, Any]) -> None:
+    """A keyword the environment does not take, or a number given as something else, raises an error naming it
+    (the constructor would fail with Python's or NumPy's own message, or deep inside a compile)."""
+    accepted = _keyword_defaults(env_class)
+    if accepted is None:
+        return
+    unknown = sorted(set(kwargs) - set(accepted))
+    if unknown:
+        raise TypeError(
+            f"get_environment({env_name!r}): unknown keyword argument(s) {unknown}; {env_name} accepts "
+            f"{', '.join(sorted(accepted))}"
+        )
+    for name, value in kwargs.items():
+        default = accepted[name]
+        numeric = isinstance(default, int | float) and not isinstance(default, bool)
+        if numeric and not _is_number(value):
+            raise TypeError(
+                f"get_environment({env_name!r}): {name} must be a number (default {default!r}), got {value!r}"
+            )
+
+
+def _is_number(value: Any) -> bool:
+    """A real number: Python's or NumPy's scalars, or a 0-d array (a randomised value); not a bool or a string."""
+    if isinstance(value, bool | str | bytes):
+        return False
+    return isinstance(value, numbers.Real | np.generic) or getattr(value, "shape", None) == ()
 
 
 def as_env(env: Any) -> Env:
@@ -114,7 +169,10 @@ def create(
     batch_size: int | None = None,
     **kwargs,
 ) -> Env:
-    """Creates an environment from the registry, wrapped for batched, time-limited use."""
+    """Creates an environment from the registry, wrapped for batched, time-limited use (``batch_size`` 0 or
+    ``None``: not batched, as in Brax)."""
+    if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 0):
+        raise ValueError(f"batch_size must be an integer >= 0 or None (0 and None: not batched), got {batch_size!r}")
     env = get_environment(env_name, **kwargs)
     if episode_length is not None:
         env = training.EpisodeWrapper(env, episode_length, action_repeat)

@@ -82,16 +82,42 @@ def _same_metric_keys(env: Env, before: State, after: State) -> State:
     return after.replace(metrics={**before.metrics, **after.metrics})
 
 
+def _is_count(value: Any, minimum: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= minimum
+
+
+def _check_batched_keys(rng: Any, batch_size: int | None) -> None:
+    """A batched env's reset takes one PRNG key per env (``batch_size`` of them when that is fixed): a single key,
+    or another count, would fail inside ``vmap`` with JAX's own message."""
+    shape = tuple(getattr(rng, "shape", ()))
+    typed = jax.dtypes.issubdtype(getattr(rng, "dtype", None), jax.dtypes.prng_key)
+    batch = shape[:1] if (typed and len(shape) == 1) or (not typed and len(shape) == 2) else None
+    if batch is None:
+        raise ValueError(
+            f"the batched env's reset takes one PRNG key per env, e.g. jax.random.split(key, num_envs); got an array "
+            f"of shape {shape}"
+        )
+    if batch_size is not None and batch[0] != batch_size:
+        raise ValueError(
+            f"the batched env's reset got {batch[0]} keys for {batch_size} envs (its randomised models): pass "
+            f"jax.random.split(key, {batch_size})"
+        )
+
+
 class VmapWrapper(Wrapper):
     """Vectorises Brax env."""
 
     def __init__(self, env: Env, batch_size: int | None = None):
         super().__init__(env)
+        if batch_size is not None and not _is_count(batch_size, minimum=1):
+            raise ValueError(f"batch_size must be a positive integer or None, got {batch_size!r}")
         self.batch_size = batch_size
 
     def reset(self, rng: jax.Array) -> State:
         if self.batch_size is not None:
             rng = jax.random.split(rng, self.batch_size)
+        else:
+            _check_batched_keys(rng, None)
         return jax.vmap(self.env.reset)(rng)
 
     def step(self, state: State, action: jax.Array) -> State:
@@ -336,6 +362,7 @@ class DomainRandomizationVmapWrapper(Wrapper):
             with self._env_with(sys):
                 return self.env.reset(rng)
 
+        _check_batched_keys(rng, self.batch_size)
         return jax.vmap(reset_one, in_axes=[self._in_axes, 0])(self._sys_v, rng)
 
     def step(self, state: State, action: jax.Array) -> State:
