@@ -235,6 +235,8 @@ def test_torch_only_bad_input_and_unknown_env():
         torch_ppo.train("fast", num_timesteps=STEP, policy_hidden_layer_sizes=(16, 0), **TINY)
     with pytest.raises(TypeError, match="environment must be"):
         torch_ppo.train(42, num_timesteps=STEP)
+    with pytest.raises(ValueError, match=r"device must be None, 'cpu', 'cuda' or 'cuda:<index>'.*got 'bogus'"):
+        torch_ppo.train("fast", num_timesteps=STEP, device="bogus", **_tiny())
     env = brax_bridge.TorchEnv("fast", 8)
     with pytest.raises(ValueError, match="the TorchEnv has num_envs=8; expected num_envs=32"):
         torch_ppo.train(env, num_timesteps=STEP, **_tiny())

@@ -199,11 +199,18 @@ def _validate(kw: dict[str, Any], world_size: int) -> dict[str, Any]:
 
 
 def _resolve_device(device: Any, environment: Any) -> torch.device:
+    if device is not None:
+        try:
+            device = torch.device(device)
+        except (TypeError, RuntimeError) as err:
+            raise ValueError(
+                f"device must be None, 'cpu', 'cuda' or 'cuda:<index>' (or a torch.device); got {device!r}"
+            ) from err
     if isinstance(environment, TorchEnv):
-        if device is not None and torch.device(device) != environment.device:
+        if device is not None and device != environment.device:
             raise ValueError(f"device={device!r} differs from the TorchEnv's device {environment.device}")
         return environment.device
-    return torch.device("cpu") if device is None else torch.device(device)
+    return torch.device("cpu") if device is None else device
 
 
 # --------------------------------------------------------------------------------------------- environments
