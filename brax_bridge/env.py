@@ -119,6 +119,28 @@ def _reset(env: Env, num_envs: int, key: jax.Array) -> tuple[jax.Array, State, A
     return key, state, state.obs
 
 
+def _partial_reset(
+    env: Env, num_envs: int, key: jax.Array, state: State, mask: jax.Array
+) -> tuple[jax.Array, State, Any]:
+    """``state`` with a new episode wherever ``mask`` is True, except in envs whose episode ended on the last step:
+    the auto-reset already started their new episode (``done`` still says so until the next step)."""
+    key, sub = jax.random.split(key)
+    start = mask & ~(state.done > 0)
+
+    def pick(new: jax.Array, old: jax.Array) -> jax.Array:
+        if old.ndim == 0 or old.shape[0] != num_envs:
+            return old
+        return jnp.where(start.reshape((num_envs,) + (1,) * (old.ndim - 1)), new, old)
+
+    def restart(carried: State) -> State:
+        return jax.tree.map(pick, env.reset(jax.random.split(sub, num_envs)), carried)
+
+    # TorchRL asks for a reset after every episode end, mostly of envs the auto-reset already restarted: the cond
+    # skips the batch's reset then, as brax_core's auto-reset skips it on steps where nothing ended.
+    state = jax.lax.cond(jnp.any(start), restart, lambda carried: carried, state)
+    return key, state, state.obs
+
+
 @dataclasses.dataclass
 class _Compiled:
     """The jitted functions of one configuration, shared by every TorchEnv built with it.
@@ -132,6 +154,7 @@ class _Compiled:
     reset: Any
     step: Any
     held_step: Any
+    partial_reset: Any  # jitted at its first call: most envs never reset part of the batch
     diff_forward: Any
     diff_backward: Any
     reset_fn: Callable[..., Any]
@@ -176,12 +199,14 @@ def _compile(
     jit = functools.partial(jax.jit, compiler_options=compiler_options(device, cpu_opt_level))
     step_jit = functools.partial(jit, donate_argnums=(0,) if donate else ())
     reset_jit = functools.partial(jax.jit, compiler_options=reset_compiler_options(device))
+    partial_reset = reset_jit(functools.partial(_partial_reset, env, num_envs), donate_argnums=(1,) if donate else ())
     return _Compiled(
         env=env,
         base=base,
         reset=reset_jit(reset),
         step=step_jit(step),
         held_step=step_jit(functools.partial(_held_step, env, reward_fn)),
+        partial_reset=partial_reset,
         diff_forward=jit(functools.partial(_diff.forward, step)),
         diff_backward=jit(_diff.backward),
         reset_fn=reset,
@@ -634,12 +659,29 @@ class TorchEnv:
         step = compiled.diff_forward if self._differentiable else compiled.step
         yield step.trace(state, action).lower()
 
-    def reset(self, seed: int | None = None) -> TensorDict:
-        """Resets every env; returns ``observation`` and all-False ``done``/``terminated``/``truncated``."""
+    def reset(self, seed: int | None = None, mask: torch.Tensor | None = None) -> TensorDict:
+        """Resets every env, or those ``mask`` selects; returns ``observation`` and all-False ``done``/
+        ``terminated``/``truncated``.
+
+        ``seed``: reseeds the key that this and later resets draw initial states from.
+
+        ``mask``: optional bool tensor ``[num_envs]`` (or ``[num_envs, 1]``, TorchRL's ``_reset``) on the env's
+        device. Envs where it is True start a new episode, as in a full reset: a fresh initial state drawn from the
+        env's key, the step count and episode totals back to zero. The others go on untouched. An env whose
+        episode ended on the last step is left alone too: its auto-reset already started the new episode, whose
+        first observation it holds. The returned ``observation`` is every env's current one. It runs as one jitted
+        program (compiled at its first use, without a host sync); before the first full reset it resets every env
+        (there is no episode to go on with). In differentiable mode it cuts the autograd chain of every env, as
+        ``set_physics`` does.
+        """
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+            raise ValueError(f"seed must be an integer or None, got {seed!r}")
+        if mask is not None:
+            mask = self._check_mask(mask)  # before the key changes: a refused call changes nothing
         if seed is not None:
-            if isinstance(seed, bool) or not isinstance(seed, int):
-                raise ValueError(f"seed must be an integer or None, got {seed!r}")
             self._key = jax.device_put(jax.random.PRNGKey(seed), self._jax_device)
+        if mask is not None and self._state is not None:
+            return self._reset_masked(mask)
         if not self._compiled.lowered:
             # Reset and step compile together (side by side), through the program cache when it applies.
             compile_envs(self)
@@ -649,6 +691,32 @@ class TorchEnv:
             self._obs = self._obs_to_torch(obs)
             self._link = _diff.Link()
             self._token = torch.zeros((), device=self._device)
+        return self._reset_outputs()
+
+    def _check_mask(self, mask: Any) -> torch.Tensor:
+        n = self._num_envs
+        if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool or tuple(mask.shape) not in ((n,), (n, 1)):
+            got = f"{mask.dtype} {tuple(mask.shape)}" if isinstance(mask, torch.Tensor) else type(mask).__name__
+            raise ValueError(f"mask must be a torch.bool tensor of shape ({n},) or ({n}, 1), or None; got {got}")
+        if mask.device != self._device:
+            raise ValueError(f"mask is on {mask.device}; expected {self._device} (the env's device)")
+        return mask.reshape(n).contiguous()
+
+    def _reset_masked(self, mask: torch.Tensor) -> TensorDict:
+        with self._exclusive("reset"):
+            carried = self._state
+            if self._state_read:
+                # A State handed out by `state` keeps its buffers; the reset donates a copy of them instead.
+                carried, self._state_read = _copy_tree(carried), False
+            self._key, self._state, obs = self._compiled.partial_reset(
+                self._key, carried, _convert.tensor_to_array(mask)
+            )
+            self._obs = self._obs_to_torch(obs)
+            self._link = _diff.Link()
+            self._token = torch.zeros((), device=self._device)
+        return self._reset_outputs()
+
+    def _reset_outputs(self) -> TensorDict:
         false = torch.zeros((self._num_envs, 1), dtype=torch.bool, device=self._device)
         return _tensordict(
             {"observation": self._obs, "done": false, "terminated": false.clone(), "truncated": false.clone()},

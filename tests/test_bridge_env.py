@@ -415,3 +415,60 @@ def test_set_episode_steps_moves_the_time_limit_and_checks_its_input():
         env.set_episode_steps(torch.tensor([0, 4, 1]))
     with pytest.raises(ValueError, match=r"steps must be a numeric tensor of shape \(3,\)"):
         env.set_episode_steps(torch.zeros(2))
+
+
+class _RandomStart(Fast):
+    """``fast`` starting at a random position (Brax's starts at 0), so that every reset draws a visible start."""
+
+    def reset(self, rng):
+        state = super().reset(rng)
+        ps = state.pipeline_state.replace(qpos=jax.random.uniform(rng, (1,), jnp.float32, -1.0, 1.0))
+        return state.replace(pipeline_state=ps, obs=jnp.concatenate([ps.qpos, ps.qvel]))
+
+
+def test_a_reset_mask_starts_new_episodes_in_the_envs_it_names():
+    env, twin = (TorchEnv(_RandomStart(), 4, episode_length=3, seed=2) for _ in range(2))
+    first = env.reset()["observation"].clone()
+    twin.reset()
+    push = torch.ones(4, 1)
+    env.step(push)
+    twin.step(push)
+    held = env.state  # read before the reset: it must stay readable although the reset donates the state
+    qpos_then = np.array(held.pipeline_state.qpos)
+    out = env.reset(mask=torch.tensor([[True], [False], [True], [False]]))
+    obs = out["observation"]
+    assert not out["done"].any() and obs.shape == (4, 2)
+    assert (obs[[0, 2], 1] == 0).all() and (obs[[0, 2], 0] != first[[0, 2], 0]).all()  # fresh random starts
+    info = env.episode_info()
+    assert info["steps"].tolist() == [0, 1, 0, 1] and info["episode_metrics", "sum_reward"][[0, 2]].eq(0).all()
+    assert np.array_equal(np.array(held.pipeline_state.qpos), qpos_then)
+    kept = obs.clone()
+    # the envs not named go on exactly as in the twin; envs 1 and 3 reach their time limit one step before 0 and 2
+    for _ in range(2):
+        a, b = env.step(push)["next"], twin.step(push)["next"]
+        assert torch.equal(a["observation"][[1, 3]], b["observation"][[1, 3]])
+    assert a["done"].squeeze(-1).tolist() == [False, True, False, True]
+    assert torch.equal(obs, kept)  # the returned observation survived the donating steps
+    # envs 1 and 3 already started their new episode: a mask naming them leaves them as they are
+    started = a["observation"].clone()
+    again = env.reset(mask=torch.ones(4, dtype=torch.bool))["observation"]
+    assert torch.equal(again[[1, 3]], started[[1, 3]]) and (again[[0, 2], 1] == 0).all()
+    assert env.num_compiles == 1 and env._compiled.partial_reset._cache_size() == 1
+
+
+def test_a_reset_mask_is_checked_before_anything_changes():
+    env = _fast(seed=1)
+    with pytest.raises(ValueError, match=r"mask must be a torch.bool tensor of shape \(6,\) or \(6, 1\)"):
+        env.reset(mask=torch.ones(N))
+    with pytest.raises(ValueError, match=r"mask must be .* got torch.bool \(6, 2\)"):
+        env.reset(mask=torch.ones(N, 2, dtype=torch.bool))
+    with pytest.raises(ValueError, match=r"mask must be .* got list"):
+        env.reset(mask=[True] * N)
+    with pytest.raises(ValueError, match="mask is on meta; expected cpu"):
+        env.reset(mask=torch.ones(N, dtype=torch.bool, device="meta"))
+    # before the first full reset there is no episode to go on with: a masked reset resets every env
+    assert env.reset(mask=torch.zeros(N, dtype=torch.bool))["observation"].shape == (N, 2)
+    key = np.array(env._key)
+    with pytest.raises(ValueError, match="mask must be"):
+        env.reset(seed=5, mask=torch.ones(3, dtype=torch.bool))
+    assert np.array_equal(np.array(env._key), key)  # the refused call did not reseed
