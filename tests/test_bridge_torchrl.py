@@ -1,19 +1,42 @@
 """brax_bridge.torchrl: the TorchRL adapter passes check_env_specs and trains with TorchRL's Collector + ClipPPOLoss."""
 
+import jax
+import jax.numpy as jnp
 import pytest
 import torch
 
 torchrl = pytest.importorskip("torchrl")  # optional extra; `make test` installs it
 
+from tensordict import TensorDict  # noqa: E402
 from tensordict.nn import NormalParamExtractor, TensorDictModule  # noqa: E402
-from torchrl.envs import AutoResetEnv  # noqa: E402
+from torchrl.envs import AutoResetEnv, StepCounter, TransformedEnv  # noqa: E402
 from torchrl.envs.utils import check_env_specs  # noqa: E402
 
 import brax_bridge  # noqa: E402
 from brax_bridge.torchrl import BraxBridgeEnv  # noqa: E402
+from brax_core.envs.fast import Fast  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 N = 8
+
+
+class _RandomStart(Fast):
+    """``fast`` starting at a random position (Brax's starts at 0), so that a real reset shows in the physics."""
+
+    def reset(self, rng):
+        state = super().reset(rng)
+        ps = state.pipeline_state.replace(qpos=jax.random.uniform(rng, (1,), jnp.float32, -1.0, 1.0))
+        return state.replace(pipeline_state=ps, obs=jnp.concatenate([ps.qpos, ps.qvel]))
+
+
+def _push(td):
+    return td.set("action", torch.ones(*td.batch_size, 1))
+
+
+def _bridge(env):
+    while not isinstance(env, BraxBridgeEnv):
+        env = env.base_env
+    return env.bridge
 
 
 def test_specs_check_and_native_auto_reset_is_declared():
@@ -29,7 +52,7 @@ def test_specs_check_and_native_auto_reset_is_declared():
     done = rollout["next", "done"].squeeze(-1)
     assert done[:, 3].all() and done[:, 7].all() and done.sum() == 2 * N
     assert torch.equal(rollout["next", "truncated"], rollout["next", "done"])
-    # after an auto-reset the next root observation is the new episode's first, served without touching physics
+    # after an auto-reset the next root observation is the new episode's first, which the bridge already held
     assert torch.equal(rollout["observation"][:, 4], rollout["next", "observation"][:, 3])
     assert (rollout["observation"][:, 4, 1] == 0).all()
     ended = rollout["next", "final_observation"][:, 3]
@@ -43,6 +66,11 @@ def test_bad_construction_is_refused():
     with pytest.raises(ValueError, match="TorchEnv alone"):
         BraxBridgeEnv(bridge, 2, seed=3)
     assert isinstance(BraxBridgeEnv(bridge).base_env.bridge, brax_bridge.TorchEnv)
+    with pytest.raises(ValueError, match="compile must be True, False, None or a dict"):
+        BraxBridgeEnv("fast", 2, compile="yes")
+    # TorchRL's policy= argument still applies on top of the auto-reset layer (a feed-forward policy adds nothing)
+    policy = TensorDictModule(torch.nn.Linear(2, 1), in_keys=["observation"], out_keys=["action"])
+    assert isinstance(BraxBridgeEnv("fast", 2, policy=policy), AutoResetEnv)
 
 
 def test_collector_and_clip_ppo_train_for_a_few_iterations():
@@ -96,3 +124,68 @@ def test_collector_and_clip_ppo_train_for_a_few_iterations():
     assert batches == 3
     assert brax_bridge.stats().copies == copies  # the collector's steps crossed the bridge without copies
     assert any(not torch.equal(b, p) for b, p in zip(before, loss_fn.parameters(), strict=True))
+
+
+@pytest.mark.parametrize("auto_reset", [True, False])
+def test_a_step_counter_time_limit_restarts_the_physics(auto_reset):
+    env = TransformedEnv(BraxBridgeEnv("fast", 2, episode_length=100, auto_reset=auto_reset), StepCounter(max_steps=3))
+    rollout = env.rollout(7, policy=_push, break_when_any_done=False)
+    assert rollout["next", "truncated"].squeeze(-1).sum(1).tolist() == [2, 2]  # at steps 3 and 6
+    obs = rollout["observation"]
+    assert (obs[:, 3] == 0).all() and (obs[:, 6] == 0).all()  # `fast` starts at rest at the origin
+    assert torch.equal(obs[:, 4], obs[:, 1])  # the second episode replays the first
+    bridge = _bridge(env)
+    # the physics restarted too: one push since the last reset (0.02 * 0.02), its time limit counts from there
+    torch.testing.assert_close(bridge.physics["qpos"], torch.full((2, 1), 0.0004))
+    assert bridge.episode_info()["steps"].tolist() == [1.0, 1.0]
+
+
+@pytest.mark.parametrize("auto_reset", [True, False])
+def test_a_reset_mask_restarts_only_the_envs_it_names(auto_reset):
+    env = BraxBridgeEnv(_RandomStart(), 3, episode_length=50, seed=3, auto_reset=auto_reset)
+    twin = BraxBridgeEnv(_RandomStart(), 3, episode_length=50, seed=3, auto_reset=auto_reset)
+    first = env.reset()["observation"].clone()
+    twin.reset()
+    td = env.rollout(2, policy=_push, break_when_any_done=False)[..., -1]["next"].exclude("reward")
+    twin.rollout(2, policy=_push, break_when_any_done=False)
+    before = td["observation"].clone()
+    td["_reset"] = torch.tensor([[True], [False], [False]])
+    out = env.reset(td)
+    # env 0 starts again from a new random draw, at rest; envs 1 and 2 keep their observation
+    assert out["observation"][0, 1] == 0 and out["observation"][0, 0] != first[0, 0]
+    assert torch.equal(out["observation"][1:], before[1:])
+    bridge = _bridge(env)
+    assert torch.equal(bridge.physics["qpos"][0], out["observation"][0, :1])
+    assert bridge.episode_info()["steps"].tolist() == [0.0, 2.0, 2.0]
+    # the next step: env 0 from its new start, envs 1 and 2 exactly as in the twin that was not reset
+    nxt = env.step(_push(out.exclude("_reset")))["next", "observation"]
+    ref = twin.step(_push(TensorDict({}, batch_size=[3])))["next", "observation"]
+    assert torch.equal(nxt[1:], ref[1:]) and not torch.equal(nxt[0], ref[0])
+    torch.testing.assert_close(nxt[0], out["observation"][0] + torch.tensor([0.0004, 0.02]))
+
+
+def test_envs_the_bridge_ended_itself_are_not_reset_twice():
+    env = BraxBridgeEnv(_RandomStart(), 3, episode_length=3, seed=5)
+    env.reset()
+    bridge = _bridge(env)
+    bridge.set_episode_steps(torch.tensor([2, 0, 0]))  # env 0's time limit comes at the next step
+    nxt = env.step(_push(TensorDict({}, batch_size=[3])))["next"]
+    assert nxt["truncated"].squeeze(-1).tolist() == [True, False, False]
+    started = nxt["observation"].clone()  # env 0: its new episode's first observation
+    td = nxt.select("observation", "done", "terminated", "truncated")  # TorchRL keeps the unmasked envs' entries
+    out = env.reset(td.set("_reset", torch.tensor([[True], [True], [False]])))
+    assert torch.equal(out["observation"][0], started[0])  # kept, not drawn again
+    assert out["observation"][1, 1] == 0 and out["observation"][1, 0] != started[1, 0]  # env 1 reset
+    assert torch.equal(out["observation"][2], started[2])
+    assert torch.equal(bridge.physics["qpos"][:, 0], out["observation"][:, 0])
+
+
+@pytest.mark.parametrize("kwargs", [{"auto_reset": False}, {"auto_reset_replace": True}])
+def test_specs_check_and_rollouts_in_the_other_auto_reset_settings(kwargs):
+    env = BraxBridgeEnv("fast", 2, episode_length=2, seed=0, **kwargs)
+    assert isinstance(env, AutoResetEnv) is kwargs.get("auto_reset", True)
+    check_env_specs(env, seed=0)
+    rollout = env.rollout(5, policy=_push, break_when_any_done=False)
+    # every episode starts at rest, also after the ends at steps 2 and 4 (NaN-filled in "next" with replace)
+    assert (rollout["observation"][:, ::2] == 0).all()
+    assert bool(torch.isnan(rollout["next", "observation"][:, 1]).all()) is kwargs.get("auto_reset_replace", False)
