@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from mujoco import mjx
 
+from brax_core import envs
 from brax_core.envs import _assets
 from brax_core.io import html, image
 
@@ -163,3 +164,18 @@ def test_json_module_writes_the_document_the_viewer_plays(pendulum, tmp_path):
     np.testing.assert_allclose(data["xpos"][7], np.asarray(frames[7].xpos), atol=1e-5)
     with pytest.raises(ValueError, match="dt must be a positive"):
         brax_json.dumps(sys, frames, dt=0.0)
+
+
+def test_pipeline_env_renders_a_trajectory_as_brax_does(pendulum):
+    # Brax: env.render(trajectory, height=240, width=320, camera=None) -> frames.
+    _, _, frames = pendulum
+    env = envs.get_environment("inverted_pendulum")
+    if image.backend_available() is None:
+        with pytest.raises(image.RenderingUnavailable, match="MUJOCO_GL"):
+            env.render(frames[:2])
+        return
+    pixels = env.render(frames[:2], height=32, width=40)
+    assert pixels.shape == (2, 32, 40, 3) and pixels.dtype == np.uint8 and pixels.max() > 0
+    np.testing.assert_array_equal(pixels, image.render_array(env.sys, frames[:2], height=32, width=40))
+    with pytest.raises(ValueError, match="camera 'nope' is not in the model"):
+        env.render(frames[:1], camera="nope")

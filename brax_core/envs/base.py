@@ -16,6 +16,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import mujoco
+import numpy as np
 from flax import struct
 from mujoco import mjx
 
@@ -202,6 +203,15 @@ class PipelineEnv(Env):
         else:
             qd = scale * jax.random.normal(rng_qd, (self.sys.nv,), jnp.float32)
         return self.pipeline_init(q, qd)
+
+    def render(
+        self, trajectory: Any, height: int = 240, width: int = 320, camera: int | str | None = None
+    ) -> np.ndarray:
+        """Frames ``[T, height, width, 3]`` (uint8) of a trajectory of pipeline states, drawn by MuJoCo's renderer
+        as Brax's ``render`` draws them (``brax_core.io.image.render_array``; ``camera`` None: a free camera)."""
+        from brax_core.io import image  # here: rendering loads OpenGL, which stepping never needs
+
+        return image.render_array(self, trajectory, height, width, -1 if camera is None else camera)
 
     def pipeline_step(self, pipeline_state: mjx.Data, action: jax.Array) -> mjx.Data:
         """Takes ``n_frames`` physics steps holding ``action`` as the control."""
