@@ -3,6 +3,7 @@
 import importlib.util
 import os
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -27,6 +28,15 @@ class _Falls(Fast):
     def step(self, state, action):
         state = super().step(state, action)
         return state.replace(done=(state.obs[0] > 0.002).astype(jnp.float32))
+
+
+class _RandomStart(Fast):
+    """``fast`` starting at a random position (Brax's starts at 0), so that a reset shows in the observation."""
+
+    def reset(self, rng):
+        state = super().reset(rng)
+        ps = state.pipeline_state.replace(qpos=jax.random.uniform(rng, (1,), jnp.float32, -1.0, 1.0))
+        return state.replace(pipeline_state=ps, obs=jnp.concatenate([ps.qpos, ps.qvel]))
 
 
 def _push(n=N, value=0.5):
@@ -85,11 +95,11 @@ def test_attributes_methods_seeds_and_bad_input():
     assert env.get_attr("tag", [0, 2]) == ["x", "x"]
     with pytest.raises(AttributeError, match="'tag'"):
         env.get_attr("tag")
-    assert env.env_method("__repr__", indices=[1, 3]) == [repr(env.bridge)] * 2
-    assert env.env_is_wrapped(Monitor) == [True] * N
+    assert env.env_method("__repr__") == [repr(env.bridge)] * N
+    assert env.env_is_wrapped(Monitor) == [True] * N and env.env_is_wrapped(Monitor, [2]) == [True]
     with pytest.raises(ValueError, match="indices must be"):
         env.get_attr("episode_length", [N])
-    assert env.seed(3) == [3] * N
+    assert env.seed(3) == [3, 4, 5, 6]  # seed + index, as SB3's vector envs report (the batch draws from one key)
     first = env.reset()
     env.seed(3)
     assert np.array_equal(env.reset(), first)
@@ -101,6 +111,52 @@ def test_attributes_methods_seeds_and_bad_input():
         VecEnv("fast")
     env.close()
     assert env.closed
+
+
+def test_env_method_reset_restarts_only_the_envs_named_by_indices():
+    env, twin = (VecEnv(_RandomStart(), N, episode_length=50, seed=1) for _ in range(2))
+    first = env.reset()
+    twin.reset()
+    for _ in range(3):
+        before, *_ = env.step(_push())
+        twin.step(_push())
+    results = env.env_method("reset", indices=[0, 2])
+    assert len(results) == 2 and all(info == {} for _, info in results)
+    for i, (obs, _) in zip([0, 2], results, strict=True):
+        assert obs.shape == (2,) and obs[1] == 0 and obs[0] != first[i, 0]  # a fresh random start, at rest
+    assert env.bridge.episode_info()["steps"].tolist() == [0, 3, 0, 3]
+    obs, *_ = env.step(_push())
+    ref, *_ = twin.step(_push())
+    assert np.array_equal(obs[[1, 3]], ref[[1, 3]])  # the others went on untouched
+    np.testing.assert_allclose(obs[0], results[0][0] + [0.0004, 0.02], atol=1e-7)  # one push from rest
+    (single,) = env.env_method("reset", indices=3)
+    assert single[0][1] == 0 and env.bridge.episode_info()["steps"].tolist() == [1, 4, 1, 0]
+    assert len(env.env_method("reset")) == N  # every index: a full reset
+    assert env.bridge.episode_info()["steps"].tolist() == [0] * N
+
+
+def test_per_env_attributes_and_what_no_single_env_has():
+    env = VecEnv("fast", N, episode_length=7, seed=0)
+    env.reset()
+    env.step(_push())
+    env.env_method("reset", indices=[1])
+    assert env.get_attr("episode_length", np.int64(2)) == [7]
+    (qpos,) = env.get_attr("physics", [2])
+    assert qpos["qpos"].shape == (1,) and float(qpos["qpos"][0]) > 0
+    states = env.get_attr("state", [0, 1])
+    assert [float(s.pipeline_state.qvel[0]) for s in states] == pytest.approx([0.02, 0.0])  # env 1 was reset
+    assert [float(row["steps"]) for row in env.env_method("episode_info", indices=[0, 1])] == [1.0, 0.0]
+    with pytest.raises(AttributeError, match="'num_envs' describes the batch of 4 envs, not one env"):
+        env.get_attr("num_envs", indices=[1])
+    assert not env.has_attr("batch_size")
+    with pytest.raises(ValueError, match=r"TorchEnv.set_episode_steps, which acts on the whole batch: it cannot run "
+                                         r"for indices \[0\] alone"):
+        env.env_method("set_episode_steps", torch.zeros(N), indices=[0])
+    assert env.env_method("set_episode_steps", torch.zeros(N)) == [None] * N
+    with pytest.raises(ValueError, match="set_attr cannot set 'episode_length'"):
+        env.set_attr("episode_length", 3, indices=[0])
+    with pytest.raises(ValueError, match="takes the envs to reset from indices"):
+        env.env_method("reset", mask=torch.ones(N, dtype=torch.bool))
 
 
 def test_vec_normalize_wraps_it_and_normalises_terminal_observations():
