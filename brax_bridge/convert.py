@@ -205,7 +205,7 @@ def tensor_to_array(tensor: torch.Tensor, copy: bool | None = None, allow_cast: 
         tensor = tensor.detach().to(_WIDE_TORCH[tensor.dtype])
         _count(True, tensor.numel() * tensor.element_size())
         return _import_copy(tensor)
-    reason = _why_not_shareable(tensor)
+    reason = why_not_shareable(tensor)
     if copy or reason is not None:
         if copy is False:
             raise ValueError(f"cannot share this tensor's memory with JAX ({reason}) and copy=False")
@@ -246,7 +246,8 @@ def _check_narrowing(tensor: torch.Tensor, narrow: torch.dtype) -> None:
         )
 
 
-def _why_not_shareable(tensor: torch.Tensor) -> str | None:
+def why_not_shareable(tensor: torch.Tensor) -> str | None:
+    """Why JAX cannot view ``tensor``'s memory (so converting it copies), or None when it can."""
     if tensor.requires_grad:
         return "it requires grad; detach() it"
     if not tensor.is_contiguous():

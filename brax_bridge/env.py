@@ -14,6 +14,7 @@ import dataclasses
 import functools
 import itertools
 import threading
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
@@ -111,6 +112,34 @@ def _held_step(
         truncated=out.truncated & ~column,
     )
     return new_state, out
+
+
+def _check_reverse_mode(compiled: _Compiled, key: jax.Array, num_envs: int, action_size: int, env: Any) -> None:
+    """``differentiable=True`` needs a step JAX can differentiate in reverse mode. MJX's constraint solver runs a
+    ``while_loop`` when the model asks for more than one Newton iteration, and JAX cannot reverse that: traced here
+    (shapes only, nothing compiles), so the env is refused now rather than at the first ``backward``."""
+    state = jax.eval_shape(compiled.reset_fn, key)[1]
+    action = jax.ShapeDtypeStruct((num_envs, action_size), jnp.float32)
+
+    def forward_and_back(state: State, action: jax.Array) -> Any:
+        new_state, out, vjp_fn = _diff.forward(compiled.step_fn, state, action)
+        return vjp_fn((_diff.float_part(new_state), _diff.float_part(out)))
+
+    try:
+        jax.eval_shape(forward_and_back, state, action)
+    except ValueError as err:
+        if "Reverse-mode differentiation does not work" not in str(err):
+            raise
+        sys = getattr(getattr(compiled.base, "unwrapped", compiled.base), "sys", None)
+        iterations = getattr(getattr(sys, "opt", None), "iterations", None)
+        name = env if isinstance(env, str) else type(compiled.base).__name__
+        raise ValueError(
+            f"differentiable=True: {name}'s step cannot be differentiated in reverse mode: its physics runs a "
+            f"while_loop (MJX's constraint solver with iterations={iterations}; JAX reverses only a solver with one "
+            "Newton iteration, as inverted_pendulum, halfcheetah, ant and humanoid have). Give TorchEnv an env whose "
+            "model solves in one iteration (env.sys = env.sys.replace(opt=env.sys.opt.replace(iterations=1)), a "
+            "less exact solve), or step it without differentiable=True"
+        ) from None
 
 
 def _reset(env: Env, num_envs: int, key: jax.Array) -> tuple[jax.Array, State, Any]:
@@ -260,8 +289,10 @@ class TorchEnv:
         level 0 on a CPU unless that variable says otherwise.
       **env_kwargs: passed to the environment's constructor when ``env`` is a name.
 
-    NaN actions raise ``ValueError`` before the physics runs (checked on the torch side; on CUDA the check is
-    ``torch._assert_async``, which fails the CUDA context asynchronously instead of synchronising every step).
+    NaN or infinite actions raise ``ValueError`` before the physics runs (checked on the torch side; on CUDA the check
+    is ``torch._assert_async``, which fails the CUDA context asynchronously instead of synchronising every step). An
+    action whose memory JAX cannot share (non-contiguous, or requiring grad outside differentiable mode) is copied,
+    with a warning the first time.
     Actions must be float32 tensors of shape ``[num_envs, action_size]`` on ``device``; nothing is cast.
 
     ``state`` is the live JAX state. Outside differentiable mode a step donates the carried state's buffers to
@@ -295,8 +326,8 @@ class TorchEnv:
     ):
         if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
             raise ValueError(f"num_envs must be a positive integer, got {num_envs!r}")
-        if isinstance(seed, bool) or not isinstance(seed, int):
-            raise ValueError(f"seed must be an integer, got {seed!r}")
+        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+            raise ValueError(f"seed must be a non-negative integer (as the trainers' seeds), got {seed!r}")
         for name, flag in (("differentiable", differentiable), ("full_reset", full_reset)):
             if not isinstance(flag, bool):
                 raise ValueError(f"{name} must be True or False, got {flag!r}")
@@ -353,6 +384,9 @@ class TorchEnv:
         self._token = torch.zeros((), device=self._device)
         self._zero_ct = None
         self._specs_made: EnvSpecs | None = None  # at first use: after a reset, without a trace of its own
+        self._warned_copy = False
+        if differentiable:
+            _check_reverse_mode(self._compiled, self._key, num_envs, self._action_size, env)
 
     def _build(self, env, base, env_kwargs, seed, randomization_fn, full_reset, reward_fn, wrap_env_fn) -> _Compiled:
         key = None
@@ -674,8 +708,8 @@ class TorchEnv:
         (there is no episode to go on with). In differentiable mode it cuts the autograd chain of every env, as
         ``set_physics`` does.
         """
-        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
-            raise ValueError(f"seed must be an integer or None, got {seed!r}")
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
+            raise ValueError(f"seed must be a non-negative integer or None, got {seed!r}")
         if mask is not None:
             mask = self._check_mask(mask)  # before the key changes: a refused call changes nothing
         if seed is not None:
@@ -912,13 +946,23 @@ class TorchEnv:
         if action.device != self._device:
             raise ValueError(f"action is on {action.device}; expected {self._device} (the env's device)")
         if self._device.type == "cuda":
-            torch._assert_async(~torch.isnan(action).any(), "NaN in action passed to TorchEnv.step")
-        elif torch.isnan(action).any():
-            rows = torch.isnan(action).any(-1).nonzero().flatten().tolist()
+            torch._assert_async(torch.isfinite(action).all(), "NaN or infinity in action passed to TorchEnv.step")
+        elif not torch.isfinite(action).all():
+            rows = (~torch.isfinite(action)).any(-1).nonzero().flatten().tolist()
             raise ValueError(
-                f"action contains NaN in env(s) {rows[:10]}{'...' if len(rows) > 10 else ''}; "
+                f"action contains NaN or infinity in env(s) {rows[:10]}{'...' if len(rows) > 10 else ''}; "
                 "not stepping the physics with it"
             )
+        if not self._warned_copy:
+            reason = _convert.why_not_shareable(action)
+            if reason is not None:
+                self._warned_copy = True
+                warnings.warn(
+                    f"TorchEnv.step copies this action to hand it to JAX ({reason}); an action JAX can view "
+                    "(contiguous and 64-byte aligned: a tensor of its own rather than a slice) steps without a copy "
+                    "(warned once per env; brax_bridge.stats() counts the copies)",
+                    stacklevel=4,
+                )
         return _convert.tensor_to_array(action)
 
     def _obs_to_torch(self, obs: Any) -> torch.Tensor | TensorDictBase:

@@ -114,3 +114,11 @@ def test_without_grad_the_step_keeps_no_residuals():
     out = env.step(torch.zeros(2, 1, requires_grad=True))["next"]
     assert out["observation"].requires_grad and out["reward"].requires_grad
     assert not out["done"].requires_grad
+
+
+def test_an_env_whose_physics_cannot_be_reversed_is_refused_when_built():
+    # reacher's model asks MJX's constraint solver for 2 Newton iterations: a while_loop, which JAX cannot
+    # differentiate in reverse mode. Found by tracing shapes only, before anything compiles or steps.
+    with pytest.raises(ValueError, match=r"reacher's step cannot be differentiated .*iterations=2.*iterations=1"):
+        TorchEnv("reacher", num_envs=2, differentiable=True)
+    TorchEnv("reacher", num_envs=2)  # stepping without gradients is fine

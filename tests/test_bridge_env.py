@@ -5,6 +5,7 @@ bounds, termination and the physics view.
 """
 
 import functools
+import warnings
 from typing import Any
 
 import jax
@@ -234,16 +235,35 @@ def test_bad_actions_fail_clearly_before_physics():
     ref.reset()
     bad = torch.zeros(N, 1)
     bad[2, 0] = float("nan")
-    with pytest.raises(ValueError, match=r"NaN in env\(s\) \[2\]"):
+    with pytest.raises(ValueError, match=r"NaN or infinity in env\(s\) \[2\]"):
+        env.step(bad)
+    bad[2, 0], bad[4, 0] = 0.0, float("-inf")
+    with pytest.raises(ValueError, match=r"NaN or infinity in env\(s\) \[4\]"):
         env.step(bad)
     # the rejected step left the state alone: both envs continue identically
     zeros = torch.zeros(N, 1)
     assert torch.equal(env.step(zeros)["next", "observation"], ref.step(zeros)["next", "observation"])
 
 
+def test_an_action_that_must_be_copied_warns_once():
+    env = _fast()
+    env.reset()
+    strided = torch.zeros(N, 2)[:, :1]  # a view with a row stride of 2: JAX cannot share its memory
+    before = brax_bridge.stats().copies
+    with pytest.warns(UserWarning, match=r"copies this action .*non-compact strides"):
+        env.step(strided)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # once per env
+        env.step(strided)
+        env.step(torch.zeros(N, 1))
+    assert brax_bridge.stats().copies == before + 2
+
+
 def test_constructor_validates_before_compiling():
     with pytest.raises(ValueError, match="num_envs must be a positive integer"):
         TorchEnv("fast", num_envs=0)
+    with pytest.raises(ValueError, match="seed must be a non-negative integer"):
+        TorchEnv("fast", num_envs=2, seed=-1)
     with pytest.raises(ValueError, match="registered environments"):
         TorchEnv("no_such_env", num_envs=2)
     with pytest.raises(ValueError, match="env_kwargs"):
