@@ -34,11 +34,14 @@ _MODES = {"same_step": AutoresetMode.SAME_STEP, "next_step": AutoresetMode.NEXT_
 _ARRAYS = ("numpy", "torch")
 
 
+_XLA_CPU_ALIGNMENT = 64
+
+
 def action_tensor(actions: Any, num_envs: int, action_size: int, device: torch.device) -> torch.Tensor:
     """``actions`` (NumPy array or torch tensor, floating point, ``(num_envs, action_size)``) as float32 on ``device``.
 
-    NumPy float32 arrays are shared with torch, not copied (the bridge then copies them into JAX only if their
-    memory is not 64-byte aligned, as XLA requires on CPU); other float dtypes are cast. Anything else is refused
+    NumPy float32 arrays whose memory is 64-byte aligned (as XLA requires on CPU) are shared with torch and JAX, not
+    copied; others are copied once into torch's memory here, and other float dtypes are cast. Anything else is refused
     with the expected shape in the message.
     """
     expected = (num_envs, action_size)
@@ -47,7 +50,13 @@ def action_tensor(actions: Any, num_envs: int, action_size: int, device: torch.d
             raise TypeError(f"actions must be a floating-point array of shape {expected}; got dtype {actions.dtype}")
         if actions.shape != expected:
             raise ValueError(f"actions must have shape {expected} (num_envs, action_size); got {actions.shape}")
-        return torch.from_numpy(np.ascontiguousarray(actions, dtype=np.float32)).to(device)
+        array = np.ascontiguousarray(actions, dtype=np.float32)
+        if array.ctypes.data % _XLA_CPU_ALIGNMENT:
+            # XLA shares only 64-byte aligned host memory: one copy here, into torch's (aligned) memory.
+            tensor = torch.empty(expected, dtype=torch.float32)
+            tensor.numpy()[...] = array
+            return tensor.to(device)
+        return torch.from_numpy(array).to(device)
     if isinstance(actions, torch.Tensor):
         if not actions.dtype.is_floating_point:
             raise TypeError(f"actions must be a floating-point tensor of shape {expected}; got {actions.dtype}")

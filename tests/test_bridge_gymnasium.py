@@ -2,6 +2,7 @@
 
 import importlib.util
 import os
+import warnings
 
 import jax
 import jax.numpy as jnp
@@ -207,6 +208,25 @@ def test_numpy_arrays_are_views_that_later_steps_leave_alone():
         env.step(torch.full((N, 1), -1.0))
     assert brax_bridge.stats().copies == 0  # the outputs came out as views
     assert np.array_equal(obs, kept[0]) and np.array_equal(rew, kept[1])
+
+
+def test_unaligned_numpy_actions_are_copied_once_by_the_adapter_without_a_warning():
+    env = VectorEnv("fast", N, episode_length=3)
+    env.reset(seed=0)
+    buffer = np.zeros(N + 1, dtype=np.float32)
+    unaligned = buffer[1:].reshape(N, 1)  # 4 bytes past an aligned start: XLA cannot share it
+    assert unaligned.ctypes.data % 64
+    unaligned[:] = 1.0
+    env.step(unaligned)  # compiles
+    brax_bridge.reset_stats()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the bridge's copy warning is for torch users who can avoid the copy
+        obs, *_ = env.step(unaligned)
+    assert brax_bridge.stats().copies == 0  # the adapter's own copy into aligned torch memory, then a view
+    reference = VectorEnv("fast", N, episode_length=3)
+    reference.reset(seed=0)
+    reference.step(np.ones((N, 1), np.float32))
+    np.testing.assert_array_equal(obs, reference.step(np.ones((N, 1), np.float32))[0])
 
 
 def test_gymnasium_vector_wrappers_run_on_it():
