@@ -21,7 +21,7 @@ from flax import struct
 from mujoco import mjx
 
 from brax_core import _quiet, base  # noqa: F401
-from brax_core.io import mjcf
+from brax_core.io import image, mjcf
 
 ObservationSize = int | Mapping[str, tuple[int, ...] | int]
 
@@ -209,8 +209,6 @@ class PipelineEnv(Env):
     ) -> np.ndarray:
         """Frames ``[T, height, width, 3]`` (uint8) of a trajectory of pipeline states, drawn by MuJoCo's renderer
         as Brax's ``render`` draws them (``brax_core.io.image.render_array``; ``camera`` None: a free camera)."""
-        from brax_core.io import image  # here: rendering loads OpenGL, which stepping never needs
-
         return image.render_array(self, trajectory, height, width, -1 if camera is None else camera)
 
     def pipeline_step(self, pipeline_state: mjx.Data, action: jax.Array) -> mjx.Data:
