@@ -3,7 +3,8 @@
 One process, side by side: the same torch MLP (64 tanh units, two layers) drives ``inverted_pendulum`` through
 
 * ``brax_bridge.TorchEnv`` (the reference),
-* the TorchRL adapter (``BraxBridgeEnv.step``), the Gymnasium adapter (torch and NumPy arrays), the SB3 adapter and
+* the TorchRL adapter (``BraxBridgeEnv.step_and_maybe_reset``, a TorchRL collector's step: it resets the envs
+  whose episode ended), the Gymnasium adapter (torch and NumPy arrays), the SB3 adapter and
   the RSL-RL adapter,
 
 at ``--num-envs`` envs; and Gymnasium's own ``InvertedPendulum-v5`` (native MuJoCo) in ``SyncVectorEnv`` and
@@ -76,7 +77,7 @@ def contenders(num_envs: int) -> dict[str, Callable[[int], None]]:
         td = rl_state["td"]
         for _ in range(steps):
             td["action"] = policy(td["observation"])
-            td = rl_env.step(td).get("next")
+            _, td = rl_env.step_and_maybe_reset(td)
         rl_state["td"] = td
 
     out["TorchRL adapter"] = run_torchrl
@@ -193,8 +194,8 @@ def main(argv: list[str] | None = None) -> None:
         "",
         f"Machine: {platform.machine()} CPU, {os.cpu_count()} cores, no GPU; 1-minute load average "
         f"{load_before:.1f} before, {load_after:.1f} after. Policy: torch MLP 4-64-64-1 (tanh), one torch thread. "
-        f"Copies made by the bridge during the timed bridge loops: {copies} (NumPy actions that are not 64-byte "
-        "aligned are copied on the way in and counted).",
+        f"Copies made by the bridge during the timed bridge loops: {copies} (the NumPy adapters copy actions that "
+        "are not 64-byte aligned into torch memory themselves, outside this count).",
         "",
         "| driver | envs | steps/s | vs TorchEnv |",
         "| --- | ---: | ---: | ---: |",
