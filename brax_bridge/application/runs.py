@@ -241,7 +241,8 @@ def train_run(
         epoch_ends: list[tuple[int, float]] = []
 
         def policy_params_fn(step: int, make_policy: Any, params: Any) -> None:
-            # Called after every epoch, evaluated or not: the summary's env steps and speed without reports.
+            # Called once before training and after every epoch, evaluated or not: the summary's env steps and speed
+            # without reports.
             epoch_ends.append((int(step), round(time_offset + time.perf_counter() - start, 4)))
 
         status, error = "completed", None
