@@ -25,6 +25,7 @@ import time
 
 import jax
 import torch
+from _physics import raw_rollout  # benchmarks/ is the script's directory, first on sys.path
 
 import brax_bridge  # before any JAX computation: GPU memory sharing is set when JAX's backend starts
 from brax_bridge.torchrl import BraxBridgeEnv
@@ -54,14 +55,7 @@ def jax_rates(name: str, num_envs: int, steps: int, repeats: int) -> dict[str, f
 
         return jax.lax.scan(body, state, jax.random.split(key, steps))[0]
 
-    @jax.jit
-    def raw(data, key):
-        step = jax.vmap(env.pipeline_step)
-
-        def body(d, k):
-            return step(d, jax.random.uniform(k, (num_envs, env.action_size), minval=-0.1, maxval=0.1)), ()
-
-        return jax.lax.scan(body, data, jax.random.split(key, steps))[0]
+    raw = raw_rollout(env, num_envs, steps)
 
     out = {}
     for label, fn, arg in (("fused", fused, state), ("raw", raw, state.pipeline_state)):

@@ -33,6 +33,7 @@ import time
 import jax
 import mujoco
 import numpy as np
+from _physics import raw_rollout  # benchmarks/ is the script's directory, first on sys.path
 
 from brax_core import envs
 from brax_core.envs import _assets
@@ -90,15 +91,7 @@ def rate(name: str, setting: tuple[int, int] | None, num_envs: int, steps: int, 
     keys = jax.random.split(jax.random.PRNGKey(0), num_envs)
     data = jax.jit(jax.vmap(env.reset))(keys).pipeline_state
 
-    @jax.jit
-    def rollout(data, key):
-        step = jax.vmap(env.pipeline_step)
-
-        def body(d, k):
-            return step(d, jax.random.uniform(k, (num_envs, env.action_size), minval=-0.1, maxval=0.1)), ()
-
-        return jax.lax.scan(body, data, jax.random.split(key, steps))[0]
-
+    rollout = raw_rollout(env, num_envs, steps)
     start = time.perf_counter()
     jax.block_until_ready(rollout(data, jax.random.PRNGKey(1)))
     compile_s = time.perf_counter() - start
