@@ -89,8 +89,8 @@ def _is_count(value: Any, minimum: int) -> bool:
 def _check_batched_keys(rng: Any, batch_size: int | None) -> None:
     """A batched env's reset takes one PRNG key per env (``batch_size`` of them when that is fixed): a single key,
     or another count, would fail inside ``vmap`` with JAX's own message."""
-    shape = tuple(getattr(rng, "shape", ()))
-    typed = jax.dtypes.issubdtype(getattr(rng, "dtype", None), jax.dtypes.prng_key)
+    shape, dtype = tuple(getattr(rng, "shape", ())), getattr(rng, "dtype", None)
+    typed = dtype is not None and jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key)
     batch = shape[:1] if (typed and len(shape) == 1) or (not typed and len(shape) == 2) else None
     if batch is None:
         raise ValueError(
