@@ -291,8 +291,8 @@ class TorchEnv:
 
     NaN or infinite actions raise ``ValueError`` before the physics runs (checked on the torch side; on CUDA the check
     is ``torch._assert_async``, which fails the CUDA context asynchronously instead of synchronising every step). An
-    action whose memory JAX cannot share (non-contiguous, or requiring grad outside differentiable mode) is copied,
-    with a warning the first time.
+    action whose memory JAX cannot share (non-contiguous, or not 64-byte aligned, as a slice of a larger tensor can
+    be) is copied, with a warning the first time.
     Actions must be float32 tensors of shape ``[num_envs, action_size]`` on ``device``; nothing is cast.
 
     ``state`` is the live JAX state. Outside differentiable mode a step donates the carried state's buffers to
