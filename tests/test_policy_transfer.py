@@ -60,11 +60,11 @@ def test_jax_policy_as_torch_module_gives_the_same_deterministic_actions(activat
 def test_wrong_sizes_and_untransferable_activations_are_refused():
     _, params = _jax_params()
     with pytest.raises(ValueError, match="observation_size=7 does not match"):
-        transfer.jax_policy_to_torch(params, observation_size=7)
+        transfer.jax_policy_to_torch(params, observation_size=7, activation="swish")
     with pytest.raises(ValueError, match="activation must be one of"):
         transfer.jax_policy_to_torch(params, activation=lambda x: x)
     with pytest.raises(ValueError, match="without a torch counterpart"):
-        transfer.jax_policy_to_torch(params, layer_norm=True)
+        transfer.jax_policy_to_torch(params, layer_norm=True, activation="swish")
     # A torch actor built on a function torch alone knows: refused, not rebuilt with another activation.
     modules = PPOModules(OBS, ACT, (16,), (8,), activation=lambda x: torch.tanh(x) * 2.0)
     for convert in (transfer.torch_policy_to_jax, transfer.jax_policy_factory):
@@ -100,9 +100,20 @@ def test_params_round_trip_between_frameworks_is_exact():
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
 
+def test_plain_params_need_the_activation_both_ways():
+    # Weights alone do not say which activation made them: guessing would give other actions without an error.
+    _, params = _jax_params(activation=linen.tanh)
+    with pytest.raises(ValueError, match="activation is required: these JAX parameters do not record"):
+        transfer.jax_policy_to_torch(params)
+    modules = PPOModules(OBS, ACT, (16, 16), (8,), activation="tanh", normalize_observations=True)
+    with pytest.raises(ValueError, match="activation is required: these torch parameters do not record"):
+        transfer.torch_policy_to_jax(params_of(modules))
+    transfer.torch_policy_to_jax(modules)  # the modules record it
+
+
 def test_transferred_module_exports_with_torch_export():
     _, params = _jax_params()
-    module = transfer.jax_policy_to_torch(params)
+    module = transfer.jax_policy_to_torch(params, activation="swish")
     example = torch.from_numpy(_random_obs(8))
     batch = torch.export.Dim("batch", min=1, max=4096)
     exported = torch.export.export(module, (example,), dynamic_shapes={"observation": {0: batch}})
@@ -115,7 +126,7 @@ def test_transferred_module_exports_to_onnx(tmp_path):
     pytest.importorskip("onnx")
     ort = pytest.importorskip("onnxruntime")
     _, params = _jax_params()
-    module = transfer.jax_policy_to_torch(params)
+    module = transfer.jax_policy_to_torch(params, activation="swish")
     path = tmp_path / "policy.onnx"
     example = torch.from_numpy(_random_obs(8))
     # The TorchScript-based exporter: the dynamo one needs onnxscript and a minute of tracing on this machine.

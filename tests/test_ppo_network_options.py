@@ -394,7 +394,7 @@ def test_normal_log_policy_transfers_both_ways():
     options = NORMAL_VARIANTS["log"]
     nets, params = _jax_setup(**options)
     obs = _obs(32, seed=4)
-    module = transfer.jax_policy_to_torch(params)
+    module = transfer.jax_policy_to_torch(params, activation="swish")
     expected = ppo_networks.make_inference_fn(nets)(params, deterministic=True)(jnp.asarray(obs), None)[0]
     np.testing.assert_allclose(module(torch.from_numpy(obs)).detach().numpy(), expected, rtol=1e-5, atol=1e-6)
     assert module.network.noise_std_type == "log" and not module.network.squash

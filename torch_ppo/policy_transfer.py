@@ -14,6 +14,8 @@
   their layers ``hidden_i`` (torch ``weight`` is the transposed flax ``kernel``).
 
 Weights are copied (these are one-off conversions, not a hot path), so the results never alias training state.
+Plain parameters (either trainer's ``params``, or the pair) do not record the networks' activation, so with them
+``activation`` must be given; a checkpoint path, ``PPOModules`` or a torch policy record it.
 """
 
 from __future__ import annotations
@@ -39,6 +41,13 @@ _NORMALIZER_FIELDS = ("count", "mean", "summed_variance", "std")
 
 
 # --- activations by name ----------------------------------------------------------------------------------------
+
+
+# Plain parameters are weights only: a wrong activation would give other actions without any error.
+_ACTIVATION_NEEDED = (
+    "activation is required: these {side} parameters do not record the networks' activation (pass activation='swish' "
+    "for the default networks, or the one they were trained with); a checkpoint, or torch_ppo's modules, record it"
+)
 
 
 def _activation_name(activation: Any) -> str:
@@ -265,7 +274,7 @@ def jax_policy_to_torch(
     params: Any,
     observation_size: int | None = None,
     action_size: int | None = None,
-    activation: Any = "swish",
+    activation: Any = None,
     policy_hidden_layer_sizes: Sequence[int] | None = None,
     **network_kwargs: Any,
 ) -> TorchDeterministicPolicy:
@@ -276,7 +285,8 @@ def jax_policy_to_torch(
         pair, or a ``brax_core`` PPO checkpoint path (its saved config then supplies the network kwargs).
       observation_size, action_size, policy_hidden_layer_sizes: checked against the weights' shapes when given
         (the weights determine them).
-      activation: the activation the JAX networks used, by name or as the jax/flax function.
+      activation: the activation the JAX networks used, by name or as the jax/flax function; required with params
+        (they do not record it: ``'swish'`` for the default networks), read from a checkpoint's config.
       **network_kwargs: other ``make_ppo_networks`` kwargs. The distribution type and std layout are read from
         the weights; ``mean_clip_scale``, ``noise_std_type`` (it matters only with ``state_dependent_std``),
         ``min_std`` and ``policy_obs_key`` (for dict observations: the module then takes that key's tensor) carry
@@ -287,6 +297,8 @@ def jax_policy_to_torch(
         activation = saved_kwargs.pop("activation", activation)
         saved_kwargs.pop("policy_hidden_layer_sizes", None)
         network_kwargs = {**saved_kwargs, **network_kwargs}
+    if activation is None:
+        raise ValueError(_ACTIVATION_NEEDED.format(side="JAX"))
     options = {k: v for k, v in network_kwargs.items() if k not in _IRRELEVANT_FOR_ACTIONS}
     if options.pop("layer_norm", False):
         raise ValueError("network kwargs without a torch counterpart: {'layer_norm': True}")
@@ -358,7 +370,8 @@ def torch_policy_to_jax(
     Args:
       params: ``TorchPPOParams`` (or the pair) from ``torch_ppo.train``, its ``PPOModules``, a ``make_policy``
         result, or a ``TorchDeterministicPolicy``.
-      activation: the actor's activation; read from the modules when they are given.
+      activation: the actor's activation; read from the modules (or the policy) when they are given, required
+        with ``TorchPPOParams`` or the pair, which do not record it.
       deterministic: the mode when True, else a sample (``extras`` then hold ``log_prob``, ``raw_action`` and
         ``distribution_params``), exactly as ``brax_core``'s ``make_policy``.
       mean_clip_scale: the ``'normal'`` policy's mean clipping, for plain params (modules carry their own).
@@ -391,7 +404,9 @@ def jax_policy_factory(
         if isinstance(config["observation_size"], Mapping):
             observation_size = config["observation_size"]
             policy_obs_key = config["policy_obs_key"]
-    name = _activation_name("swish" if activation is None else activation)
+    if activation is None:
+        raise ValueError(_ACTIVATION_NEEDED.format(side="torch"))
+    name = _activation_name(activation)
     normalizer_params, policy_state = _policy_pair(params)
     layout = _policy_options(policy_state)
     shapes = {k: tuple(v.shape) for k, v in policy_state.items()}
