@@ -320,6 +320,12 @@ def test_unknown_env_and_bad_restore_params():
         ppo.train("no_such_env", num_timesteps=STEP)
     with pytest.raises(TypeError, match="restore_params must be PPOTrainingParams"):
         ppo.train("fast", num_timesteps=0, restore_params={"policy": 1}, **_tiny())
+    # torch_ppo's parameters (torch tensors) are not JAX parameters: the message names the conversion.
+    torch = pytest.importorskip("torch")
+    layer = {"hidden_0.weight": torch.zeros(4, 2)}
+    torch_params = ({"mean": torch.zeros(2)}, layer, layer)
+    with pytest.raises(TypeError, match=r"restore_params holds torch tensors.*torch_params_to_jax"):
+        ppo.train("fast", num_timesteps=0, restore_params=torch_params, **_tiny())
 
 
 class _StopAfterWrapping(Exception):

@@ -381,6 +381,11 @@ def _check_device_split(hp: PPOConfig, device_count: int, evaluate: bool) -> Non
 
 def _three_params(params: Any) -> tuple[Any, Any, Any]:
     """``restore_params`` as ``(normalizer_params, policy_params, value_params)``."""
+    if any(type(leaf).__module__.split(".")[0] == "torch" for leaf in jax.tree.leaves(params)):
+        raise TypeError(
+            "restore_params holds torch tensors (torch_ppo's parameters?): convert them first with "
+            "torch_ppo.policy_transfer.torch_params_to_jax(params)"
+        )
     if all(hasattr(params, f) for f in PPOTrainingParams._fields):
         return params.normalizer_params, params.policy_params, params.value_params
     if isinstance(params, tuple | list) and len(params) == 3:
