@@ -237,10 +237,16 @@ def _check_narrowing(tensor: torch.Tensor, narrow: torch.dtype) -> None:
     if narrow.is_floating_point or narrow.is_complex or tensor.numel() == 0:
         return
     info = torch.iinfo(narrow)
-    low, high = int(tensor.min()), int(tensor.max())
+    values = tensor
+    if tensor.dtype == getattr(torch, "uint64", None):
+        values = tensor.view(torch.int64)  # torch has no min/max of uint64; read as int64, 2**63 and up are negative
+    low, high = int(values.min()), int(values.max())
+    described = f"values in [{low}, {high}]"
+    if values is not tensor and low < 0:
+        low, high, described = 0, 2**64 - 1, "values of 2**63 or more"  # out of reach of any narrower type
     if low < info.min or high > info.max:
         raise ValueError(
-            f"allow_cast=True cannot narrow tensor ({tensor.dtype}, values in [{low}, {high}]) to {narrow}: values "
+            f"allow_cast=True cannot narrow tensor ({tensor.dtype}, {described}) to {narrow}: values "
             f"outside [{info.min}, {info.max}] would wrap around; enable jax.config.update('jax_enable_x64', True) "
             "or bring the values into range first"
         )

@@ -54,6 +54,12 @@ def test_64_bit_types_need_x64_or_an_explicit_cast():
     cast = torch_to_jax(torch.arange(3, dtype=torch.int64), allow_cast=True)
     assert cast.dtype == jnp.int32 and cast.tolist() == [0, 1, 2]
     assert brax_bridge.stats().copies == before.copies + 1
+    # uint64, which torch cannot take the min or max of, narrows to uint32 when its values fit, and only then.
+    fits = torch_to_jax(torch.tensor([1, 2**32 - 1], dtype=torch.uint64), allow_cast=True)
+    assert fits.dtype == jnp.uint32 and fits.tolist() == [1, 2**32 - 1]
+    for big, described in ((2**32, r"values in \[4294967296, 4294967296\]"), (2**63 + 5, r"values of 2\*\*63 or more")):
+        with pytest.raises(ValueError, match=rf"cannot narrow tensor \(torch.uint64, {described}\) to torch.uint32"):
+            torch_to_jax(torch.tensor([big], dtype=torch.uint64), allow_cast=True)
     with jax.enable_x64(True):
         t = torch.arange(5, dtype=torch.int64)
         a = torch_to_jax(t)
