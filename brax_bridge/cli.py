@@ -254,7 +254,8 @@ def train_command(
         except rundir.RunDirError as err:  # e.g. --resume of a run that stopped before its first checkpoint
             raise _fail(f"--resume: {err}" if resume is not None else str(err)) from None
     _print_summary(summary, run_dir)
-    if summary["status"] == "aborted":
+    if summary["status"] in ("interrupted", "aborted"):
+        # 128 + SIGINT, as a shell reports a process Ctrl-C ended: `train ... && next-step` must not go on
         raise typer.Exit(130)
     if summary["status"] == "failed":
         raise typer.Exit(1)
@@ -353,6 +354,8 @@ def compare_command(
                   f"figure: {os.path.join(out_dir, 'compare.png')}")
     if any(s["status"] in ("failed", "aborted") for s in summaries):
         raise typer.Exit(1)
+    if stop.requested or any(s["status"] == "interrupted" for s in summaries):
+        raise typer.Exit(130)
 
 
 def _parse_seeds(text: str) -> list[int]:
@@ -402,7 +405,7 @@ def eval_command(
                   f"mean length {summary['mean_length']:.0f} steps)")
     if render:
         summary["render"] = evaluate.render(str(run_dir), config, result, video, console)
-    rundir.write_json(os.path.join(str(run_dir), "eval.json"), summary)
+    rundir.write_json(os.path.join(str(run_dir), rundir.EVAL), summary)
 
 
 @app.command("bench")

@@ -209,6 +209,18 @@ def test_checkpoints_load_and_eval_reports_returns(compared):
         assert 0.0 <= data["mean_return"] <= 0.62
     assert "no MuJoCo model" in invoke("eval", str(out / "jax-seed3"), "--episodes", "1", "--render").output
 
+def test_a_new_run_in_a_used_folder_removes_what_described_the_earlier_policy(tmp_path):
+    run_dir = tmp_path / "run"
+    assert invoke("train", "--env", "fast", "--trainer", "torch", "--out", str(run_dir), *TINY).exit_code == 0
+    assert invoke("eval", str(run_dir), "--episodes", "2").exit_code == 0
+    assert (run_dir / rundir.EVAL).exists()
+    result = invoke("train", "--env", "fast", "--trainer", "jax", "--out", str(run_dir), *TINY)
+    assert result.exit_code == 0, result.output
+    assert "removed the earlier run's eval.json" in " ".join(result.output.split())
+    assert not (run_dir / rundir.EVAL).exists()  # it measured the torch policy, which is gone
+    assert json.loads((run_dir / rundir.SUMMARY).read_text())["trainer"] == "jax"
+
+
 @pytest.mark.parametrize("trainer", ["jax", "torch"])
 def test_a_run_without_evaluations_reports_its_env_steps_and_speed(tmp_path, trainer):
     tiny = [*TINY]
@@ -233,7 +245,7 @@ def test_ctrl_c_leaves_a_resumable_checkpoint(tmp_path, monkeypatch):
     monkeypatch.setattr(rundir.MetricsLog, "append", append_then_ctrl_c)
     result = invoke("train", "--env", "fast", "--trainer", "torch", "--out", str(run_dir), *TINY)
     monkeypatch.setattr(rundir.MetricsLog, "append", original)
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 130, result.output  # 128 + SIGINT: `train ... && next-step` stops there
     assert "resume with: brax-bridge train --resume" in result.output
     summary = json.loads((run_dir / rundir.SUMMARY).read_text())
     assert summary["status"] == "interrupted" and 0 < summary["checkpoint_step"] < 800
@@ -265,7 +277,7 @@ def test_ctrl_c_between_evaluations_resumes_to_the_unbroken_runs_reports(tmp_pat
     every = ["--log-training-metrics", "--training-metrics-steps", "160"]
     result = invoke("train", "--env", "fast", "--trainer", "jax", "--out", str(run_dir), *TINY, *every)
     monkeypatch.setattr(rundir.MetricsLog, "append", original)
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 130, result.output
     summary = json.loads((run_dir / rundir.SUMMARY).read_text())
     assert summary["status"] == "interrupted" and summary["checkpoint_step"] == 160
     assert invoke("train", "--resume", str(run_dir), "--learning-rate", "0.01").exit_code == 2

@@ -19,6 +19,7 @@ METRICS = "metrics.jsonl"
 SUMMARY = "summary.json"
 CHECKPOINT = "checkpoint"
 CURVE = "learning_curve.png"
+EVAL = "eval.json"  # what `brax-bridge eval` measured of the run's policy
 
 EVAL_REWARD = "eval/episode_reward"
 EVAL_REWARD_STD = "eval/episode_reward_std"

@@ -28,6 +28,10 @@ from brax_core.training.agents.ppo import checkpoint as jax_checkpoint
 from brax_core.training.agents.ppo import train as ppo_train
 from torch_ppo import checkpoint as torch_checkpoint
 
+# Files in a run folder that describe the run's policy, written after training (`eval`) or at its end: a fresh run
+# in the same folder removes them first.
+EARLIER_RUN_OUTPUTS = (rundir.EVAL, "episode.html", "episode.mp4", "episode.gif", rundir.SUMMARY, rundir.CURVE)
+
 
 class StopTraining(Exception):
     """Raised from the progress callback to leave the trainer between two compiled steps."""
@@ -201,12 +205,18 @@ def train_run(
         log.rewrite(earlier)
     else:
         # A fresh run in a reused folder replaces the earlier run: its log and its checkpoints (which the
-        # trainer would otherwise mix with, or refuse to overwrite, its own).
+        # trainer would otherwise mix with, or refuse to overwrite, its own), and what `eval` wrote of its policy
+        # (which would otherwise sit beside the new run as if it were the new policy's).
         if os.path.exists(log.path):
             os.remove(log.path)
         if os.path.exists(ckpt):
             console.print(f"[yellow]replacing the earlier run's checkpoints in {ckpt}[/]")
             shutil.rmtree(ckpt)
+        removed = [name for name in EARLIER_RUN_OUTPUTS if os.path.isfile(os.path.join(run_dir, name))]
+        for name in removed:
+            os.remove(os.path.join(run_dir, name))
+        if removed:
+            console.print(f"[yellow]removed the earlier run's {', '.join(removed)} from {run_dir}[/]")
     time_offset = earlier[-1]["time_s"] if earlier else 0.0
     rundir.write_json(os.path.join(run_dir, rundir.CONFIG), config)
 
