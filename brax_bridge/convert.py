@@ -133,12 +133,16 @@ def jax_to_torch(tree: Any, copy: bool | None = None) -> Any:
 
 
 def _numpy_to_tensor(x: np.ndarray, copy: bool | None) -> torch.Tensor:
-    shareable = x.flags.writeable and x.flags.c_contiguous and x.dtype != np.object_
+    shareable = x.flags.writeable and x.flags.c_contiguous and x.dtype != np.object_ and x.dtype.isnative
     if copy or not shareable:
         if copy is False:
-            raise ValueError("numpy array is read-only or not C-contiguous; a zero-copy tensor is impossible")
+            raise ValueError(
+                "numpy array is read-only, not C-contiguous or not in this machine's byte order; a zero-copy tensor "
+                "is impossible"
+            )
         _count(True, x.nbytes)
-        return torch.from_numpy(np.array(x, copy=True, order="C"))
+        # torch holds native byte order only: a big-endian array is copied into it
+        return torch.from_numpy(np.array(x, dtype=x.dtype.newbyteorder("="), copy=True, order="C"))
     _count(False, 0)
     return torch.from_numpy(x)
 
@@ -192,6 +196,8 @@ def tensor_to_array(tensor: torch.Tensor, copy: bool | None = None, allow_cast: 
             f"tensor has layout {tensor.layout}; the bridge converts dense (torch.strided) tensors only, since "
             "JAX arrays have no sparse layout: pass tensor.to_dense(), or its indices and values separately"
         )
+    if tensor.device.type == "meta":
+        raise ValueError("tensor is on the meta device: it has a shape and a dtype but no values to convert")
     if tensor.dtype in _WIDE_TORCH and not _x64_enabled():
         if not allow_cast:
             raise TypeError(

@@ -117,6 +117,20 @@ class _Pair:
     b: dict
 
 
+def test_big_endian_numpy_and_meta_tensors():
+    # torch holds native byte order only: a big-endian array converts as a counted copy, or is refused with
+    # copy=False; a meta tensor has no values, and says so.
+    big_endian = np.arange(4, dtype=">f4")
+    before = brax_bridge.stats().copies
+    tensor = jax_to_torch(big_endian)
+    assert tensor.dtype == torch.float32 and tensor.tolist() == [0.0, 1.0, 2.0, 3.0]
+    assert brax_bridge.stats().copies == before + 1
+    with pytest.raises(ValueError, match="byte order"):
+        jax_to_torch(big_endian, copy=False)
+    with pytest.raises(ValueError, match="meta device"):
+        torch_to_jax(torch.zeros(2, device="meta"))
+
+
 def test_nested_pytrees_and_tensordicts_convert_leaf_by_leaf():
     flags = jnp.array([True, False])
     tree = {"x": jnp.ones((2, 3)), "t": (jnp.zeros(2, jnp.int32), flags), "p": _Pair(jnp.ones(1), {})}
