@@ -104,6 +104,7 @@ def test_fast_env_learns_and_reports_brax_metrics():
         "eval/episode_reward",
         "eval/episode_reward_std",
         "eval/avg_episode_length",
+        "eval/std_episode_length",  # Brax 0.14.2's key: every episode of `fast` is 100 steps, so 0
         "eval/walltime",
         "eval/sps",
         "training/sps",
@@ -116,7 +117,7 @@ def test_fast_env_learns_and_reports_brax_metrics():
     }
     assert expected <= set(reports[-1][1])
     assert all(isinstance(v, float) for v in reports[-1][1].values())
-    assert reports[-1][1]["eval/avg_episode_length"] == 100.0
+    assert reports[-1][1]["eval/avg_episode_length"] == 100.0 and reports[-1][1]["eval/std_episode_length"] == 0.0
     assert metrics == reports[-1][1]
     assert isinstance(params, ppo_networks.PPOTrainingParams)
     # Once before training (Brax's "initial policy_params_fn") and after every epoch.

@@ -113,7 +113,8 @@ def test_both_backends_report_the_same_evaluation_on_a_deterministic_task():
             torch.testing.assert_close(a[key], b[key], rtol=0, atol=0)
     assert [s for s, _ in jax_reports] == [s for s, _ in torch_reports] and len(jax_reports) == 4
     for (_, a), (_, b) in zip(jax_reports, torch_reports, strict=True):
-        for name in ("eval/episode_reward", "eval/episode_reward_std", "eval/avg_episode_length"):
+        names = ("eval/episode_reward", "eval/episode_reward_std", "eval/avg_episode_length", "eval/std_episode_length")
+        for name in names:
             assert a[name] == pytest.approx(b[name], rel=1e-5, abs=1e-5), name
     assert len({round(m["eval/episode_reward"], 3) for _, m in jax_reports}) > 1  # the policy changed along the way
 

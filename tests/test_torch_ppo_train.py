@@ -87,6 +87,7 @@ def test_fast_env_learns_with_the_jax_metric_names_and_zero_copy_collection():
         "eval/episode_reward",
         "eval/episode_reward_std",
         "eval/avg_episode_length",
+        "eval/std_episode_length",
         "eval/walltime",
         "eval/sps",
         "eval/epoch_eval_time",

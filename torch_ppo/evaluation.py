@@ -1,7 +1,8 @@
 """torch_ppo's evaluation: Brax's ``eval/*`` metrics from ``num_eval_envs`` episodes of the current policy.
 
 Two evaluators compute the same metrics (episode reward and the env's own metrics, summed until each env's first
-``done``; their means and standard deviations; the mean episode length; evaluation time and steps/s):
+``done``; their means and standard deviations; the episode length's mean and standard deviation; evaluation time
+and steps/s):
 
 * ``JaxEvaluator`` (the default): one compiled JAX rollout per evaluation, on the env the JAX trainer evaluates on
   (``brax_core.training.agents.ppo.train.make_eval_env``) with its rollout and summary
@@ -230,7 +231,7 @@ class BridgeEvaluator:
         metrics: Metrics = {}
         for name, value in {"reward": reward_sum, **(env_metrics or {})}.items():
             metrics[f"eval/episode_{name}"], metrics[f"eval/episode_{name}_std"] = moments(value)
-        metrics["eval/avg_episode_length"] = float(length.mean())
+        metrics["eval/avg_episode_length"], metrics["eval/std_episode_length"] = moments(length.float())
         elapsed = time.perf_counter() - start
         self.walltime += elapsed
         metrics["eval/walltime"] = self.walltime

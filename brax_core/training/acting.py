@@ -99,7 +99,7 @@ def summarize_eval(eval_metrics: Any, axis_name: str | None = None) -> dict[str,
         mean, std = moments(value)
         out[f"eval/episode_{name}"] = mean
         out[f"eval/episode_{name}_std"] = std
-    out["eval/avg_episode_length"] = moments(eval_metrics.episode_steps)[0]
+    out["eval/avg_episode_length"], out["eval/std_episode_length"] = moments(eval_metrics.episode_steps)
     return out
 
 
