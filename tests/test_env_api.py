@@ -58,6 +58,23 @@ def test_step_compiles_once_and_outputs_are_strongly_typed():
     assert state.reward.dtype == jnp.float32 and state.done.dtype == jnp.float32
 
 
+class _PythonNumbers(Fast):
+    """A user's env whose reset reports reward and done as Python numbers (weakly typed under jit)."""
+
+    def reset(self, rng):
+        return super().reset(rng).replace(reward=0.0, done=0.0)
+
+
+def test_a_custom_env_with_python_number_rewards_compiles_its_wrapped_step_once():
+    env = training.wrap(_PythonNumbers(), episode_length=5)
+    state = jax.jit(env.reset)(_keys(2))
+    assert not state.reward.weak_type and not state.done.weak_type
+    step = jax.jit(env.step)
+    for _ in range(7):
+        state = step(state, jnp.zeros((2, 1), jnp.float32))
+    assert step._cache_size() == 1
+
+
 def test_episode_wrapper_truncation_and_metrics():
     env = training.wrap(envs.get_environment("fast"), episode_length=6, action_repeat=2)
     state = jax.jit(env.reset)(_keys(2))

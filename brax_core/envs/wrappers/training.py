@@ -139,6 +139,9 @@ class EpisodeWrapper(Wrapper):
 
     def reset(self, rng: jax.Array) -> State:
         state = self.env.reset(rng)
+        # float32 as the step returns them: an env's Python-number reward or done (a weak type) in the reset's state
+        # would make a jitted step compile again for its own, strongly typed outputs
+        state = state.replace(reward=_float(state.reward), done=_float(state.done))
         zero = jnp.zeros_like(_float(state.reward))
         state.info["steps"] = zero
         state.info["truncation"] = zero
