@@ -552,6 +552,18 @@ def test_resuming_with_another_configuration_lists_every_difference_unless_allow
     )
     _assert_trees_close(params, interrupted["resumed"], rtol=0, atol=0)
     assert "learning_rate changed from 0.003 to 0.001" in caplog.text
+    # Other hidden layer sizes: no allowance can make the saved parameters fit, so it is refused up front.
+    wider = functools.partial(
+        ppo_networks.make_ppo_networks, **{**presets.network_kwargs("fast"), "policy_hidden_layer_sizes": (64,)}
+    )
+    with pytest.raises(ValueError, match=r"networks of other shapes \(policy_hidden_layer_sizes .*cannot change"):
+        ppo.train(
+            "fast",
+            num_timesteps=0,
+            restore_checkpoint_path=ckpt,
+            allow_config_changes=True,
+            **{**_tiny(**_INTERVAL), "network_factory": wider},
+        )
 
 
 def test_checksums_catch_a_flipped_bit_and_name_the_file(interrupted, tmp_path, capfd):

@@ -48,8 +48,19 @@ RESUME_FIELDS = (
     "learning_rate_schedule_max_lr",
     "seed",
 )
-# Sizes a checkpoint's networks are built for: no override can change them.
-_FIXED = ("observation_size", "action_size")
+# What the shapes of a checkpoint's parameters follow: no override can change them (the parameters would not fit).
+_FIXED = (
+    "observation_size",
+    "action_size",
+    "policy_hidden_layer_sizes",
+    "value_hidden_layer_sizes",
+    "use_distributional_critic",
+    "num_quantiles",
+    "distribution_type",
+    "state_dependent_std",
+    "layer_norm",
+)
+_SIZES = ("observation_size", "action_size")
 # Nested sections of a saved configuration whose entries are fields of their own.
 _SECTIONS = ("training", "network", "network_factory_kwargs")
 _NOT_COMPARED = ("format", "env_steps")
@@ -185,18 +196,21 @@ def check_config(
 ) -> dict[str, tuple[Any, Any]]:
     """Refuses to resume from the checkpoint at ``where`` with a configuration other than the saved one.
 
-    Sizes (``observation_size``, ``action_size``) must always agree; any other differing field must be named in
-    ``allow`` (``True`` allows all). Returns the allowed differences; raises ``ValueError`` listing each refused
+    What the parameters' shapes follow (observation and action sizes, hidden layer sizes, the critic's and the
+    distribution's layout) must always agree; any other differing field must be named in ``allow`` (``True`` allows
+    all). Returns the allowed differences; raises ``ValueError`` listing each refused
     field with both values and how to allow it.
     """
     differences = config_differences(saved, requested)
     fixed = {k: v for k, v in differences.items() if k in _FIXED}
     if fixed:
         listed = "; ".join(f"{k} {s!r} in the checkpoint, {r!r} here" for k, (s, r) in fixed.items())
-        raise ValueError(
-            f"checkpoint {where!r} was saved for networks of other sizes ({listed}): it belongs to another "
-            "environment or observation layout"
+        why = (
+            "it belongs to another environment or observation layout"
+            if fixed.keys() & set(_SIZES)
+            else f"its parameters do not fit other networks, so {argument} cannot change these"
         )
+        raise ValueError(f"checkpoint {where!r} was saved for networks of other shapes ({listed}): {why}")
     allowed = set() if allow is False else (set(differences) if allow is True else set(allow))
     refused = {k: v for k, v in differences.items() if k not in allowed}
     if refused:
