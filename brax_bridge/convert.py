@@ -239,8 +239,20 @@ def tensor_to_array(tensor: torch.Tensor, copy: bool | None = None, allow_cast: 
 
 
 def _check_narrowing(tensor: torch.Tensor, narrow: torch.dtype) -> None:
-    """Refuses an integer cast that would wrap. A host sync, but only on the casting path (a copy already)."""
-    if narrow.is_floating_point or narrow.is_complex or tensor.numel() == 0:
+    """Refuses a cast that would change values beyond rounding: an integer that would wrap, a finite float that
+    would become infinite. A host sync, but only on the casting path (a copy already)."""
+    if tensor.numel() == 0:
+        return
+    if narrow.is_floating_point or narrow.is_complex:
+        limit = torch.finfo(torch.float32).max  # float64 -> float32, complex128 -> complex64 (two float32 parts)
+        for part in (tensor.real, tensor.imag) if tensor.is_complex() else (tensor,):
+            finite = part[torch.isfinite(part)].abs()
+            if finite.numel() and float(finite.max()) > limit:
+                raise ValueError(
+                    f"allow_cast=True cannot narrow tensor ({tensor.dtype}, magnitudes up to {float(finite.max()):.3g})"
+                    f" to {narrow}: finite values beyond {limit:.3g} would become infinite; enable "
+                    "jax.config.update('jax_enable_x64', True) or scale the values first"
+                )
         return
     info = torch.iinfo(narrow)
     values = tensor

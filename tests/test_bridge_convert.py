@@ -60,6 +60,12 @@ def test_64_bit_types_need_x64_or_an_explicit_cast():
     for big, described in ((2**32, r"values in \[4294967296, 4294967296\]"), (2**63 + 5, r"values of 2\*\*63 or more")):
         with pytest.raises(ValueError, match=rf"cannot narrow tensor \(torch.uint64, {described}\) to torch.uint32"):
             torch_to_jax(torch.tensor([big], dtype=torch.uint64), allow_cast=True)
+    # float64 rounds to float32 (infinities stay), but a finite value float32 cannot hold is refused, not made inf
+    rounded = torch_to_jax(torch.tensor([1.0000000001, float("inf")], dtype=torch.float64), allow_cast=True)
+    assert rounded.dtype == jnp.float32 and rounded.tolist() == [1.0, float("inf")]
+    for huge in (torch.tensor([1e300], dtype=torch.float64), torch.tensor([1 + 1e300j], dtype=torch.complex128)):
+        with pytest.raises(ValueError, match="finite values beyond 3.4e\\+38 would become infinite"):
+            torch_to_jax(huge, allow_cast=True)
     with jax.enable_x64(True):
         t = torch.arange(5, dtype=torch.int64)
         a = torch_to_jax(t)
