@@ -409,3 +409,33 @@ def test_state_has_brax_base_operations_and_tree_replace():
         state.tree_replace({"pipeline_state.qpoz": 0.0})
     with pytest.raises(TypeError, match="mapping of dotted field paths"):
         state.tree_replace("reward")
+
+
+class _BatchedWithSharedBuffer(envs.Env):
+    """A batched env (as a Playground task on MJX's Warp implementation is under vmap) whose physics state holds a
+    buffer shared by the batch, without a batch axis, beside a per-env position."""
+
+    observation_size, action_size, backend = 1, 1, "mjx"
+
+    def reset(self, rng):
+        n = rng.shape[0]
+        return envs.State(
+            pipeline_state={"x": jnp.zeros(n), "shared": jnp.zeros((0,))},
+            obs=jnp.zeros((n, 1)),
+            reward=jnp.zeros(n),
+            done=jnp.zeros(n),
+        )
+
+    def step(self, state, action):
+        x = state.pipeline_state["x"] + action[:, 0]
+        return state.replace(pipeline_state={**state.pipeline_state, "x": x}, obs=x[:, None])
+
+
+def test_auto_reset_keeps_a_buffer_the_batch_shares():
+    env = training.AutoResetWrapper(training.EpisodeWrapper(_BatchedWithSharedBuffer(), 2, 1))
+    state = jax.jit(env.reset)(_keys(3))
+    step = jax.jit(env.step)
+    for _ in range(3):  # the time limit at step 2 auto-resets every env
+        state = step(state, jnp.ones((3, 1), jnp.float32))
+    assert state.pipeline_state["shared"].shape == (0,)
+    assert state.pipeline_state["x"].tolist() == [1.0, 1.0, 1.0]  # reset at step 2, one step since

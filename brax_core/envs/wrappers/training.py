@@ -256,6 +256,10 @@ def _resettable(state: State) -> State:
 def _where_done(done: jax.Array, new: jax.Array, old: jax.Array) -> jax.Array:
     if done.ndim == 0:
         return jnp.where(done > 0, new, old)
+    if old.shape[: done.ndim] != done.shape:
+        # Not one value per env: a field shared by the batch (MJX's Warp implementation keeps empty buffers
+        # without a batch axis), which no env's reset changes.
+        return old
     mask = jnp.reshape(done > 0, done.shape + (1,) * (old.ndim - done.ndim))
     return jnp.where(mask, new, old)
 
