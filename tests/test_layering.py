@@ -235,33 +235,22 @@ def test_brax_core_modules_that_load_mujoco_keep_its_import_line_quiet(module):
 
 
 _WARP_PROBE = """
-import importlib.util, json, sys
+import importlib.util, json
 import brax_core.envs
-from brax_core import _jax_install
 import mujoco.mjx.warp as mjx_warp
-loaded_with_mjx = "warp" in sys.modules
-installed = importlib.util.find_spec("warp") is not None
-if installed:
-    import warp  # still importable after brax_core
-print(json.dumps({"cuda_plugin": _jax_install.cuda_plugin_installed(), "loaded_with_mjx": loaded_with_mjx,
-                  "mjx_sees_warp": mjx_warp.WARP_INSTALLED, "installed": installed,
-                  "importable": installed and sys.modules["warp"] is not None}))
+print(json.dumps({"mjx_sees_warp": mjx_warp.WARP_INSTALLED, "installed": importlib.util.find_spec("warp") is not None}))
 """
 
 
-def test_mjx_skips_warp_where_jax_cannot_reach_a_cuda_device():
-    """Warp costs about 1.2 s of start-up and serves only MJX's CUDA implementation: without a JAX CUDA plugin MJX
-    is imported without it, and a program can still import it afterwards."""
+def test_mjx_keeps_warp_when_brax_core_is_imported_first():
+    """Warp runs MJX's Warp implementation (the default of many MuJoCo Playground configs) on a CPU too: a program
+    that imports brax_core before loading such a task must find MJX with Warp wherever Warp is installed."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     out = subprocess.run([sys.executable, "-c", _WARP_PROBE], capture_output=True, text=True, timeout=300, cwd=ROOT,
                          env=env)
     assert out.returncode == 0, out.stderr[-3000:]
     result = json.loads(out.stdout.strip().splitlines()[-1])
-    if result["cuda_plugin"]:  # MJX imports Warp as usual, where it is installed
-        assert result["loaded_with_mjx"] == result["installed"] == result["mjx_sees_warp"]
-    else:
-        assert not result["loaded_with_mjx"] and not result["mjx_sees_warp"]
-    assert result["importable"] == result["installed"]
+    assert result["mjx_sees_warp"] == result["installed"]
 
 
 def test_a_jax_cuda_plugin_is_found_without_starting_jax(tmp_path, monkeypatch):
