@@ -63,6 +63,11 @@ def stats() -> CopyStats:
     return dataclasses.replace(_STATS)
 
 
+def copies_made() -> int:
+    """``stats().copies`` without the snapshot: a cheap read for a caller asking whether its conversion copied."""
+    return _STATS.copies
+
+
 def reset_stats() -> None:
     """Zeroes the conversion counters."""
     _STATS.copies = _STATS.bytes_copied = _STATS.zero_copy = 0

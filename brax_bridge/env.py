@@ -94,13 +94,7 @@ def _held_step(
 ) -> tuple[State, StepOutputs]:
     """``_step`` for the envs where ``hold`` is False; the others keep their state and report nothing happened."""
     new_state, out = _step(env, reward_fn, state, action)
-    num_envs = hold.shape[0]
-
-    def pick(old: jax.Array, new: jax.Array) -> jax.Array:
-        if old.ndim == 0 or old.shape[0] != num_envs:
-            return new
-        return jnp.where(hold.reshape((num_envs,) + (1,) * (old.ndim - 1)), old, new)
-
+    pick = functools.partial(_training.select_envs, hold)  # (kept, stepped): the held envs keep theirs
     new_state = jax.tree.map(pick, state, new_state)
     column = hold[:, None]
     out = StepOutputs(
@@ -156,13 +150,9 @@ def _partial_reset(
     key, sub = jax.random.split(key)
     start = mask & ~(state.done > 0)
 
-    def pick(new: jax.Array, old: jax.Array) -> jax.Array:
-        if old.ndim == 0 or old.shape[0] != num_envs:
-            return old
-        return jnp.where(start.reshape((num_envs,) + (1,) * (old.ndim - 1)), new, old)
-
     def restart(carried: State) -> State:
-        return jax.tree.map(pick, env.reset(jax.random.split(sub, num_envs)), carried)
+        fresh = env.reset(jax.random.split(sub, num_envs))
+        return jax.tree.map(functools.partial(_training.select_envs, start), fresh, carried)
 
     # TorchRL asks for a reset after every episode end, mostly of envs the auto-reset already restarted: the cond
     # skips the batch's reset then, as brax_core's auto-reset skips it on steps where nothing ended.
@@ -953,17 +943,17 @@ class TorchEnv:
                 f"action contains NaN or infinity in env(s) {rows[:10]}{'...' if len(rows) > 10 else ''}; "
                 "not stepping the physics with it"
             )
-        if not self._warned_copy:
-            reason = _convert.why_not_shareable(action)
-            if reason is not None:
-                self._warned_copy = True
-                warnings.warn(
-                    f"TorchEnv.step copies this action to hand it to JAX ({reason}); an action JAX can view "
-                    "(contiguous and 64-byte aligned: a tensor of its own rather than a slice) steps without a copy "
-                    "(warned once per env; brax_bridge.stats() counts the copies)",
-                    stacklevel=4,
-                )
-        return _convert.tensor_to_array(action)
+        copies = _convert.copies_made()
+        array = _convert.tensor_to_array(action)
+        if not self._warned_copy and _convert.copies_made() != copies:  # the reason only once it copied
+            self._warned_copy = True
+            warnings.warn(
+                f"TorchEnv.step copies this action to hand it to JAX ({_convert.why_not_shareable(action)}); an "
+                "action JAX can view (contiguous and 64-byte aligned: a tensor of its own rather than a slice) steps "
+                "without a copy (warned once per env; brax_bridge.stats() counts the copies)",
+                stacklevel=4,
+            )
+        return array
 
     def _obs_to_torch(self, obs: Any) -> torch.Tensor | TensorDictBase:
         if isinstance(obs, Mapping):

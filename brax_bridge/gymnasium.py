@@ -28,13 +28,12 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 from tensordict import TensorDictBase
 
+from brax_bridge import convert as _convert
 from brax_bridge.env import TorchEnv, as_torch_env
 
 _MODES = {"same_step": AutoresetMode.SAME_STEP, "next_step": AutoresetMode.NEXT_STEP}
 _ARRAYS = ("numpy", "torch")
 
-
-_XLA_CPU_ALIGNMENT = 64
 
 
 def action_tensor(actions: Any, num_envs: int, action_size: int, device: torch.device) -> torch.Tensor:
@@ -50,13 +49,11 @@ def action_tensor(actions: Any, num_envs: int, action_size: int, device: torch.d
             raise TypeError(f"actions must be a floating-point array of shape {expected}; got dtype {actions.dtype}")
         if actions.shape != expected:
             raise ValueError(f"actions must have shape {expected} (num_envs, action_size); got {actions.shape}")
-        array = np.ascontiguousarray(actions, dtype=np.float32)
-        if array.ctypes.data % _XLA_CPU_ALIGNMENT:
-            # XLA shares only 64-byte aligned host memory: one copy here, into torch's (aligned) memory.
-            tensor = torch.empty(expected, dtype=torch.float32)
-            tensor.numpy()[...] = array
-            return tensor.to(device)
-        return torch.from_numpy(array).to(device)
+        tensor = torch.from_numpy(np.ascontiguousarray(actions, dtype=np.float32))
+        if device.type == "cpu" and _convert.why_not_shareable(tensor) is not None:
+            # memory JAX cannot view (not 64-byte aligned): one copy here, into torch's own (aligned) memory
+            tensor = tensor.clone()
+        return tensor.to(device)
     if isinstance(actions, torch.Tensor):
         if not actions.dtype.is_floating_point:
             raise TypeError(f"actions must be a floating-point tensor of shape {expected}; got {actions.dtype}")

@@ -157,10 +157,10 @@ def render(run_dir: str, config: Mapping[str, Any], result: Episodes, video: str
     model = envs.get_environment(config["env"]).mj_model
     trajectory = Trajectory(result.qpos, result.xpos, result.xquat)
     dt = env_dt(config)
-    written["html"] = html.save(os.path.join(run_dir, "episode.html"), model, trajectory, dt=dt)
+    written["html"] = html.save(os.path.join(run_dir, f"{rundir.EPISODE}.html"), model, trajectory, dt=dt)
     console.print(f"HTML viewer: {written['html']} (open in a browser; works offline)")
     if video != "none":
-        path = os.path.join(run_dir, f"episode.{video}")
+        path = os.path.join(run_dir, f"{rundir.EPISODE}.{video}")
         try:
             frames = image.render_array(model, trajectory, height=240, width=320)
             written["video"] = image.save_video(path, frames, fps=1.0 / dt)

@@ -20,6 +20,7 @@ SUMMARY = "summary.json"
 CHECKPOINT = "checkpoint"
 CURVE = "learning_curve.png"
 EVAL = "eval.json"  # what `brax-bridge eval` measured of the run's policy
+EPISODE = "episode"  # `eval --render`: episode.html and the video episode.<format>
 
 EVAL_REWARD = "eval/episode_reward"
 EVAL_REWARD_STD = "eval/episode_reward_std"

@@ -29,8 +29,8 @@ from brax_core.training.agents.ppo import train as ppo_train
 from torch_ppo import checkpoint as torch_checkpoint
 
 # Files in a run folder that describe the run's policy, written after training (`eval`) or at its end: a fresh run
-# in the same folder removes them first.
-EARLIER_RUN_OUTPUTS = (rundir.EVAL, "episode.html", "episode.mp4", "episode.gif", rundir.SUMMARY, rundir.CURVE)
+# in the same folder removes them first (and the rendered episode, `rundir.EPISODE` in any format).
+EARLIER_RUN_OUTPUTS = (rundir.EVAL, rundir.SUMMARY, rundir.CURVE)
 
 
 class StopTraining(Exception):
@@ -212,7 +212,8 @@ def train_run(
         if os.path.exists(ckpt):
             console.print(f"[yellow]replacing the earlier run's checkpoints in {ckpt}[/]")
             shutil.rmtree(ckpt)
-        removed = [name for name in EARLIER_RUN_OUTPUTS if os.path.isfile(os.path.join(run_dir, name))]
+        episode = [name for name in os.listdir(run_dir) if name.startswith(f"{rundir.EPISODE}.")]
+        removed = [name for name in (*EARLIER_RUN_OUTPUTS, *episode) if os.path.isfile(os.path.join(run_dir, name))]
         for name in removed:
             os.remove(os.path.join(run_dir, name))
         if removed:

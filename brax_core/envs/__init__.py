@@ -171,7 +171,7 @@ def create(
 ) -> Env:
     """Creates an environment from the registry, wrapped for batched, time-limited use (``batch_size`` 0 or
     ``None``: not batched, as in Brax)."""
-    if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 0):
+    if batch_size is not None and not training.is_count(batch_size, minimum=0):
         raise ValueError(f"batch_size must be an integer >= 0 or None (0 and None: not batched), got {batch_size!r}")
     env = get_environment(env_name, **kwargs)
     if episode_length is not None:

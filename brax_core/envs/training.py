@@ -7,5 +7,6 @@ from brax_core.envs.wrappers.training import (  # noqa: F401
     EvalMetrics,
     EvalWrapper,
     VmapWrapper,
+    select_envs,
     wrap,
 )

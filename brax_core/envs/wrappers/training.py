@@ -82,7 +82,8 @@ def _same_metric_keys(env: Env, before: State, after: State) -> State:
     return after.replace(metrics={**before.metrics, **after.metrics})
 
 
-def _is_count(value: Any, minimum: int) -> bool:
+def is_count(value: Any, minimum: int) -> bool:
+    """An int (not a bool) of at least ``minimum``: the check every size argument of these wrappers gets."""
     return isinstance(value, int) and not isinstance(value, bool) and value >= minimum
 
 
@@ -109,7 +110,7 @@ class VmapWrapper(Wrapper):
 
     def __init__(self, env: Env, batch_size: int | None = None):
         super().__init__(env)
-        if batch_size is not None and not _is_count(batch_size, minimum=1):
+        if batch_size is not None and not is_count(batch_size, minimum=1):
             raise ValueError(f"batch_size must be a positive integer or None, got {batch_size!r}")
         self.batch_size = batch_size
 
@@ -130,9 +131,9 @@ class EpisodeWrapper(Wrapper):
 
     def __init__(self, env: Env, episode_length: int, action_repeat: int):
         super().__init__(env)
-        if isinstance(episode_length, bool) or not isinstance(episode_length, int) or episode_length <= 0:
+        if not is_count(episode_length, minimum=1):
             raise ValueError(f"episode_length must be a positive integer, got {episode_length!r}")
-        if isinstance(action_repeat, bool) or not isinstance(action_repeat, int) or action_repeat < 1:
+        if not is_count(action_repeat, minimum=1):
             raise ValueError(f"action_repeat must be an integer >= 1, got {action_repeat!r}")
         self.episode_length = episode_length
         self.action_repeat = action_repeat
@@ -142,7 +143,7 @@ class EpisodeWrapper(Wrapper):
         # float32 as the step returns them: an env's Python-number reward or done (a weak type) in the reset's state
         # would make a jitted step compile again for its own, strongly typed outputs
         state = state.replace(reward=_float(state.reward), done=_float(state.done))
-        zero = jnp.zeros_like(_float(state.reward))
+        zero = jnp.zeros_like(state.reward)
         state.info["steps"] = zero
         state.info["truncation"] = zero
         state.info["episode_done"] = zero
@@ -237,11 +238,11 @@ class AutoResetWrapper(Wrapper):
             pipeline_state, obs = fresh.pipeline_state, fresh.obs
             info = dict(state.info)
             for key, value in fresh.info.items():
-                info[key] = jax.tree.map(lambda new, old: _where_done(done, new, old), value, state.info[key])
+                info[key] = jax.tree.map(lambda new, old: select_envs(done, new, old), value, state.info[key])
         else:
             pipeline_state, obs = state.info["first_pipeline_state"], state.info["first_obs"]
             info = state.info
-        select = lambda new, old: _where_done(done, new, old)
+        select = lambda new, old: select_envs(done, new, old)
         pipeline_state = jax.tree.map(select, pipeline_state, state.pipeline_state)
         obs = jax.tree.map(select, obs, state.obs)
         return state.replace(pipeline_state=pipeline_state, obs=obs, info=info)
@@ -253,15 +254,15 @@ def _resettable(state: State) -> State:
     return State(pipeline_state=state.pipeline_state, obs=state.obs, reward=state.reward, done=state.done, info=info)
 
 
-def _where_done(done: jax.Array, new: jax.Array, old: jax.Array) -> jax.Array:
-    if done.ndim == 0:
-        return jnp.where(done > 0, new, old)
-    if old.shape[: done.ndim] != done.shape:
-        # Not one value per env: a field shared by the batch (MJX's Warp implementation keeps empty buffers
-        # without a batch axis), which no env's reset changes.
-        return old
-    mask = jnp.reshape(done > 0, done.shape + (1,) * (old.ndim - done.ndim))
-    return jnp.where(mask, new, old)
+def select_envs(mask: jax.Array, selected: jax.Array, other: jax.Array) -> jax.Array:
+    """Per env, ``selected`` where ``mask`` (one flag per env, bool or 0/1) is set, else ``other``: one leaf of a
+    batched state, whose leading axes are the mask's. A leaf without those axes is shared by the batch (MJX's Warp
+    implementation keeps empty buffers without a batch axis), so no env's choice can change it: ``other``."""
+    if mask.ndim == 0:
+        return jnp.where(mask > 0, selected, other)
+    if other.shape[: mask.ndim] != mask.shape:
+        return other
+    return jnp.where(jnp.reshape(mask > 0, mask.shape + (1,) * (other.ndim - mask.ndim)), selected, other)
 
 
 def _split_batched(rng: jax.Array) -> tuple[jax.Array, jax.Array]:
