@@ -202,6 +202,8 @@ def test_bad_env_keywords_and_batch_arguments_are_named():
     # A batched env's reset takes one key per env; one key alone used to fail inside vmap with JAX's message.
     with pytest.raises(ValueError, match=r"one PRNG key per env, e.g. jax.random.split\(key, num_envs\)"):
         training.wrap(envs.get_environment("fast"), episode_length=10).reset(jax.random.PRNGKey(0))
+    with pytest.raises(ValueError, match="one PRNG key per env"):
+        training.wrap(envs.get_environment("fast"), episode_length=10).reset(0)
 
 
 def test_randomised_env_reset_names_the_key_count_it_needs():

@@ -267,6 +267,8 @@ def select_envs(mask: jax.Array, selected: jax.Array, other: jax.Array) -> jax.A
 
 def _split_batched(rng: jax.Array) -> tuple[jax.Array, jax.Array]:
     """Splits every key in a (possibly batched) array of keys in two."""
+    if not hasattr(rng, "dtype"):
+        _check_batched_keys(rng, None)  # a plain number: the batched reset's own error
     typed = jnp.issubdtype(rng.dtype, jax.dtypes.prng_key)
     batch_ndim = rng.ndim if typed else rng.ndim - 1
     split = jax.random.split
