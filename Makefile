@@ -1,10 +1,13 @@
-# The README's two commands: `make run` (the main job) and `make test` (the test suite).
+# The README's two commands: `make run` (the main job) and `make test` (install checks, then the test suite).
 # torch is pinned before the package so pip takes the CPU build instead of several GB of CUDA wheels.
 PYTHON ?= python3
 PIP = $(PYTHON) -m pip install --disable-pip-version-check -q
 OUT ?= runs/compare_inverted_pendulum
+# `make test` builds this virtualenv afresh each time, as a user's first install would be.
+TEST_VENV ?= .venv-test
+EXTRAS ?= torchrl gymnasium sb3 rsl-rl export playground
 
-.PHONY: install run test lint bench
+.PHONY: install run test install-check pytest lint bench
 
 install:
 	$(PIP) torch==2.13.0
@@ -13,7 +16,17 @@ install:
 run: install
 	$(PYTHON) -m brax_bridge.cli compare --env inverted_pendulum --out $(OUT)
 
-test: install
+# A fresh virtualenv, the package installed from a wheel of the checkout with no extras, then each extra added
+# with a check of what it brings; then the whole suite in that virtualenv.
+test:
+	PYTHON=$(PYTHON) TEST_VENV=$(TEST_VENV) EXTRAS="$(EXTRAS)" bash tests/fresh_install.sh
+
+# The install checks alone (no test suite).
+install-check:
+	PYTHON=$(PYTHON) TEST_VENV=$(TEST_VENV) EXTRAS="$(EXTRAS)" SUITE=0 bash tests/fresh_install.sh
+
+# The suite in the current environment (after `make install`), for quick iterations.
+pytest:
 	$(PYTHON) -m pytest -q -n 2 --dist worksteal
 
 lint:

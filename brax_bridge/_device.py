@@ -64,8 +64,11 @@ def jax_device(device: Any = None):
     import jax
     import torch
 
-    if device is None:
-        return jax.devices()[0]
+    if device is None:  # JAX's default device (``jax.default_device`` where one is set)
+        default = jax.config.jax_default_device
+        if isinstance(default, jax.Device):
+            return default
+        return jax.devices(default)[0] if default else jax.devices()[0]
     if isinstance(device, jax.Device):
         return device
     try:
@@ -84,7 +87,8 @@ def jax_device(device: Any = None):
         index = tdev.index or 0
         if index >= len(gpus):
             raise ValueError(
-                f"device {device!r}: JAX sees {len(gpus)} GPU(s) ({[str(d) for d in gpus]}); install jax[cuda12]"
+                f"device {device!r}: JAX sees {len(gpus)} GPU(s) ({[str(d) for d in gpus]}); for JAX's CUDA build "
+                "install the GPU extra: pip install 'brax-bridge[cuda]'"
             )
         return gpus[index]
     raise ValueError(f"device {device!r}: only 'cpu' and 'cuda:i' have a JAX counterpart")

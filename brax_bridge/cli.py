@@ -45,6 +45,10 @@ app = typer.Typer(
 )
 
 HP_PANEL = "Hyperparameters (override the preset)"
+DEVICE_HELP = (
+    "where both trainers' physics and networks run: auto (CUDA where JAX and torch both have it, else the CPU), "
+    "cpu, cuda or cuda:N"
+)
 PRESET_HELP = (
     "hyperparameter preset: an env's name, or ant-gpu, humanoid-gpu or halfcheetah-gpu for Brax's GPU recipes "
     "(default: the env's own)"
@@ -127,14 +131,16 @@ def _check_trainer(trainer: str) -> str:
     return trainer
 
 
-def _check_device(device: str) -> str | None:
-    """``auto`` -> None (the trainer's CUDA-if-available choice); otherwise a torch device string."""
+def _check_device(device: str) -> str:
+    """``--device`` checked against what JAX and torch can run here (before anything compiles); returns it as given,
+    which the run folder records."""
     from brax_bridge.application import runtime
 
     try:
-        return runtime.parse_device(device)
+        runtime.place(device)
     except ValueError as err:
         raise _fail(str(err)) from None
+    return device
 
 
 def _resolve(env: str, preset: str | None, hp: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
@@ -214,7 +220,7 @@ def train_command(
     resume: Annotated[
         Path | None, typer.Option(help="continue the run in this folder from its checkpoint", file_okay=False)
     ] = None,
-    device: Annotated[str, typer.Option(help="torch device: auto (cuda if available), cpu, cuda, cuda:N")] = "auto",
+    device: Annotated[str, typer.Option(help=DEVICE_HELP)] = "auto",
     allow_changes: Annotated[
         bool, typer.Option(help="with --resume: let hyperparameter flags change the checkpoint's configuration")
     ] = False,
@@ -239,11 +245,11 @@ def train_command(
             raise _fail("--allow-changes applies to --resume only")
         env = _check_env(env)
         trainer = _check_trainer(trainer or "jax")
-        torch_device = _check_device(device)
+        device = _check_device(device)
         resolved, used = _resolve(env, preset, hp)
         stamp = time.strftime("%Y%m%d-%H%M%S")
         run_dir = str(out) if out is not None else os.path.join("runs", f"{_folder_name(env)}-{trainer}-{stamp}")
-        config = runs.make_config(env, trainer, seed, resolved, used, torch_device)
+        config = runs.make_config(env, trainer, seed, resolved, used, device)
     console.print(f"training [bold]{config['trainer']}[/] PPO on [bold]{config['env']}[/] "
                   f"({config['hyperparameters']['num_timesteps']:,} env steps, preset {config['preset']}) -> {run_dir}")
     with runs.sigint_stops(runs.StopFlag(), console) as stop:
@@ -303,7 +309,7 @@ def compare_command(
     seeds: Annotated[str, typer.Option(help="comma-separated seeds, each trained by both trainers")] = "0",
     preset: Annotated[str | None, typer.Option(help=PRESET_HELP)] = None,
     trainers: Annotated[str, typer.Option(help="which trainers to run, in order")] = "jax,torch",
-    device: Annotated[str, typer.Option(help="torch device: auto (cuda if available), cpu, cuda, cuda:N")] = "auto",
+    device: Annotated[str, typer.Option(help=DEVICE_HELP)] = "auto",
     hp: dict = None,
 ) -> None:
     """Train both trainers with the same hyperparameters and seeds; write compare.png and report.md.
@@ -319,7 +325,7 @@ def compare_command(
     distinct = len(set(trainer_list)) == len(trainer_list)
     if not trainer_list or not distinct or any(t not in hparams.TRAINERS for t in trainer_list):
         raise _fail(f"--trainers must list distinct names from {', '.join(hparams.TRAINERS)}; got {trainers!r}")
-    torch_device = _check_device(device)
+    device = _check_device(device)
     resolved, used = _resolve(env, preset, hp)
     out_dir = str(out) if out is not None else os.path.join("runs", f"compare_{_folder_name(env)}")
     os.makedirs(out_dir, exist_ok=True)
@@ -331,7 +337,7 @@ def compare_command(
         for seed in seed_list:
             for trainer in trainer_list:
                 run_dir = os.path.join(out_dir, f"{trainer}-seed{seed}")
-                config = runs.make_config(env, trainer, seed, resolved, used, torch_device)
+                config = runs.make_config(env, trainer, seed, resolved, used, device)
                 summary = runs.train_run(run_dir, config, console, stop=stop)
                 _print_summary(summary, run_dir)
                 summaries.append(summary)
@@ -343,12 +349,13 @@ def compare_command(
                 break
     total = time.perf_counter() - start
     plots.compare(curves, os.path.join(out_dir, "compare.png"), title=f"{env}: {' vs '.join(trainer_list)} PPO")
-    text = report.markdown(env, summaries, hparams.to_json(resolved), runtime.machine(), rundir.command_line(), total)
+    machine = runtime.machine(runtime.place(device))
+    text = report.markdown(env, summaries, hparams.to_json(resolved), machine, rundir.command_line(), total)
     with open(os.path.join(out_dir, "report.md"), "w", encoding="utf-8") as f:
         f.write(text)
     rundir.write_json(os.path.join(out_dir, "compare.json"),
                       {"env": env, "preset": used, "seeds": seed_list, "hyperparameters": hparams.to_json(resolved),
-                       "runs": summaries, "total_wall_s": round(total, 3), "machine": runtime.machine()})
+                       "runs": summaries, "total_wall_s": round(total, 3), "machine": machine})
     console.print(report.rich_table(summaries, title=f"{env}: {' vs '.join(trainer_list)}"))
     console.print(f"total {total:.1f} s; report: {os.path.join(out_dir, 'report.md')}, "
                   f"figure: {os.path.join(out_dir, 'compare.png')}")
@@ -378,22 +385,28 @@ def eval_command(
     deterministic: Annotated[bool, typer.Option("--deterministic/--stochastic", help="policy mode or samples")] = True,
     seed: Annotated[int, typer.Option(help="seed of the evaluation episodes")] = 0,
     video: Annotated[str, typer.Option(help="video format with --render: mp4, gif or none")] = "gif",
+    device: Annotated[str, typer.Option(help=DEVICE_HELP)] = "auto",
 ) -> None:
     """Load a run's checkpoint, run N episodes and report mean/std return; --render writes viewers."""
-    from brax_bridge.application import evaluate
+    from brax_bridge.application import evaluate, runtime
 
     if episodes < 1:  # checked here rather than by click, whose range wording differs between its versions
         raise _fail(f"--episodes must be >= 1; got {episodes}")
     if video not in ("mp4", "gif", "none"):
         raise _fail(f"--video must be mp4, gif or none; got {video!r}")
+    _check_device(device)
+    placement = runtime.place(device)
     try:
         config = rundir.read_config(str(run_dir))
-        policy = evaluate.load_policy(str(run_dir), config, deterministic)
+        with runtime.placed(placement):
+            policy = evaluate.load_policy(str(run_dir), config, deterministic, placement)
     except rundir.RunDirError as err:
         raise _fail(f"RUN_DIR: {err}") from None
     mode = "deterministic" if deterministic else "stochastic"
-    console.print(f"evaluating {config['trainer']} policy on {config['env']}: {episodes} episodes ({mode})")
-    result = evaluate.run_episodes(config, policy, episodes, seed, record=render)
+    console.print(f"evaluating {config['trainer']} policy on {config['env']}: {episodes} episodes ({mode}) "
+                  f"on {placement.torch_device}")
+    with runtime.placed(placement):
+        result = evaluate.run_episodes(config, policy, episodes, seed, record=render)
     summary = {
         "episodes": episodes, "deterministic": deterministic, "seed": seed,
         "mean_return": float(result.returns.mean()), "std_return": float(result.returns.std()),

@@ -34,6 +34,7 @@ import os
 import pickle
 import platform
 import types
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -46,6 +47,9 @@ from brax_core.io import model as model_io
 ENV_VAR = "BRAX_BRIDGE_PROGRAM_CACHE"
 _FORMAT = 1
 _SOURCE_HASHES: dict[str, str] = {}
+# Whether this process has already said why the cache could not be used: once is enough, every program after the
+# first would fail the same way.
+_warned = False
 
 logger = logging.getLogger(__name__)
 
@@ -240,6 +244,21 @@ def key(
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
 
+def _warn_once(action: str, error: BaseException) -> None:
+    """Says once per process that the cache could not ``action`` and why; the run goes on by tracing."""
+    global _warned
+    if _warned:
+        logger.info("program cache: could not %s (%s: %s)", action, type(error).__name__, error)
+        return
+    _warned = True
+    warnings.warn(
+        f"brax_core's program cache could not {action} ({type(error).__name__}: {error}); programs are traced in "
+        f"this run instead, which only costs start-up time. {ENV_VAR}=0 turns the program cache off.",
+        RuntimeWarning,
+        stacklevel=4,
+    )
+
+
 def _load(path: str) -> tuple[jax.export.Exported, Any] | None:
     try:
         with open(path, "rb") as file:
@@ -249,8 +268,8 @@ def _load(path: str) -> tuple[jax.export.Exported, Any] | None:
         return jax.export.deserialize(bytearray(entry["exported"])), entry["out_tree"]
     except FileNotFoundError:
         return None
-    except Exception as error:  # a truncated or foreign file: trace as if it were absent
-        logger.warning("ignoring unreadable cached program %s (%s)", path, error)
+    except Exception as error:  # a truncated or foreign file, or a JAX that cannot deserialise: trace instead
+        _warn_once(f"load the stored program {path}", error)
         return None
 
 
@@ -319,7 +338,11 @@ def cached(
     not on disk); with caching off or a description that is not plain data, it is ``make_jit(fn)``.
     """
     where = folder()
-    program_key = None if where is None or description is None else key(description, args, platform_name, packages)
+    try:
+        program_key = None if where is None or description is None else key(description, args, platform_name, packages)
+    except Exception as error:  # e.g. a package folder that cannot be read for its hash
+        _warn_once("compute a program's key", error)
+        program_key = None
     if program_key is None:
         return make_jit(fn), False
     path = os.path.join(where, program_key + ".jaxexport")
@@ -333,6 +356,6 @@ def cached(
         return make_jit(fn), False
     try:
         _store(path, exported, out_tree)
-    except OSError as error:
-        logger.warning("could not write cached program %s (%s)", path, error)
+    except Exception as error:  # a read-only folder, a full disk, or serialisation missing (flatbuffers)
+        _warn_once(f"store a program in {where}", error)
     return make_jit(_runner(exported, out_tree)), False

@@ -65,7 +65,8 @@ def test_envs_lists_every_registered_env(monkeypatch):
         (["train", "--env", "fast", "--preset", "nope"], "--preset must be one of"),
         (["train", "--env", "fast", "--num-envs", "3", "--batch-size", "4", "--num-minibatches", "1"],
          r"--batch-size x --num-minibatches \(4 x 1 = 4\) must be divisible by --num-envs \(3\)"),
-        (["train", "--env", "fast", "--device", "tpu"], "--device must be auto, cpu, cuda"),
+        (["train", "--env", "fast", "--device", "tpu"], "--device must be one of auto, cpu, cuda, cuda:N"),
+        (["eval", "/tmp", "--device", "cuda:x"], "--device must be one of auto, cpu, cuda, cuda:N"),
         (["train", "--resume", "/no/such/run"], "--resume: run folder /no/such/run does not exist"),
         (["train", "--resume", "/no/such/run", "--out", "x"], "leave out --out, --seed and --device"),
         (["compare", "--env", "fast", "--seeds", "0,a"], "--seeds must be comma-separated integers"),
@@ -361,3 +362,87 @@ def test_auto_device_follows_jax_even_when_torch_sees_a_gpu(monkeypatch, capsys)
     assert "JAX runs on the CPU, so torch does too" in note and "brax-bridge[cuda]" in note
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert runtime.default_device() == "cpu" and capsys.readouterr().err == ""
+
+
+class _FakeGpu:
+    """A device JAX would report on a GPU machine; anything that tried to compute on it would fail."""
+
+    platform = "gpu"
+    device_kind = "Fake GPU"
+    id = 0
+    process_index = 0
+
+    def __init__(self, client):
+        self.client = client  # the runtime's description, which orbax reads off the first device
+
+
+def _pretend_a_gpu(monkeypatch):
+    """JAX and torch both report a CUDA GPU on this machine, which has none."""
+    real_devices = jax.devices
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
+    gpu = _FakeGpu(real_devices("cpu")[0].client)
+    monkeypatch.setattr(jax, "devices", lambda backend=None: real_devices("cpu") if backend == "cpu" else [gpu])
+
+
+def test_device_cpu_runs_both_trainers_on_the_cpu_where_a_gpu_is_reported(tmp_path, monkeypatch):
+    from brax_core.training.agents.ppo import train as ppo_train
+
+    _pretend_a_gpu(monkeypatch)
+    assert runtime.place("auto").torch_device == "cuda:0"  # what auto would pick here
+    jax_devices, torch_devices = [], []
+    choose = ppo_train._devices
+    monkeypatch.setattr(ppo_train, "_devices", lambda *a: jax_devices.append(choose(*a)) or jax_devices[-1])
+    train_torch = runs.torch_ppo.train
+    monkeypatch.setattr(runs.torch_ppo, "train",
+                        lambda *a, **kw: torch_devices.append(kw["device"]) or train_torch(*a, **kw))
+    result = invoke("compare", "--env", "fast", "--out", str(tmp_path), "--device", "cpu", *TINY)
+    assert result.exit_code == 0, result.output
+    assert [[d.platform for d in chosen] for chosen in jax_devices] == [["cpu"]]
+    assert torch_devices == ["cpu"]
+    compared = json.loads((tmp_path / "compare.json").read_text())
+    assert "JAX and torch on cpu, a GPU present, unused" in compared["machine"]
+    assert {run["status"] for run in compared["runs"]} == {"completed"}
+    assert json.loads((tmp_path / "torch-seed0" / "config.json").read_text())["device"] == "cpu"
+
+
+def test_device_cuda_without_jax_cuda_names_the_gpu_install(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    real_devices = jax.devices
+
+    def no_cuda_plugin(backend=None):
+        if backend == "gpu":
+            raise RuntimeError("Unknown backend gpu")
+        return real_devices(backend)
+
+    monkeypatch.setattr(jax, "devices", no_cuda_plugin)
+    for command in (["train", "--env", "fast"], ["compare", "--env", "fast"]):
+        result = invoke(*command, "--device", "cuda")
+        assert result.exit_code == 2, result.output
+        text = _error_text(result)
+        assert "--device cuda: JAX has no CUDA backend" in text and "brax-bridge[cuda]" in text
+
+
+def test_device_cuda_with_cpu_torch_is_refused_by_name(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    result = invoke("train", "--env", "fast", "--device", "cuda:1")
+    assert result.exit_code == 2
+    assert "--device cuda:1: this torch is a CPU build" in _error_text(result)
+
+
+def test_device_index_beyond_the_gpus_is_refused(monkeypatch):
+    _pretend_a_gpu(monkeypatch)
+    with pytest.raises(ValueError, match=r"--device cuda:3: JAX sees 1 and torch 1 CUDA device\(s\); use cuda:0 to"):
+        runtime.place("cuda:3")
+
+
+def test_jax_trainer_follows_jax_default_device():
+    from brax_core.training.agents.ppo import train as ppo_train
+
+    cpu = jax.devices("cpu")[0]
+    with jax.default_device(cpu):
+        assert ppo_train._devices(None) == [cpu]
+    with jax.default_device("cpu"):
+        assert ppo_train._devices(None) == jax.devices("cpu")

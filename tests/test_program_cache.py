@@ -1,6 +1,8 @@
 """Programs kept on disk: a second run of a configuration skips tracing and computes exactly what tracing would."""
 
 import os
+import subprocess
+import sys
 
 import jax
 import jax.numpy as jnp
@@ -82,14 +84,65 @@ def test_off_with_the_compile_cache():
         jax.config.update("jax_compilation_cache_dir", saved)
 
 
-def test_an_unreadable_file_is_traced_again(cache_dir):
+def test_an_unreadable_file_is_traced_again(cache_dir, monkeypatch):
+    monkeypatch.setattr(program_cache, "_warned", False)
     traces = []
     program_cache.cached(_counting(traces), jax.jit, _args(), {"name": "add"}, "cpu")
     (path,) = cache_dir.iterdir()
     path.write_bytes(b"not a program")
-    jitted, from_disk = program_cache.cached(_counting(traces), jax.jit, _args(), {"name": "add"}, "cpu")
+    with pytest.warns(RuntimeWarning, match="could not load the stored program"):
+        jitted, from_disk = program_cache.cached(_counting(traces), jax.jit, _args(), {"name": "add"}, "cpu")
     assert not from_disk and len(traces) == 2
     np.testing.assert_array_equal(jitted(*_args())["sum"], _args()[0] + 1.0)
+
+
+def test_a_cache_that_cannot_serialise_traces_and_says_why_once(cache_dir, monkeypatch, recwarn):
+    # What a JAX without flatbuffers does: jax.export raises ImportError on serialize and deserialize.
+    def missing(*args, **kwargs):
+        raise ImportError("Please install 'flatbuffers' in order to use Exported serialization")
+
+    monkeypatch.setattr(program_cache, "_warned", False)
+    monkeypatch.setattr(jax.export.Exported, "serialize", missing)
+    traces = []
+    for name in ("add", "also add"):  # two programs: the second fails the same way and says nothing more
+        jitted, from_disk = program_cache.cached(_counting(traces), jax.jit, _args(), {"name": name}, "cpu")
+        assert not from_disk
+        np.testing.assert_array_equal(jitted(*_args())["sum"], _args()[0] + 1.0)
+    assert len(traces) == 2 and not list(cache_dir.glob("*.jaxexport"))
+    messages = [str(w.message) for w in recwarn if issubclass(w.category, RuntimeWarning)]
+    assert len(messages) == 1, messages
+    assert "flatbuffers" in messages[0] and program_cache.ENV_VAR in messages[0] and "traced" in messages[0]
+
+
+def test_a_stored_program_that_cannot_be_loaded_is_traced(cache_dir, monkeypatch):
+    traces = []
+    program_cache.cached(_counting(traces), jax.jit, _args(), {"name": "add"}, "cpu")
+    monkeypatch.setattr(program_cache, "_warned", False)
+    monkeypatch.setattr(jax.export, "deserialize", lambda *a: (_ for _ in ()).throw(ImportError("no flatbuffers")))
+    with pytest.warns(RuntimeWarning, match="no flatbuffers"):
+        jitted, from_disk = program_cache.cached(_counting(traces), jax.jit, _args(), {"name": "add"}, "cpu")
+    assert not from_disk and len(traces) == 2
+    np.testing.assert_array_equal(jitted(*_args())["scaled"][1], np.float32(6.0))
+
+
+def test_torch_env_steps_where_flatbuffers_is_missing(tmp_path):
+    # The first thing a user runs, in a process that cannot import flatbuffers (jax.export's serialiser).
+    script = (
+        "import sys, warnings; sys.modules['flatbuffers'] = None\n"
+        "import torch\n"
+        "from brax_bridge import TorchEnv\n"
+        "with warnings.catch_warnings(record=True) as caught:\n"
+        "    warnings.simplefilter('always')\n"
+        "    env = TorchEnv('fast', 4)\n"
+        "    env.reset(); td = env.step(torch.zeros(4, env.action_size))\n"
+        "notes = [str(w.message) for w in caught if 'program cache' in str(w.message)]\n"
+        "assert len(notes) == 1 and 'flatbuffers' in notes[0], notes\n"
+        "print('reward', td['next', 'reward'].shape)\n"
+    )
+    env = dict(os.environ, BRAX_BRIDGE_JAX_CACHE=str(tmp_path / "jax"), BRAX_BRIDGE_PROGRAM_CACHE="1")
+    result = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "reward torch.Size([4, 1])" in result.stdout
 
 
 def _rollout(env, steps=5):

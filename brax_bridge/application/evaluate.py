@@ -50,8 +50,10 @@ class Policy:
     traceable: bool
 
 
-def load_policy(run_dir: str, config: Mapping[str, Any], deterministic: bool) -> Policy:
-    """The run's checkpointed policy, for either trainer."""
+def load_policy(
+    run_dir: str, config: Mapping[str, Any], deterministic: bool, placement: runtime.Placement | None = None
+) -> Policy:
+    """The run's checkpointed policy, for either trainer, on ``placement`` (default: ``--device auto``'s)."""
     ckpt = os.path.abspath(os.path.join(run_dir, rundir.CHECKPOINT))
     if not os.path.exists(ckpt):
         raise rundir.RunDirError(f"{ckpt} does not exist; train (or resume) the run until its first checkpoint")
@@ -60,8 +62,8 @@ def load_policy(run_dir: str, config: Mapping[str, Any], deterministic: bool) ->
         return Policy(lambda obs, key: policy(obs, key)[0], traceable=True)
     if config["trainer"] == "torch":
         # The policy runs where JAX keeps the observations, so DLPack hands them over without a copy.
-        device = "cuda" if jax.default_backend() == "gpu" and runtime.default_device() == "cuda" else "cpu"
-        policy = torch_checkpoint.load_policy(ckpt, deterministic=deterministic, device=device)
+        placement = placement or runtime.place("auto")
+        policy = torch_checkpoint.load_policy(ckpt, deterministic=deterministic, device=placement.torch_device)
 
         def act(obs: jax.Array, key: jax.Array) -> jax.Array:
             del key  # torch samples from its own generator
@@ -134,7 +136,9 @@ def run_episodes(config: Mapping[str, Any], policy: Policy, episodes: int, seed:
 
 def compiler_options() -> dict[str, Any] | None:
     """The trainers' CPU compile setting (see ``brax_core.compile``): MJX compiles dominate short runs."""
-    return compile_options.compiler_options(jax.default_backend(), auto_level=1)
+    default = jax.config.jax_default_device  # set by ``runtime.placed`` to the run's device
+    platform = default.platform if isinstance(default, jax.Device) else default or jax.default_backend()
+    return compile_options.compiler_options(platform, auto_level=1)
 
 
 def _pose(pipeline_state: Any) -> tuple[jax.Array, jax.Array, jax.Array]:

@@ -91,7 +91,7 @@ def _fmt_reward(value: float | None) -> str:
 
 
 def make_config(
-    env: str, trainer: str, seed: int, hp: Mapping[str, Any], preset: str | None, device: str | None
+    env: str, trainer: str, seed: int, hp: Mapping[str, Any], preset: str | None, device: str = "auto"
 ) -> dict[str, Any]:
     return {
         "env": env,
@@ -127,13 +127,18 @@ def _call_trainer(
         restore_checkpoint_path=restore,
         allow_config_changes=bool(allow_changes and restore),
     )
+    # Both trainers on the same device: the JAX trainer trains on JAX's default device, torch_ppo's networks and its
+    # TorchEnv's physics on the torch device of the same place.
+    placement = runtime.place(config.get("device"))
     if config["trainer"] == "jax":
         environment = envs.get_environment(config["env"])
-        return ppo_train.train(environment=environment, **common, **configuration.jax_kwargs(hp))
+        with runtime.placed(placement):
+            return ppo_train.train(environment=environment, **common, **configuration.jax_kwargs(hp))
     if config["trainer"] == "torch":
         # By name: the bridge shares one compiled step among TorchEnvs of one configuration (training, evaluation).
-        return torch_ppo.train(environment=config["env"], device=config.get("device") or runtime.default_device(),
-                               **common, **configuration.torch_kwargs(hp))
+        with runtime.placed(placement):
+            return torch_ppo.train(environment=config["env"], device=placement.torch_device,
+                                   **common, **configuration.torch_kwargs(hp))
     raise hparams.HParamError(f"--trainer must be one of {', '.join(hparams.TRAINERS)}; got {config['trainer']!r}")
 
 

@@ -3,17 +3,37 @@
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import os
 import sys
+from collections.abc import Iterator
 
 import jax
 import torch
 
 from brax_core import _quiet  # noqa: F401  (hides MJX's import-time stdout line before anything else)
 
+DEVICE_CHOICES = ("auto", "cpu", "cuda", "cuda:N")
+GPU_INSTALL = "pip install 'brax-bridge[cuda]'"
+
+
+@dataclasses.dataclass(frozen=True)
+class Placement:
+    """Where a run lives: torch's device for the networks and the JAX device of the physics (and of the JAX
+    trainer), always the same place."""
+
+    requested: str  # as the user asked: auto, cpu, cuda, cuda:N
+    torch_device: str
+    jax_device: jax.Device
+
+    @property
+    def platform(self) -> str:
+        return self.jax_device.platform
+
 
 def default_device() -> str:
-    """The torch trainer's device when none is named: where JAX runs (the physics decides, torch follows).
+    """The device ``auto`` picks: CUDA where both JAX and torch have it, else the CPU for both.
 
     CUDA torch beside a CPU-only JAX is the most common PyTorch install; there the run stays on the CPU and one
     line on stderr says so and how to put JAX on the GPU.
@@ -25,40 +45,75 @@ def default_device() -> str:
     if torch_on_gpu:
         print(
             "--device auto: JAX runs on the CPU, so torch does too (the physics decides where a run lives); "
-            "for the GPU install JAX's CUDA build: pip install 'brax-bridge[cuda]'",
+            f"for the GPU install JAX's CUDA build: {GPU_INSTALL}",
             file=sys.stderr,
         )
     elif jax_on_gpu:
         print(
             "--device auto: torch has no CUDA here, so the run stays on the CPU; install a CUDA build of torch "
-            "to train beside JAX on the GPU",
+            f"to train beside JAX on the GPU: {GPU_INSTALL}",
             file=sys.stderr,
         )
     return "cpu"
 
 
-def parse_device(device: str) -> str | None:
-    """``auto`` -> None (the trainer's CUDA-if-available choice); otherwise a torch device string.
+def _choices() -> str:
+    return ", ".join(DEVICE_CHOICES)
 
-    Raises ``ValueError`` naming what is accepted, or that CUDA is not available here.
-    """
+
+def check_device(device: str) -> str:
+    """The ``--device`` value, checked for its form only (nothing is started): raises ``ValueError`` naming the
+    accepted values."""
     if device == "auto":
-        return None
+        return device
     try:
         parsed = torch.device(device)
     except (RuntimeError, TypeError):
-        raise ValueError(f"--device must be auto, cpu, cuda or cuda:N; got {device!r}") from None
-    if parsed.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"--device {device}: torch sees no CUDA device here; use --device cpu or auto")
-    if parsed.type not in ("cpu", "cuda"):
-        raise ValueError(f"--device must be auto, cpu, cuda or cuda:N; got {device!r}")
-    return str(parsed)
+        raise ValueError(f"--device must be one of {_choices()}; got {device!r}") from None
+    if parsed.type not in ("cpu", "cuda") or (parsed.type == "cpu" and parsed.index not in (None, 0)):
+        raise ValueError(f"--device must be one of {_choices()}; got {device!r}")
+    return device
 
 
-def machine() -> str:
-    """One line for reports: cores and the backend JAX runs on."""
-    platform = jax.default_backend()
+def place(device: str | None = "auto") -> Placement:
+    """Both trainers' physics and networks for ``--device`` (``None`` is ``auto``, as run folders written before
+    the choice was recorded say); raises ``ValueError`` when JAX or torch cannot run there, naming the install."""
+    requested = check_device(device or "auto")
+    chosen = torch.device(default_device() if requested == "auto" else requested)
+    if chosen.type == "cpu":
+        return Placement(requested, "cpu", jax.devices("cpu")[0])
+    if not torch.cuda.is_available():
+        raise ValueError(f"--device {requested}: this torch is a CPU build and sees no CUDA device; use --device cpu, "
+                         f"or install the CUDA builds of torch and JAX: {GPU_INSTALL}")
+    try:
+        gpus = jax.devices("gpu")
+    except RuntimeError:  # no CUDA plugin (a CPU-only jaxlib): JAX cannot place anything on a GPU
+        gpus = []
+    if not gpus:
+        raise ValueError(f"--device {requested}: JAX has no CUDA backend here (its CPU-only build), so the physics "
+                         f"cannot run on the GPU; use --device cpu, or install JAX's CUDA build: {GPU_INSTALL}")
+    index = chosen.index or 0
+    count = min(len(gpus), torch.cuda.device_count())
+    if index >= count:
+        raise ValueError(f"--device {requested}: JAX sees {len(gpus)} and torch {torch.cuda.device_count()} CUDA "
+                         f"device(s); use cuda:0 to cuda:{count - 1}")
+    return Placement(requested, f"cuda:{index}", gpus[index])
+
+
+@contextlib.contextmanager
+def placed(placement: Placement) -> Iterator[Placement]:
+    """JAX's default device set to the placement's: new arrays, jitted programs and the JAX trainer (which trains
+    on the default device when one is set) run there."""
+    with jax.default_device(placement.jax_device):
+        yield placement
+
+
+def machine(placement: Placement | None = None) -> str:
+    """One line for reports: cores and where the runs lived (``placement``; JAX's default device without one)."""
+    device = placement.jax_device if placement is not None else jax.devices()[0]
     cores = os.cpu_count()
-    if platform == "cpu":
-        return f"{cores}-core CPU, JAX on cpu, no GPU"
-    return f"{cores}-core host, JAX on {platform} ({jax.devices()[0].device_kind})"
+    if device.platform == "cpu":
+        gpu = "a GPU present, unused" if torch.cuda.is_available() else "no GPU"
+        return f"{cores}-core CPU, JAX and torch on cpu, {gpu}"
+    return f"{cores}-core host, JAX and torch on {device.platform} ({device.device_kind})"
+

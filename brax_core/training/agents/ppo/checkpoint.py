@@ -750,9 +750,12 @@ def load_params(path: str | os.PathLike) -> ppo_networks.PPOTrainingParams:
 
 def _restore_params(step_dir: str, config: Mapping[str, Any], network: ppo_networks.PPONetworks) -> Any:
     target = abstract_params(network, _obs_size(config), config.get("normalizer_std_eps", 0.0))
-    # Onto this process's first device: without a sharding orbax would ask for the devices that saved the
-    # checkpoint, which a policy loaded elsewhere (one process, from a run on several) does not have.
-    local = jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
+    # Onto this process's default device (``jax.default_device`` where one is set, else its first): without a
+    # sharding orbax would ask for the devices that saved the checkpoint, which a policy loaded elsewhere (one
+    # process, from a run on several) does not have.
+    default = jax.config.jax_default_device
+    device = default if isinstance(default, jax.Device) else jax.local_devices(backend=default)[0]
+    local = jax.sharding.SingleDeviceSharding(device)
     target = jax.tree.map(lambda leaf: jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=local), target)
     return _restore_item(step_dir, "params", target)
 

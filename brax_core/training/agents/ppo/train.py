@@ -191,9 +191,17 @@ class _CachedProgram:
 
 
 def _devices(max_devices_per_host: int | None) -> list[jax.Device]:
-    """The devices to train on: up to ``max_devices_per_host`` of each process's local devices."""
+    """The devices to train on: up to ``max_devices_per_host`` of each process's local devices.
+
+    A default device set with ``jax.default_device`` places the run, as it places any other JAX computation: a
+    device means that device alone, a platform name (``"cpu"``) that platform's devices. Brax ignores it and trains
+    on the default backend's devices, so ``--device cpu`` on a GPU machine would still train on the GPU.
+    """
+    default = jax.config.jax_default_device
+    if isinstance(default, jax.Device):
+        return [default]
     per_process: dict[int, list[jax.Device]] = {}
-    for d in jax.devices():
+    for d in jax.devices(default) if default else jax.devices():
         per_process.setdefault(d.process_index, []).append(d)
     chosen = []
     for index in sorted(per_process):

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# `make test`: installs brax-bridge the way a user does and checks it, then runs the test suite.
+#
+# 1. a fresh virtualenv ($TEST_VENV), torch==2.13.0 first (the CPU build), then a wheel built from this checkout
+#    with no extras (not editable); `pip check`, and tests/install_check.py core: TorchEnv, both trainers and
+#    `brax-bridge train`, imported from the virtualenv from outside the checkout;
+# 2. each extra of $EXTRAS added in turn, each followed by its own check (its adapter or feature on a tiny case);
+# 3. the `test` extra, then the suite (pytest -n 2) in the same virtualenv, unless SUITE=0.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+PYTHON=${PYTHON:-python3}
+TEST_VENV=${TEST_VENV:-.venv-test}
+EXTRAS=${EXTRAS:-torchrl gymnasium sb3 rsl-rl export playground}
+SUITE=${SUITE:-1}
+start=$(date +%s)
+step() { echo "== [$(( $(date +%s) - start )) s] $*"; }
+
+step "fresh virtualenv $TEST_VENV"
+rm -rf "$TEST_VENV"
+"$PYTHON" -m venv "$TEST_VENV"
+VENV_PYTHON=$ROOT/$TEST_VENV/bin/python
+pip_install() { "$VENV_PYTHON" -m pip install --disable-pip-version-check -q "$@"; }
+pip_install torch==2.13.0
+"$VENV_PYTHON" -m pip wheel --disable-pip-version-check -q --no-deps -w "$TEST_VENV/dist" .
+WHEEL=$(ls "$ROOT/$TEST_VENV"/dist/brax_bridge-*.whl)
+
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+check() {
+  # From a folder outside the checkout, so that `import brax_core` finds the installed package.
+  (cd "$WORK" && "$VENV_PYTHON" "$ROOT/tests/install_check.py" "$1" --work "$WORK")
+}
+
+step "pip install $(basename "$WHEEL") (no extras)"
+pip_install torch==2.13.0 "$WHEEL"
+"$VENV_PYTHON" -m pip check
+check core
+
+for extra in $EXTRAS; do
+  step "extra $extra"
+  pip_install torch==2.13.0 "$WHEEL[$extra]"
+  check "$extra"
+done
+
+if [ "$SUITE" = 1 ]; then
+  step "extra test, then the test suite"
+  pip_install torch==2.13.0 "$WHEEL[test]"
+  "$VENV_PYTHON" -m pip check
+  "$VENV_PYTHON" -m pytest -q -n 2 --dist worksteal
+fi
+step "done"
