@@ -14,7 +14,7 @@ install:
 	$(PIP) torch==2.13.0 -e ".[test,torchrl,gymnasium,sb3,rsl-rl,export,playground]"
 
 run: install
-	$(PYTHON) -m brax_bridge.cli compare --env inverted_pendulum --out $(OUT)
+	$(PYTHON) -m brax_bridge_app.cli compare --env inverted_pendulum --out $(OUT)
 
 # A fresh virtualenv, the package installed from a wheel of the checkout with no extras, then each extra added
 # with a check of what it brings; then the whole suite in that virtualenv.
@@ -33,4 +33,4 @@ lint:
 	$(PYTHON) -m ruff check .
 
 bench: install
-	$(PYTHON) -m brax_bridge.cli bench
+	$(PYTHON) -m brax_bridge_app.cli bench

@@ -21,7 +21,7 @@ start_suite "${SUITE_S:-300}" "${SUITE_WORKERS:-10}"
 {
   for trainer in jax torch; do
     load
-    timeout -s INT -k 20 "${ANT_S:-120}" python3 -m brax_bridge.cli train "${ANT[@]}" --trainer $trainer \
+    timeout -s INT -k 20 "${ANT_S:-120}" python3 -m brax_bridge_app.cli train "${ANT[@]}" --trainer $trainer \
       --out "$OUT/runs/ant-$trainer" 2>&1 | grep -v "^\s*$" | tail -40
     load
   done
@@ -41,7 +41,7 @@ cat "$OUT/throughput.log"
 left=$(( BUDGET_S - $(elapsed) ))
 if [ "$left" -gt 45 ]; then
   load >"$OUT/compare.log"
-  timeout -s INT -k 10 "$left" python3 -m brax_bridge.cli compare --env inverted_pendulum --out "$OUT/runs/compare" \
+  timeout -s INT -k 10 "$left" python3 -m brax_bridge_app.cli compare --env inverted_pendulum --out "$OUT/runs/compare" \
     >>"$OUT/compare.log" 2>&1
   echo "compare exit $? at $(elapsed) s" >>"$OUT/compare.log"
   tail -25 "$OUT/compare.log"

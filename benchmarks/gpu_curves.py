@@ -21,7 +21,7 @@ from typing import Any
 
 from _results import first_reaching  # benchmarks/ is the script's directory, first on sys.path
 
-from brax_bridge.application import plots, rundir
+from brax_bridge_app import plots, rundir
 
 
 def load_run(folder: Path) -> dict[str, Any]:

@@ -37,7 +37,7 @@ timebox() {
 # train NAME BOX_S ARGS...: one `brax-bridge train ARGS` run into $OUT/runs/NAME, time-boxed.
 train() {
   local name=$1 box=$2; shift 2
-  timebox "$name" "$box" python3 -m brax_bridge.cli train "$@" --out "$OUT/runs/$name"
+  timebox "$name" "$box" python3 -m brax_bridge_app.cli train "$@" --out "$OUT/runs/$name"
 }
 
 # start_suite TIMEOUT_S WORKERS: the default test suite in the background, logged to $OUT/suite.log; its pid in $suite.

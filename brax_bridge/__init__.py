@@ -6,7 +6,7 @@ Importing this package first configures JAX and torch to share one GPU (see ``br
 
 The adapters are imported explicitly, each needing its extra: ``brax_bridge.torchrl`` (TorchRL),
 ``brax_bridge.gymnasium`` (Gymnasium), ``brax_bridge.sb3`` (Stable-Baselines3), ``brax_bridge.rsl_rl`` (RSL-RL).
-Policy transfer between the two trainers is ``torch_ppo.policy_transfer``; the command line is ``brax_bridge.cli``.
+Policy transfer between the two trainers is ``torch_ppo.policy_transfer``; the command line is ``brax_bridge_app.cli``.
 """
 
 from brax_bridge import _device

@@ -187,7 +187,7 @@ def test_importing_the_bridge_first_disables_preallocation_and_loads_nothing_opt
         import brax_bridge
         import jax
         jax.devices()
-        optional = ('torchrl', 'torch_ppo', 'brax_bridge.cli', 'brax_bridge.torchrl')
+        optional = ('torchrl', 'torch_ppo', 'brax_bridge_app.cli', 'brax_bridge.torchrl')
         heavy = [m for m in optional if m in sys.modules]
         print(heavy, os.environ.get('XLA_PYTHON_CLIENT_PREALLOCATE'), brax_bridge.MEMORY_SHARING.preallocate_disabled)
         """

@@ -12,8 +12,7 @@ import torch
 from PIL import Image
 from typer.testing import CliRunner
 
-from brax_bridge import cli
-from brax_bridge.application import bench, configuration, envinfo, hparams, plots, report, rundir, runs, runtime
+from brax_bridge_app import bench, cli, configuration, envinfo, hparams, plots, report, rundir, runs, runtime
 from brax_core import envs
 from brax_core.io import image
 from brax_core.training.agents.ppo import checkpoint as jax_checkpoint
@@ -446,3 +445,12 @@ def test_jax_trainer_follows_jax_default_device():
         assert ppo_train._devices(None) == [cpu]
     with jax.default_device("cpu"):
         assert ppo_train._devices(None) == jax.devices("cpu")
+
+
+def test_the_trainers_are_the_schemas_and_an_unknown_one_is_named():
+    from brax_bridge_app import trainers
+
+    assert tuple(trainers.TRAINERS) == tuple(hparams.TRAINERS) == ("jax", "torch")
+    assert {name: t.name for name, t in trainers.TRAINERS.items()} == {"jax": "jax", "torch": "torch"}
+    with pytest.raises(hparams.HParamError, match="--trainer must be one of: jax, torch; got 'tf'"):
+        trainers.get("tf")

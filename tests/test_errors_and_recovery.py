@@ -15,8 +15,8 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from brax_bridge import TorchEnv, cli, convert
-from brax_bridge.application import rundir
+from brax_bridge import TorchEnv, convert
+from brax_bridge_app import cli, rundir
 from brax_core import envs
 from brax_core.envs.fast import Fast
 from torch_ppo import checkpoint as torch_checkpoint

@@ -1,7 +1,7 @@
-"""The packages depend in one direction: brax_core -> brax_bridge core -> torch_ppo -> the application layer.
+"""The packages depend in one direction: brax_core -> brax_bridge -> torch_ppo -> brax_bridge_app.
 
-brax_core is JAX only; the bridge core (everything in brax_bridge but ``cli`` and ``application``) adds torch;
-torch_ppo trains through the bridge; the command line and its run folders may import everything. Two checks:
+One folder per layer, no exceptions: brax_core is JAX only; brax_bridge adds torch; torch_ppo trains through the
+bridge; brax_bridge_app (the command line, its run folders and reports) may import everything. Two checks:
 importing each layer's modules in a fresh interpreter loads nothing from a layer above (or torch, for
 brax_core), and no module of ours hides an import of our packages inside a function.
 """
@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("brax_core", "brax_bridge", "torch_ppo")
-APPLICATION = ("brax_bridge.cli", "brax_bridge.application")
+PACKAGES = ("brax_core", "brax_bridge", "torch_ppo", "brax_bridge_app")
+APPLICATION = ("brax_bridge_app",)
 # The adapters' libraries (optional extras) build on torch, so they sit with it: never below the bridge core.
 TORCH = ("torch", "tensordict", "torchrl", "gymnasium", "stable_baselines3", "rsl_rl")
 # Optional extra -> the bridge-core module adapting it; each imports its library at module top, so without the
@@ -39,7 +39,7 @@ IMPORTED_ON_USE = ("mujoco_playground", "orbax")
 
 # (file, imported module prefix) -> why a function-local import of our own packages is right there.
 LOCAL_IMPORTS_ALLOWED = {
-    ("brax_bridge/cli.py", "brax_bridge.application"): (
+    ("brax_bridge_app/cli.py", "brax_bridge_app"): (
         "each command loads the application module it runs, so `brax-bridge --help` answers without importing "
         "JAX, MuJoCo or torch (test_the_command_line_module_loads_no_framework checks that)"
     ),
@@ -64,12 +64,12 @@ def _within(name: str, prefixes: tuple[str, ...]) -> bool:
 MODULES = [_module_name(p) for p in _sources()]
 LAYERS = {
     "brax_core": [m for m in MODULES if _within(m, ("brax_core",))],
-    "bridge core": [m for m in MODULES if _within(m, ("brax_bridge",)) and not _within(m, APPLICATION)],
+    "brax_bridge": [m for m in MODULES if _within(m, ("brax_bridge",))],
     "torch_ppo": [m for m in MODULES if _within(m, ("torch_ppo",))],
 }
 FORBIDDEN = {
     "brax_core": ("brax_bridge", "torch_ppo", *TORCH),
-    "bridge core": ("torch_ppo", *APPLICATION),
+    "brax_bridge": ("torch_ppo", *APPLICATION),
     "torch_ppo": APPLICATION,
 }
 
@@ -122,9 +122,10 @@ def layer_imports() -> dict[str, dict]:
 
 def test_layers_are_found():
     assert "brax_core.envs.base" in LAYERS["brax_core"]
-    assert {"brax_bridge.env", "brax_bridge.differentiable", "brax_bridge.convert"} <= set(LAYERS["bridge core"])
+    assert {"brax_bridge.env", "brax_bridge.differentiable", "brax_bridge.convert"} <= set(LAYERS["brax_bridge"])
     assert "torch_ppo.policy_transfer" in LAYERS["torch_ppo"]
-    assert not any(_within(m, APPLICATION) for m in LAYERS["bridge core"])
+    assert {"brax_bridge_app.cli", "brax_bridge_app.runs"} <= set(MODULES)
+    assert not any(_within(m, APPLICATION) for layer in LAYERS.values() for m in layer)
 
 
 @pytest.mark.parametrize("layer", list(LAYERS))
@@ -142,8 +143,10 @@ SCHEMA_MODULES = {
 
 
 def test_the_command_line_module_loads_no_framework():
-    (result,) = _probe((["brax_bridge.cli"], ("jax", "mujoco", "flax", *TORCH, "brax_core", "torch_ppo")))
-    loaded = set(result["blame"].get("brax_bridge.cli", []))
+    forbidden = ("jax", "mujoco", "flax", *TORCH, "brax_core", "brax_bridge", "torch_ppo")
+    (result,) = _probe((["brax_bridge_app.cli"], forbidden))
+    loaded = set(result["blame"].get("brax_bridge_app.cli", []))
+    # Not even brax_bridge: importing it configures JAX's GPU memory, which the command's help has no business doing.
     assert loaded <= SCHEMA_MODULES, f"brax-bridge --help loads {sorted(loaded - SCHEMA_MODULES)}"
 
 
@@ -218,8 +221,8 @@ def test_the_checks_catch_what_they_look_for():
     relative = ast.parse("from .application import runs\n").body[0]
     assert _imported(relative, "brax_bridge") == ["brax_bridge.application"]
     assert _imported(ast.parse("from .. import envs\n").body[0], "brax_core.io") == ["brax_core"]
-    (result,) = _probe((["brax_bridge.application.hparams"], ("brax_bridge",)))
-    assert result["blame"]["brax_bridge.application.hparams"][0] == "brax_bridge"
+    (result,) = _probe((["brax_bridge.env"], ("torch",)))
+    assert result["blame"]["brax_bridge.env"][0] == "torch"
 
 
 @pytest.mark.parametrize("module", ["brax_core.base", "brax_core.envs.hopper", "brax_core.io.mjcf"])

@@ -377,8 +377,7 @@ def test_locomotion_config_builds_networks_for_dict_observations():
 def test_command_line_trains_and_describes_a_playground_task(tmp_path):
     from typer.testing import CliRunner
 
-    from brax_bridge import cli
-    from brax_bridge.application import rundir
+    from brax_bridge_app import cli, rundir
 
     invoke = lambda *args: CliRunner().invoke(cli.app, list(args), catch_exceptions=False)
     # Sizes as the TorchEnv of _check_task: the run reuses its compiled step.

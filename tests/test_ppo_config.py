@@ -12,8 +12,7 @@ from typer.main import get_command
 from typer.testing import CliRunner
 
 import torch_ppo
-from brax_bridge import cli
-from brax_bridge.application import configuration, hparams
+from brax_bridge_app import cli, configuration, hparams
 from brax_core.training import networks
 from brax_core.training.agents.ppo import config as schema
 from brax_core.training.agents.ppo import networks as ppo_networks

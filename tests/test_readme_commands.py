@@ -61,10 +61,10 @@ def test_the_check_catches_a_command_ci_does_not_run():
 def test_make_run_is_the_cli_main_job():
     """``make run`` drives the command line's compare on inverted_pendulum (the project's main job)."""
     recipe = _make_targets((ROOT / "Makefile").read_text(encoding="utf-8"))["run"]
-    assert "-m brax_bridge.cli compare --env inverted_pendulum" in recipe
+    assert "-m brax_bridge_app.cli compare --env inverted_pendulum" in recipe
     from typer.main import get_command
 
-    from brax_bridge import cli
+    from brax_bridge_app import cli
 
     compare = get_command(cli.app).commands["compare"]
     assert "--env" in {opt for param in compare.params for opt in param.opts}

@@ -197,7 +197,7 @@ class PPOConfig:
 
     def trainer_kwargs(self, trainer: str) -> dict[str, Any]:
         """The fields ``trainer`` ('jax' or 'torch') takes as keyword arguments, network fields included (the JAX
-        trainer wants those wrapped in a ``network_factory``; see ``brax_bridge.application.configuration``)."""
+        trainer wants those wrapped in a ``network_factory``; see ``brax_bridge_app.configuration``)."""
         if trainer not in TRAINERS:
             raise ValueError(f"trainer must be one of {', '.join(TRAINERS)}, got {trainer!r}")
         return {spec.name: getattr(self, spec.name) for spec in SPECS if trainer in spec.trainers}

@@ -1,6 +1,6 @@
 """The ``brax-bridge`` command line: list envs, train, compare the two trainers, evaluate, render, benchmark.
 
-Run ``brax-bridge --help`` (or ``python -m brax_bridge.cli --help``) for the commands, and ``--help`` after any
+Run ``brax-bridge --help`` (or ``python -m brax_bridge_app.cli --help``) for the commands, and ``--help`` after any
 command for its flags. Hyperparameter flags override the env's preset; every value is validated before
 anything is built or compiled.
 """
@@ -26,7 +26,7 @@ import typer  # noqa: E402
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from brax_bridge.application import hparams, rundir  # noqa: E402
+from brax_bridge_app import hparams, rundir  # noqa: E402
 
 # Each command imports the application modules it runs (and with them JAX, MuJoCo and torch) only when it runs,
 # so `brax-bridge --help` answers without loading them; hparams (with the schema it reads) and rundir are plain
@@ -108,7 +108,7 @@ def with_hparams(fn):
 
 
 def _check_env(env: str | None) -> str:
-    from brax_bridge.application import envinfo
+    from brax_bridge_app import envinfo
 
     if not env:
         raise _fail("--env is required; run `brax-bridge envs` to list them")
@@ -134,7 +134,7 @@ def _check_trainer(trainer: str) -> str:
 def _check_device(device: str) -> str:
     """``--device`` checked against what JAX and torch can run here (before anything compiles); returns it as given,
     which the run folder records."""
-    from brax_bridge.application import runtime
+    from brax_bridge_app import runtime
 
     try:
         runtime.place(device)
@@ -144,7 +144,7 @@ def _check_device(device: str) -> str:
 
 
 def _resolve(env: str, preset: str | None, hp: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
-    from brax_bridge.application import configuration
+    from brax_bridge_app import configuration
 
     try:
         return configuration.resolve(env, preset, hp)
@@ -182,7 +182,7 @@ def envs_command(
 
     Sizes come from the model and from abstract evaluation of reset (no physics is compiled or stepped).
     """
-    from brax_bridge.application import envinfo
+    from brax_bridge_app import envinfo
 
     problems = [problem for name in names or () if (problem := envinfo.check_name(name)) is not None]
     if problems:
@@ -233,7 +233,7 @@ def train_command(
     checkpoint there; --resume DIR continues it exactly (only --num-timesteps may change on resume, and other
     hyperparameter flags with --allow-changes).
     """
-    from brax_bridge.application import runs
+    from brax_bridge_app import runs
 
     if resume is not None:
         if out is not None or seed != 0 or device != "auto":
@@ -290,7 +290,7 @@ def _resume_config(resume: Path, env, trainer, preset, hp, allow_changes: bool =
         except hparams.HParamError as err:
             raise _fail(str(err)) from None
     if changed:
-        from brax_bridge.application import configuration
+        from brax_bridge_app import configuration
 
         try:
             configuration.run_config(config)  # the rules between fields, for the changed values
@@ -317,7 +317,7 @@ def compare_command(
     Each run keeps its own folder (<out>/<trainer>-seed<k>/). The report table (final reward, steps/s, wall
     time, start-up time) is printed and saved as Markdown next to the figure.
     """
-    from brax_bridge.application import plots, report, runs, runtime
+    from brax_bridge_app import plots, report, runs, runtime
 
     env = _check_env(env)
     seed_list = _parse_seeds(seeds)
@@ -388,7 +388,7 @@ def eval_command(
     device: Annotated[str, typer.Option(help=DEVICE_HELP)] = "auto",
 ) -> None:
     """Load a run's checkpoint, run N episodes and report mean/std return; --render writes viewers."""
-    from brax_bridge.application import evaluate, runtime
+    from brax_bridge_app import evaluate, runtime
 
     if episodes < 1:  # checked here rather than by click, whose range wording differs between its versions
         raise _fail(f"--episodes must be >= 1; got {episodes}")
@@ -430,7 +430,7 @@ def bench_command(
 
     The benchmark scripts are not installed with the package: run this from the root of a source checkout.
     """
-    from brax_bridge.application import bench, runtime
+    from brax_bridge_app import bench, runtime
 
     if size not in bench.SIZES:
         raise _fail(f"--size must be one of: {', '.join(bench.SIZES)}; got {size!r}")

@@ -21,12 +21,7 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-import torch_ppo
-from brax_bridge.application import configuration, hparams, plots, rundir, runtime
-from brax_core import envs
-from brax_core.training.agents.ppo import checkpoint as jax_checkpoint
-from brax_core.training.agents.ppo import train as ppo_train
-from torch_ppo import checkpoint as torch_checkpoint
+from brax_bridge_app import hparams, plots, rundir, runtime, trainers
 
 # Files in a run folder that describe the run's policy, written after training (`eval`) or at its end: a fresh run
 # in the same folder removes them first (and the rendered episode, `rundir.EPISODE` in any format).
@@ -108,7 +103,7 @@ def make_config(
 
 def checkpoint_step(trainer: str, path: str) -> int | None:
     """Env steps of the newest complete checkpoint under ``path`` (from its name; nothing is loaded)."""
-    return (jax_checkpoint if trainer == "jax" else torch_checkpoint).latest_step(path)
+    return trainers.get(trainer).latest_step(path)
 
 
 def _call_trainer(
@@ -119,27 +114,18 @@ def _call_trainer(
     allow_changes: bool = False,
     policy_params_fn: Callable[..., None] = lambda *args: None,
 ) -> Any:
-    hp = configuration.run_config(config)
-    common = dict(
+    trainer = trainers.get(config["trainer"])
+    # Both trainers on the same device: JAX's default device and torch's device of the same place.
+    placement = runtime.place(config.get("device"))
+    return trainer.train(
+        config,
+        placement,
         progress_fn=progress_fn,
         policy_params_fn=policy_params_fn,
         save_checkpoint_path=ckpt,
         restore_checkpoint_path=restore,
         allow_config_changes=bool(allow_changes and restore),
     )
-    # Both trainers on the same device: the JAX trainer trains on JAX's default device, torch_ppo's networks and its
-    # TorchEnv's physics on the torch device of the same place.
-    placement = runtime.place(config.get("device"))
-    if config["trainer"] == "jax":
-        environment = envs.get_environment(config["env"])
-        with runtime.placed(placement):
-            return ppo_train.train(environment=environment, **common, **configuration.jax_kwargs(hp))
-    if config["trainer"] == "torch":
-        # By name: the bridge shares one compiled step among TorchEnvs of one configuration (training, evaluation).
-        with runtime.placed(placement):
-            return torch_ppo.train(environment=config["env"], device=placement.torch_device,
-                                   **common, **configuration.torch_kwargs(hp))
-    raise hparams.HParamError(f"--trainer must be one of {', '.join(hparams.TRAINERS)}; got {config['trainer']!r}")
 
 
 def summarize(

@@ -5,22 +5,19 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-import torch
 from rich.console import Console
 
-from brax_bridge.application import rundir, runtime
+from brax_bridge_app import rundir, runtime, trainers
 from brax_core import compile as compile_options
 from brax_core import envs
 from brax_core.envs import training
 from brax_core.io import html, image
-from brax_core.training.agents.ppo import checkpoint as jax_checkpoint
-from torch_ppo import checkpoint as torch_checkpoint
 
 
 @dataclasses.dataclass
@@ -42,41 +39,21 @@ class Trajectory:
     xquat: np.ndarray
 
 
-@dataclasses.dataclass(frozen=True)
-class Policy:
-    """``act(obs [N, obs], key) -> action [N, act]`` on JAX arrays; ``traceable`` when it can run inside ``jit``."""
-
-    act: Callable[[jax.Array, jax.Array], jax.Array]
-    traceable: bool
-
-
 def load_policy(
     run_dir: str, config: Mapping[str, Any], deterministic: bool, placement: runtime.Placement | None = None
-) -> Policy:
+) -> trainers.Policy:
     """The run's checkpointed policy, for either trainer, on ``placement`` (default: ``--device auto``'s)."""
     ckpt = os.path.abspath(os.path.join(run_dir, rundir.CHECKPOINT))
     if not os.path.exists(ckpt):
         raise rundir.RunDirError(f"{ckpt} does not exist; train (or resume) the run until its first checkpoint")
-    if config["trainer"] == "jax":
-        policy = jax_checkpoint.load_policy(ckpt, deterministic=deterministic)
-        return Policy(lambda obs, key: policy(obs, key)[0], traceable=True)
-    if config["trainer"] == "torch":
-        # The policy runs where JAX keeps the observations, so DLPack hands them over without a copy.
-        placement = placement or runtime.place("auto")
-        policy = torch_checkpoint.load_policy(ckpt, deterministic=deterministic, device=placement.torch_device)
-
-        def act(obs: jax.Array, key: jax.Array) -> jax.Array:
-            del key  # torch samples from its own generator
-            with torch.inference_mode():
-                action = policy(torch.from_dlpack(obs))
-            action = action[0] if isinstance(action, tuple) else action
-            return jnp.from_dlpack(action.contiguous())
-
-        return Policy(act, traceable=False)
-    raise rundir.RunDirError(f"config.json names an unknown trainer {config['trainer']!r}")
+    if config["trainer"] not in trainers.TRAINERS:
+        raise rundir.RunDirError(f"config.json names an unknown trainer {config['trainer']!r}")
+    return trainers.get(config["trainer"]).load_policy(ckpt, deterministic, placement or runtime.place("auto"))
 
 
-def run_episodes(config: Mapping[str, Any], policy: Policy, episodes: int, seed: int, record: bool) -> Episodes:
+def run_episodes(
+    config: Mapping[str, Any], policy: trainers.Policy, episodes: int, seed: int, record: bool
+) -> Episodes:
     """Runs ``episodes`` environments in parallel for one episode each (until the time limit).
 
     A JAX policy runs with the env inside one compiled scan (one compile, no per-step dispatch); a torch

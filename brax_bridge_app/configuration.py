@@ -11,8 +11,8 @@ import functools
 from collections.abc import Mapping
 from typing import Any
 
-from brax_bridge.application import hparams
-from brax_bridge.application.hparams import HParamError
+from brax_bridge_app import hparams
+from brax_bridge_app.hparams import HParamError
 from brax_core import envs
 from brax_core.training.agents.ppo import networks as ppo_networks
 from brax_core.training.agents.ppo import presets as ppo_presets

@@ -10,7 +10,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from brax_bridge.application import rundir  # noqa: E402
+from brax_bridge_app import rundir  # noqa: E402
 
 COLORS = {"jax": "tab:blue", "torch": "tab:orange", "brax": "tab:green"}  # brax: Brax's own PPO, for comparison
 
