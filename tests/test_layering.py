@@ -137,7 +137,8 @@ def test_importing_a_layer_loads_nothing_from_above(layer, layer_imports):
 # The part of brax_core the command line's flags are built from: the hyperparameter schema, standard library only.
 SCHEMA_MODULES = {
     "brax_core", "brax_core.training", "brax_core.training.agents", "brax_core.training.agents.ppo",
-    "brax_core.training.agents.ppo.config", "brax_core.training.validation",
+    "brax_core.training.agents.ppo.config", "brax_core.training.agents.ppo.adaptive_kl",
+    "brax_core.training.validation",
 }
 
 

@@ -7,6 +7,7 @@ are compared on the same settings.
 
 import functools
 import os
+import shutil
 
 import jax
 import numpy as np
@@ -19,9 +20,10 @@ from brax_core import envs
 from brax_core.envs import training
 from brax_core.envs.base import Wrapper
 from brax_core.envs.fast import Fast
-from brax_core.training.agents.ppo import presets
+from brax_core.training.agents.ppo import presets, programs
 from brax_core.training.agents.ppo import train as ppo_train
 from torch_ppo import checkpoint
+from torch_ppo import environments as torch_environments
 from torch_ppo.params import TorchPPOParams
 
 # 4 minibatches of 32 unrolls of 10 steps = 1280 env steps per training step.
@@ -146,7 +148,8 @@ def test_resume_is_exact_and_checkpoints_are_complete_and_bounded(tmp_path):
     _assert_params_equal(straight, resumed, atol=0.0)
     # Atomic writes leave no temporary files; max_to_keep bounds the directory.
     names = sorted(os.listdir(ckpt))
-    assert names == ["checkpoint_000000000002560.pt", "checkpoint_000000000005120.pt", "config.json"]
+    assert names == [f"{2 * STEP:012d}", f"{4 * STEP:012d}"]
+    assert sorted(os.listdir(ckpt / names[-1])) == ["config.json", "manifest.json", "state.pt"]
     # A restored run already at num_timesteps trains nothing and returns the checkpoint's params.
     _, again, metrics = torch_ppo.train("fast", num_timesteps=4 * STEP, restore_checkpoint_path=ckpt, **common)
     _assert_params_equal(resumed, again)
@@ -264,7 +267,7 @@ def test_a_ready_torch_env_and_bootstrap_on_timeout_train():
 @pytest.mark.parametrize("eval_backend", [None, "torch"])
 def test_the_training_env_and_the_evaluation_compile_together_before_the_first_reset(monkeypatch, eval_backend):
     calls = []
-    compile_envs, reset = torch_ppo.train.__globals__["compile_envs"], brax_bridge.TorchEnv.reset
+    compile_envs, reset = torch_environments.compile_envs, brax_bridge.TorchEnv.reset
 
     def compile_and_record(*envs, programs=()):
         programs = list(programs)
@@ -275,7 +278,7 @@ def test_the_training_env_and_the_evaluation_compile_together_before_the_first_r
         calls.append(("reset", env.num_envs))
         return reset(env, seed)
 
-    monkeypatch.setitem(torch_ppo.train.__globals__, "compile_envs", compile_and_record)
+    monkeypatch.setattr(torch_environments, "compile_envs", compile_and_record)
     monkeypatch.setattr(brax_bridge.TorchEnv, "reset", reset_and_record)
     torch_ppo.train(
         "fast", num_timesteps=STEP, num_evals=2, num_eval_envs=8, eval_backend=eval_backend, **_tiny(num_envs=32)
@@ -313,18 +316,18 @@ def test_the_step_and_the_evaluation_compile_at_the_level_that_pays_for_the_run(
         levels.extend(env.cpu_opt_level for env in envs)
         raise Compiling  # the levels are chosen by now: no need to compile
 
-    jax_evaluator = torch_ppo.evaluation.JaxEvaluator
+    jax_evaluator = torch_environments.JaxEvaluator
     recording = lambda *a, **k: levels.append(k["cpu_opt_level"]) or jax_evaluator(*a, **k)  # noqa: E731
     monkeypatch.setenv("BRAX_CORE_CPU_OPT_LEVEL", "auto")
-    monkeypatch.setitem(torch_ppo.train.__globals__, "compile_envs", record)
-    monkeypatch.setitem(torch_ppo.train.__globals__, "JaxEvaluator", recording)
+    monkeypatch.setattr(torch_environments, "compile_envs", record)
+    monkeypatch.setattr(torch_environments, "JaxEvaluator", recording)
     run = functools.partial(torch_ppo.train, environment, num_timesteps=num_timesteps, num_evals=2, num_eval_envs=8)
     for backend in ("jax", "torch"):
         with pytest.raises(Compiling):
             run(eval_backend=backend, **_tiny(num_envs=32))
     # JAX evaluation: its rollout, then the training env; bridge evaluation: the training env, then its eval env
     assert levels == [eval_level, train_level, train_level, eval_level]
-    jax_options = ppo_train._compiler_options(jax.devices("cpu"), num_timesteps, envs.get_environment(environment))
+    jax_options = programs.compiler_options(jax.devices("cpu"), num_timesteps, envs.get_environment(environment))
     assert jax_options["xla_backend_optimization_level"] == eval_level
 
 
@@ -502,7 +505,7 @@ def interrupted(tmp_path_factory):
 
 def test_a_run_stopped_mid_epoch_resumes_to_the_unbroken_runs_steps_evaluations_and_parameters(interrupted):
     assert "progress_fn" in " ".join(interrupted["error"].__notes__)
-    assert os.path.basename(checkpoint.checkpoint_files(interrupted["ckpt"])[0]) == f"checkpoint_{3 * STEP:015d}.pt"
+    assert os.path.basename(checkpoint.checkpoint_files(interrupted["ckpt"])[0]) == f"{3 * STEP:012d}"
     points = lambda reports: [(step, is_eval) for step, is_eval, _ in reports]
     straight = points(interrupted["straight"])
     assert straight == [(0, True), (3 * STEP, False), (6 * STEP, False), (6 * STEP, True), (9 * STEP, False),
@@ -534,12 +537,19 @@ def test_resuming_with_another_configuration_lists_every_difference_unless_allow
 
 
 def test_checksums_catch_a_flipped_bit_in_tensor_data(interrupted, tmp_path):
-    file = checkpoint.resolve(interrupted["ckpt"])
-    weight = checkpoint.load(file)["modules"]["policy.mlp.hidden_0.weight"]
+    step_dir = checkpoint.resolve(interrupted["ckpt"])
+    file = os.path.join(step_dir, checkpoint.STATE_FILE)
+    weight = checkpoint.load(step_dir)["modules"]["policy.mlp.hidden_0.weight"]
     data = bytearray(open(file, "rb").read())
     data[data.index(weight.numpy().tobytes()) + 6] ^= 0x10
-    flipped = tmp_path / os.path.basename(file)
+    copied = tmp_path / os.path.basename(step_dir)
+    shutil.copytree(step_dir, copied)
+    flipped = copied / checkpoint.STATE_FILE
     flipped.write_bytes(bytes(data))
+    with pytest.raises(checkpoint.CheckpointError, match="corrupt") as e:
+        checkpoint.load_policy(copied)
+    assert str(flipped) in str(e.value)  # found by the file's digest, before torch reads it
+    # Without the digests of the files (a checkpoint file of the earlier layout) the entries' digests find it.
     with pytest.raises(checkpoint.CheckpointError, match="corrupt") as e:
         checkpoint.load_policy(flipped)
     assert str(flipped) in str(e.value)
