@@ -1,6 +1,7 @@
-"""Checkpoints written by earlier versions of both trainers still load, rebuild their policy and resume the run
-they were saved from (``tests/data/old_checkpoints``: torch_ppo's former ``checkpoint_<steps>.pt`` files and the
-JAX trainer's orbax step directory, each the end of a two-step run on ``fast``)."""
+"""The checkpoint directory both trainers share: its newest checkpoint is found by name whatever layout wrote it, and
+checkpoints written by earlier versions of both trainers still load, rebuild their policy and resume the run they
+were saved from (``tests/data/old_checkpoints``: torch_ppo's former ``checkpoint_<steps>.pt`` files and the JAX
+trainer's orbax step directory, each the end of a two-step run on ``fast``)."""
 
 import functools
 import shutil
@@ -16,6 +17,7 @@ import torch_ppo
 from brax_core.training.agents.ppo import checkpoint as jax_checkpoint
 from brax_core.training.agents.ppo import networks as ppo_networks
 from brax_core.training.agents.ppo import train as ppo
+from brax_core.training.run import checkpoints
 from torch_ppo import checkpoint as torch_checkpoint
 
 OLD = Path(__file__).parent / "data" / "old_checkpoints"
@@ -27,6 +29,25 @@ SAVED_AT = 64
 # Across machines float rounding may differ in the last bits; a resume that lost any part of the saved state (the
 # optimiser moments, the RNG stream, the envs' state) ends far outside this.
 TOLERANCE = dict(rtol=1e-5, atol=1e-6)
+
+
+def test_latest_step_reads_the_newest_completed_checkpoint_name_of_either_layout(tmp_path):
+    assert jax_checkpoint.latest_step is torch_checkpoint.latest_step is checkpoints.latest_step
+    assert checkpoints.latest_step(tmp_path / "absent") is None
+    assert checkpoints.latest_step(tmp_path) is None
+    for steps in (2560, 12800, 1280):
+        (tmp_path / f"{steps:012d}").mkdir()
+    (tmp_path / "99999.orbax-checkpoint-tmp-1").mkdir()  # an unfinished write of orbax
+    (tmp_path / f".tmp_{99999:012d}_x.part").mkdir()  # and of torch_ppo
+    (tmp_path / "50000").write_text("")  # a file, not a step directory
+    assert checkpoints.latest_step(tmp_path) == 12800
+    # torch_ppo's earlier layout: a file per step, compared with the step directories by its step count.
+    (tmp_path / f"checkpoint_{25600:015d}.pt").write_bytes(b"")
+    (tmp_path / ".tmp_checkpoint_000000000099999.pt.part").write_bytes(b"")  # an unfinished write
+    assert checkpoints.latest_step(tmp_path) == 25600
+    assert checkpoints.resolve(tmp_path) == str(tmp_path / f"checkpoint_{25600:015d}.pt")
+    # A step named with other digits (str(step)) is the same step.
+    assert checkpoints.resolve(tmp_path / "1280") == str(tmp_path / f"{1280:012d}")
 
 
 @pytest.fixture

@@ -161,14 +161,7 @@ def parse(arguments: Mapping[str, Any], device: torch.device, world_size: int) -
             raise ValueError(f"{prefix}_kwargs needs {prefix}_fn")
         kernel_inits.update({f"{prefix}_fn": fn, f"{prefix}_kwargs": kwargs})
     restore_value_fn = _bool("restore_value_fn", arguments["restore_value_fn"])
-    progress_fn = resume.check_callback(
-        "progress_fn", _callable("progress_fn", arguments["progress_fn"]), "(num_steps, metrics)"
-    )
-    policy_params_fn = resume.check_callback(
-        "policy_params_fn",
-        _callable("policy_params_fn", arguments["policy_params_fn"]),
-        "(current_step, make_policy, params)",
-    )
+    progress_fn, policy_params_fn = resume.checked_callbacks(arguments["progress_fn"], arguments["policy_params_fn"])
     allow_config_changes = resume.check_allow("allow_config_changes", arguments["allow_config_changes"])
     randomization_fn = arguments["randomization_fn"]
     if randomization_fn is not None:

@@ -146,31 +146,11 @@ def load_policy(path: str | os.PathLike, deterministic: bool = True, device: Any
     expected = network["observation_size"]
 
     def checked_policy(observation: Any, *args: Any, **kwargs: Any) -> Any:
-        _check_observation(state["path"], observation, expected)
+        run_checkpoints.check_policy_input(state["path"], observation, expected, "tensors")
         return policy(observation, *args, **kwargs)
 
     checked_policy.modules = policy.modules  # callers move or inspect the networks behind the policy
     return checked_policy
-
-
-def _check_observation(file: str, observation: Any, expected: Any) -> None:
-    """A policy given observations of another size says so (instead of a matrix-multiply error deep in torch)."""
-    if isinstance(expected, dict):
-        for key, size in expected.items():
-            value = observation.get(key) if hasattr(observation, "get") else None
-            got = tuple(getattr(value, "shape", ()))
-            if value is None or not got or got[-1] != size:
-                raise ValueError(
-                    f"the policy loaded from {file!r} takes observations[{key!r}] of size {size}; got "
-                    f"{'no such key' if value is None else f'shape {got}'}"
-                )
-        return
-    got = tuple(getattr(observation, "shape", ()))
-    if not got or got[-1] != expected:
-        raise ValueError(
-            f"the policy loaded from {file!r} takes observations of size {expected} (tensors [..., {expected}]); "
-            f"got shape {got}: they come from another environment"
-        )
 
 
 # --------------------------------------------------------------------------------- what the trainer records

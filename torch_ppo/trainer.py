@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import torch
@@ -283,6 +283,3 @@ def _adam(modules: PPOModules, learning_rate: float, adaptive: bool, device: tor
     # default); it applies the same operations to each tensor, so the updates are bit for bit the same.
     return torch.optim.Adam(modules.parameters(), lr=learning_rate, eps=1e-8, foreach=True)
 
-
-Metrics = dict[str, float]
-MakePolicy = Callable[..., Any]

@@ -3,7 +3,7 @@ and its callbacks: ``brax_core.training.run``).
 
 * ``check_config``: the configuration a checkpoint was saved with against the one asked for now; differences are
   refused with every differing field listed, unless the caller allows them by name.
-* ``check_callback``: a user callback checked for its signature before anything runs.
+* ``checked_callbacks``: ``progress_fn`` and ``policy_params_fn`` checked for their signatures before anything runs.
 
 Standard library only: the schema module and the command line import nothing heavier either.
 """
@@ -13,6 +13,8 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
+
+from brax_core.training.validation import callable_arg
 
 # Training hyperparameters that a checkpoint records and a resumed run must share with it (both trainers).
 RESUME_FIELDS = (
@@ -150,10 +152,23 @@ def check_allow(argument: str, allow: Any) -> bool | tuple[str, ...]:
 # ----------------------------------------------------------------------------------------------- callbacks
 
 
+def checked_callbacks(
+    progress_fn: Any, policy_params_fn: Any
+) -> tuple[Callable[[int, Mapping[str, Any]], None], Callable[..., None]]:
+    """A trainer's ``progress_fn`` and ``policy_params_fn``, refused now if they cannot take their arguments (the run
+    driver calls them, saving the run first should one raise)."""
+    return (
+        check_callback("progress_fn", callable_arg("progress_fn", progress_fn), "(num_steps, metrics)"),
+        check_callback(
+            "policy_params_fn",
+            callable_arg("policy_params_fn", policy_params_fn),
+            "(current_step, make_policy, params)",
+        ),
+    )
+
+
 def check_callback(name: str, fn: Callable[..., Any], signature: str) -> Callable[..., Any]:
-    """``fn``, checked now against ``signature`` (e.g. ``"(num_steps, metrics)"``) so that a callback that cannot
-    take its arguments is refused before anything runs (``run.driver`` calls it, saving the run first should it
-    raise)."""
+    """``fn``, checked now against ``signature`` (e.g. ``"(num_steps, metrics)"``)."""
     arity = signature.count(",") + 1
     try:
         params = inspect.signature(fn)

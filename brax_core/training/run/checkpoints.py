@@ -23,7 +23,7 @@ import re
 import shutil
 import tempfile
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 STEP_NAME_DIGITS = 12
@@ -284,3 +284,35 @@ def _file_digest(path: str) -> str:
         for block in iter(lambda: f.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+# ---------------------------------------------------------------------------------------- loaded policies
+
+
+def check_policy_input(where: str, observation: Any, expected: Any, arrays: str = "arrays") -> None:
+    """Raises ``ValueError`` naming both when a policy loaded from the checkpoint at ``where`` is given observations
+    of another size than it was trained on (instead of a matrix-multiply error deep in the network). ``expected``
+    is the observation size, or for dict observations ``{key: size or shape}`` (per env); ``arrays`` names what the
+    observations are. Shapes are static (under ``jit`` too), so the check costs nothing per step."""
+    if isinstance(expected, Mapping):
+        if not hasattr(observation, "get"):
+            raise ValueError(
+                f"the policy loaded from {where!r} takes dict observations with keys {sorted(expected)}; "
+                f"got {type(observation).__name__}"
+            )
+        for key, size in expected.items():
+            shape = tuple(size) if isinstance(size, tuple | list) else (size,)
+            value = observation.get(key)
+            got = tuple(getattr(value, "shape", ()))
+            if value is None or got[len(got) - len(shape) :] != shape:
+                raise ValueError(
+                    f"the policy loaded from {where!r} takes observations[{key!r}] of shape {shape} (per env); "
+                    f"got {'no such key' if value is None else f'shape {got}'}"
+                )
+        return
+    got = tuple(getattr(observation, "shape", ()))
+    if not got or got[-1] != expected:
+        raise ValueError(
+            f"the policy loaded from {where!r} takes observations of size {expected} ({arrays} [..., {expected}]); "
+            f"got shape {got}: they come from another environment"
+        )

@@ -202,14 +202,7 @@ def validated(arguments: Mapping[str, Any], find_devices: Callable[[int | None],
     madrona_backend = arguments["madrona_backend"]
     if madrona_backend is not False:
         raise ValueError(f"madrona_backend must be False: brax_core has no batch renderer, got {madrona_backend!r}")
-    progress_fn = resume.check_callback(
-        "progress_fn", _callable("progress_fn", arguments["progress_fn"]), "(num_steps, metrics)"
-    )
-    policy_params_fn = resume.check_callback(
-        "policy_params_fn",
-        _callable("policy_params_fn", arguments["policy_params_fn"]),
-        "(current_step, make_policy, params)",
-    )
+    progress_fn, policy_params_fn = resume.checked_callbacks(arguments["progress_fn"], arguments["policy_params_fn"])
     allow_config_changes = resume.check_allow("allow_config_changes", arguments["allow_config_changes"])
     network_factory = _checked_network_factory(arguments["network_factory"], hp.use_distributional_critic)
     randomization_fn = arguments["randomization_fn"]

@@ -688,32 +688,7 @@ def load_policy(
     policy = ppo_networks.make_inference_fn(network)(params, deterministic=deterministic)
 
     def checked_policy(observations: types.Observation, key_sample: jax.Array) -> tuple[jax.Array, Any]:
-        _check_policy_input(step_dir, observations, expected)
+        run_checkpoints.check_policy_input(step_dir, observations, expected, "arrays")
         return policy(observations, key_sample)
 
     return checked_policy
-
-
-def _check_policy_input(step_dir: str, observations: Any, expected: types.ObservationSize) -> None:
-    """Shapes are static (also under ``jit``), so a policy given observations of another size says so at once."""
-    if isinstance(expected, Mapping):
-        if not isinstance(observations, Mapping):
-            raise ValueError(
-                f"the policy loaded from {step_dir!r} takes dict observations with keys {sorted(expected)}; "
-                f"got {type(observations).__name__}"
-            )
-        for key, size in expected.items():
-            shape = tuple(size) if isinstance(size, tuple | list) else (size,)
-            got = tuple(getattr(observations.get(key), "shape", ()))
-            if key not in observations or got[len(got) - len(shape) :] != shape:
-                raise ValueError(
-                    f"the policy loaded from {step_dir!r} takes observations[{key!r}] of shape {shape} (per env); "
-                    f"got {got if key in observations else 'no such key'}"
-                )
-        return
-    got = tuple(getattr(observations, "shape", ()))
-    if not got or got[-1] != expected:
-        raise ValueError(
-            f"the policy loaded from {step_dir!r} takes observations of size {expected} (arrays [..., {expected}]); "
-            f"got shape {got}: they come from another environment"
-        )
