@@ -148,6 +148,19 @@ def test_the_command_line_module_loads_no_framework():
     assert loaded <= SCHEMA_MODULES, f"brax-bridge --help loads {sorted(loaded - SCHEMA_MODULES)}"
 
 
+# The run driver both trainers share (schedule, loop, checkpoint directory) is the standard library and NumPy only.
+RUN_DRIVER = [m for m in MODULES if _within(m, ("brax_core.training.run",))]
+FRAMEWORKS = ("jax", "jaxlib", "flax", "optax", "orbax", "mujoco", "ml_collections", *TORCH)
+
+
+def test_the_run_driver_loads_no_framework():
+    assert {"brax_core.training.run.driver", "brax_core.training.run.schedule"} <= set(RUN_DRIVER)
+    (result,) = _probe((RUN_DRIVER, FRAMEWORKS))
+    assert result["blame"] == {}, f"the run driver loads frameworks: {result['blame']}"
+    (result,) = _probe((["brax_core.training.agents.ppo.train"], FRAMEWORKS))
+    assert "jax" in result["blame"]["brax_core.training.agents.ppo.train"]  # the probe sees what is loaded
+
+
 def _package(path: Path) -> str:
     """The package a file's relative imports start from (a package's ``__init__`` is that package)."""
     name = _module_name(path)
