@@ -1,13 +1,16 @@
-"""``torch_ppo.train``'s arguments: what each means (``TRAIN_DOC``, the text ``help(train)`` shows) and their checks.
+"""``torch_ppo.train``'s arguments: its signature, what each means (``TRAIN_DOC``, the text ``help(train)`` shows)
+and their checks.
 
-The hyperparameters are checked by the schema both trainers share (``brax_core.training.agents.ppo.config``), so
-the messages are the JAX trainer's; ``parse`` checks the torch-only arguments and the process count and returns one
-typed ``TrainArguments``, before anything is built.
+The hyperparameters are declared once, by the schema both trainers share (``brax_core.training.agents.ppo.config``):
+``SIGNATURE`` is its fields, in order and with their defaults, with torch_ppo's own arguments (``TORCH_ARGUMENTS``)
+among them, and the schema checks their values, so the messages are the JAX trainer's. ``parse`` checks the
+torch-only arguments and the process count and returns one typed ``TrainArguments``, before anything is built.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import os
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -19,10 +22,10 @@ from brax_core import envs
 from brax_core.envs.base import Env
 from brax_core.training import resume
 from brax_core.training.agents.ppo.config import PPOConfig
+from brax_core.training.run import checkpoints as run_checkpoints
 from brax_core.training.validation import boolean as _bool
 from brax_core.training.validation import callable_arg as _callable
 from brax_core.training.validation import positive_int as _positive_int
-from torch_ppo import checkpoint
 from torch_ppo.evaluation import EVAL_BACKENDS
 from torch_ppo.networks import resolve_kernel_init
 
@@ -85,6 +88,59 @@ Returns:
   ``(make_policy, params, metrics)``: ``make_policy(params, deterministic=False)`` gives
   ``policy(observation, generator=None) -> (action, extras)``; ``params`` is
 """
+
+# torch_ppo.train's arguments beyond the schema's fields, ``(name, default, annotation)``, each group placed after the
+# schema field (or argument) named by its key: the order of the signature, which callers may rely on positionally.
+TORCH_ARGUMENTS: dict[str, tuple[tuple[str, Any, str], ...]] = {
+    "": (("environment", inspect.Parameter.empty, "Any"),),
+    "use_pmap_on_reset": (
+        ("progress_fn", lambda *args: None, "Callable[[int, Metrics], None]"),
+        ("policy_params_fn", lambda *args: None, "Callable[..., None]"),
+        ("randomization_fn", None, "Callable[..., Any] | None"),
+        ("wrap_env_fn", None, "Callable[..., Any] | None"),
+    ),
+    "num_evals": (("eval_env", None, "Any"), ("eval_backend", None, "str | None")),
+    "training_metrics_steps": (
+        ("save_checkpoint_path", None, "str | os.PathLike | None"),
+        ("restore_checkpoint_path", None, "str | os.PathLike | None"),
+        ("restore_params", None, "Any | None"),
+        ("restore_value_fn", True, "bool"),
+    ),
+    "value_obs_key": (
+        ("policy_network_kernel_init_fn", "lecun_uniform", "Any"),
+        ("policy_network_kernel_init_kwargs", None, "Mapping[str, Any] | None"),
+        ("value_network_kernel_init_fn", "lecun_uniform", "Any"),
+        ("value_network_kernel_init_kwargs", None, "Mapping[str, Any] | None"),
+        ("mean_kernel_init_fn", None, "Any"),
+        ("mean_kernel_init_kwargs", None, "Mapping[str, Any] | None"),
+        ("device", None, "Any"),
+    ),
+    "torch_compile": (
+        ("num_threads", 1, "int | None"),
+        ("max_checkpoints_to_keep", None, "int | None"),
+        ("vision", False, "bool"),
+        ("augment_pixels", False, "bool"),
+        ("allow_config_changes", False, "bool | Sequence[str]"),
+    ),
+}
+
+
+def _signature() -> inspect.Signature:
+    """The schema's fields in their order with their defaults, and ``TORCH_ARGUMENTS`` among them."""
+    keyword = inspect.Parameter.POSITIONAL_OR_KEYWORD
+    own = lambda after: [  # noqa: E731
+        inspect.Parameter(name, keyword, default=default, annotation=annotation)
+        for name, default, annotation in TORCH_ARGUMENTS.get(after, ())
+    ]
+    parameters = own("")
+    for field in dataclasses.fields(PPOConfig):
+        default = inspect.Parameter.empty if field.default is dataclasses.MISSING else field.default
+        parameters.append(inspect.Parameter(field.name, keyword, default=default, annotation=field.type))
+        parameters += own(field.name)
+    return inspect.Signature(parameters, return_annotation="tuple[Callable[..., Any], TorchPPOParams, Metrics]")
+
+
+SIGNATURE = _signature()
 
 # PPOModules' options beyond sizes, activation and normalisation: schema fields, then the kernel initialisers.
 _SCHEMA_NETWORK_OPTIONS = (
@@ -175,12 +231,9 @@ def parse(arguments: Mapping[str, Any], device: torch.device, world_size: int) -
     num_threads = arguments["num_threads"]
     if num_threads is not None:
         num_threads = _positive_int("num_threads", num_threads)
-    save_checkpoint_path = arguments["save_checkpoint_path"]
-    if save_checkpoint_path is not None and not isinstance(save_checkpoint_path, str | os.PathLike):
-        raise TypeError(f"save_checkpoint_path must be a path, got {save_checkpoint_path!r}")
-    restore_checkpoint_path = arguments["restore_checkpoint_path"]
-    if restore_checkpoint_path is not None:
-        restore_checkpoint_path = checkpoint.resolve(restore_checkpoint_path)
+    save_checkpoint_path, restore_checkpoint_path = run_checkpoints.checked_paths(
+        arguments["save_checkpoint_path"], arguments["restore_checkpoint_path"]
+    )
     return TrainArguments(
         hp=hp,
         environment=environment,

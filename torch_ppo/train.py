@@ -8,103 +8,30 @@ the run driver both trainers share (``brax_core.training.run``). A training step
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import torch
 
-from brax_core.training.run import checkpoints as run_checkpoints
-from brax_core.training.run import schedule as run_schedule
 from brax_core.training.run.driver import RunDriver
 from torch_ppo import arguments, distributed
-from torch_ppo.networks import Activation
 from torch_ppo.params import TorchPPOParams, params_of
 from torch_ppo.trainer import Trainer
 
 Metrics = dict[str, float]
 
 
-def train(
-    environment: Any,
-    num_timesteps: int,
-    episode_length: int | None = None,
-    action_repeat: int = 1,
-    num_envs: int = 1,
-    num_eval_envs: int = 128,
-    learning_rate: float = 1e-4,
-    entropy_cost: float = 1e-4,
-    discounting: float = 0.9,
-    seed: int = 0,
-    unroll_length: int = 10,
-    batch_size: int = 32,
-    num_minibatches: int = 16,
-    num_updates_per_batch: int = 2,
-    num_resets_per_eval: int = 0,
-    normalize_observations: bool = False,
-    normalize_observations_std_eps: float = 0.0,
-    normalize_observations_mode: str = "welford",
-    normalize_until_count: int | None = None,
-    reward_scaling: float = 1.0,
-    clipping_epsilon: float = 0.3,
-    clipping_epsilon_value: float | None = None,
-    gae_lambda: float = 0.95,
-    max_grad_norm: float | None = None,
-    normalize_advantage: bool = True,
-    vf_loss_coefficient: float = 0.5,
-    bootstrap_on_timeout: bool = False,
-    use_distributional_critic: bool = False,
-    desired_kl: float = 0.01,
-    learning_rate_schedule: Any = None,
-    learning_rate_schedule_min_lr: float = 1e-5,
-    learning_rate_schedule_max_lr: float = 1e-2,
-    use_pmap_on_reset: bool = True,
-    progress_fn: Callable[[int, Metrics], None] = lambda *args: None,
-    policy_params_fn: Callable[..., None] = lambda *args: None,
-    randomization_fn: Callable[..., Any] | None = None,
-    wrap_env_fn: Callable[..., Any] | None = None,
-    deterministic_eval: bool = False,
-    num_evals: int = 1,
-    eval_env: Any = None,
-    eval_backend: str | None = None,
-    log_training_metrics: bool = False,
-    training_metrics_steps: int | None = None,
-    save_checkpoint_path: str | os.PathLike | None = None,
-    restore_checkpoint_path: str | os.PathLike | None = None,
-    restore_params: Any | None = None,
-    restore_value_fn: bool = True,
-    max_to_keep: int | None = None,
-    policy_hidden_layer_sizes: Sequence[int] = (32,) * 4,
-    value_hidden_layer_sizes: Sequence[int] = (256,) * 5,
-    activation: Activation = "swish",
-    num_quantiles: int = 32,
-    distribution_type: str = "tanh_normal",
-    noise_std_type: str = "scalar",
-    init_noise_std: float = 1.0,
-    state_dependent_std: bool = False,
-    mean_clip_scale: float | None = None,
-    policy_obs_key: str = "state",
-    value_obs_key: str = "state",
-    policy_network_kernel_init_fn: Any = "lecun_uniform",
-    policy_network_kernel_init_kwargs: Mapping[str, Any] | None = None,
-    value_network_kernel_init_fn: Any = "lecun_uniform",
-    value_network_kernel_init_kwargs: Mapping[str, Any] | None = None,
-    mean_kernel_init_fn: Any = None,
-    mean_kernel_init_kwargs: Mapping[str, Any] | None = None,
-    device: Any = None,
-    torch_compile: bool = False,
-    num_threads: int | None = 1,
-    max_checkpoints_to_keep: int | None = None,
-    vision: bool = False,
-    augment_pixels: bool = False,
-    allow_config_changes: bool | Sequence[str] = False,
-) -> tuple[Callable[..., Any], TorchPPOParams, Metrics]:
-    args = dict(locals())
-    resolved_device = arguments.resolve_device(device, environment)
+def train(*args: Any, **kwargs: Any) -> tuple[Callable[..., Any], TorchPPOParams, Metrics]:
+    # The signature is the hyperparameter schema's fields with torch_ppo's own arguments among them
+    # (arguments.SIGNATURE, which help(train) and inspect.signature show); bound here as a def would bind it.
+    bound = arguments.SIGNATURE.bind(*args, **kwargs)
+    bound.apply_defaults()
+    given = bound.arguments
+    resolved_device = arguments.resolve_device(given["device"], given["environment"])
     dist = distributed.setup(resolved_device)
     threads_before = torch.get_num_threads()
     try:
-        checked = arguments.parse(args, resolved_device, dist.world_size)
+        checked = arguments.parse(given, resolved_device, dist.world_size)
         if checked.num_threads is not None and resolved_device.type == "cpu":
             torch.set_num_threads(checked.num_threads)
         return _run(Trainer(checked, dist))
@@ -113,21 +40,19 @@ def train(
         distributed.teardown(dist)
 
 
+train.__signature__ = arguments.SIGNATURE
 # What every argument means: arguments.TRAIN_DOC, the text help(train) shows.
 train.__doc__ = arguments.TRAIN_DOC
 
 
 def _run(trainer: Trainer) -> tuple[Callable[..., Any], TorchPPOParams, Metrics]:
     """The run of one process: nothing to train past a restored checkpoint's steps, else the schedule."""
-    args, hp, dist = trainer.args, trainer.hp, trainer.dist
+    hp, dist = trainer.hp, trainer.dist
     driver = RunDriver(
         trainer,
-        progress_fn=args.progress_fn,
-        policy_params_fn=args.policy_params_fn,
+        trainer.args,
         make_policy=trainer.make_policy,
         env_steps=trainer.env_steps,
-        save_path=args.save_checkpoint_path,
-        already_saved=run_checkpoints.holds(args.save_checkpoint_path, args.restore_checkpoint_path),
         main=dist.is_main,
         # A save needs every rank and a callback runs on rank 0 only: there the epoch's save (before the callbacks)
         # is what a failing callback leaves.
@@ -137,20 +62,5 @@ def _run(trainer: Trainer) -> tuple[Callable[..., Any], TorchPPOParams, Metrics]
         driver.save()
         return trainer.make_policy, params_of(trainer.modules), {}
     trainer.build_envs()
-    schedule = run_schedule.plan_run(
-        hp.num_timesteps,
-        trainer.env_steps,
-        trainer.steps_per_training_step,
-        num_evals=hp.num_evals,
-        num_resets_per_eval=hp.num_resets_per_eval,
-        log_training_metrics=hp.log_training_metrics,
-        training_metrics_steps=hp.training_metrics_steps,
-    )
-    metrics = driver.run(
-        schedule,
-        env_steps_per_call=schedule.steps_per_call * trainer.steps_per_training_step,
-        evaluate=trainer.evaluator is not None,
-        initial_evaluation=hp.num_evals > 1,
-        log_training_metrics=hp.log_training_metrics,
-    )
+    metrics = driver.run(driver.plan(trainer.steps_per_training_step), evaluate=trainer.evaluator is not None)
     return trainer.make_policy, params_of(trainer.modules), metrics

@@ -99,6 +99,16 @@ def holds(save_path: str | os.PathLike | None, checkpoint_path: str | os.PathLik
     return os.path.dirname(os.path.abspath(checkpoint_path)) == os.path.abspath(os.fspath(save_path))
 
 
+def checked_paths(
+    save_checkpoint_path: Any, restore_checkpoint_path: str | os.PathLike | None
+) -> tuple[str | os.PathLike | None, str | None]:
+    """A trainer's ``save_checkpoint_path`` (checked to be a path) and ``restore_checkpoint_path`` resolved to the
+    checkpoint it names (``FileNotFoundError`` naming it where there is none)."""
+    if save_checkpoint_path is not None and not isinstance(save_checkpoint_path, str | os.PathLike):
+        raise TypeError(f"save_checkpoint_path must be a path, got {save_checkpoint_path!r}")
+    return save_checkpoint_path, None if restore_checkpoint_path is None else resolve(restore_checkpoint_path)
+
+
 def is_step_directory(path: str | os.PathLike) -> bool:
     """Whether ``path`` is one checkpoint's step directory (it holds a manifest, or the config item of a JAX
     checkpoint written before manifests) rather than a save path."""
@@ -220,17 +230,29 @@ def _last_modified(path: str) -> float:
 
 def read_manifest(step_dir: str) -> dict[str, Any] | None:
     """The manifest of ``step_dir`` (``None`` for a checkpoint written without one)."""
-    path = os.path.join(step_dir, MANIFEST)
+    manifest = _read_json(step_dir, MANIFEST)
+    if manifest is not None and manifest.get("format") != MANIFEST_FORMAT:
+        raise CheckpointError(
+            f"checkpoint at {step_dir!r} is corrupt: its {MANIFEST} has format {manifest.get('format')!r}, expected "
+            f"{MANIFEST_FORMAT!r}"
+        )
+    return manifest
+
+
+def _read_json(step_dir: str, name: str) -> Any:
+    """The JSON file ``name`` of ``step_dir`` (``None`` where there is none); ``CheckpointError`` where it is
+    unreadable."""
+    path = os.path.join(step_dir, name)
     if not os.path.isfile(path):
         return None
     try:
         with open(path) as f:
-            manifest = json.load(f)
-        if manifest.get("format") != MANIFEST_FORMAT:
-            raise ValueError(f"format {manifest.get('format')!r}, expected {MANIFEST_FORMAT!r}")
-        return manifest
-    except (OSError, ValueError, AttributeError) as e:
-        raise CheckpointError(f"checkpoint at {step_dir!r} is corrupt: cannot read its {MANIFEST} ({e})") from e
+            content = json.load(f)
+        if not isinstance(content, dict):
+            raise ValueError(f"a JSON {type(content).__name__}, not an object")
+        return content
+    except (OSError, ValueError) as e:
+        raise CheckpointError(f"checkpoint at {step_dir!r} is corrupt: cannot read its {name} ({e})") from e
 
 
 def verify_files(step_dir: str, item: str) -> None:
@@ -252,17 +274,10 @@ def _expected_digests(step_dir: str) -> dict[str, str] | None:
     manifest = read_manifest(step_dir)
     if manifest is not None:
         return manifest["files"]
-    legacy = os.path.join(step_dir, LEGACY_FILE_CHECKSUMS)
-    if not os.path.isfile(legacy):
+    per_item = _read_json(step_dir, LEGACY_FILE_CHECKSUMS)
+    if per_item is None:
         return None
-    try:
-        with open(legacy) as f:
-            per_item = json.load(f)
-        return {f"{item}/{name}": digest for item, files in per_item.items() for name, digest in files.items()}
-    except (OSError, ValueError, AttributeError) as e:
-        raise CheckpointError(
-            f"checkpoint at {step_dir!r} is corrupt: cannot read {LEGACY_FILE_CHECKSUMS} ({e})"
-        ) from e
+    return {f"{item}/{name}": digest for item, files in per_item.items() for name, digest in files.items()}
 
 
 def _digests(step_dir: str, item: str) -> dict[str, str]:

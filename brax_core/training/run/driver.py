@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from brax_core.training.run import checkpoints
-from brax_core.training.run.schedule import Schedule
+from brax_core.training.run.schedule import Schedule, plan_run
 
 Metrics = dict[str, float]
 
@@ -50,6 +50,16 @@ class Backend(Protocol):
         """The current parameters as ``make_policy`` takes them: copies that later training leaves alone."""
 
 
+class RunArguments(Protocol):
+    """What the driver reads of a trainer's checked arguments."""
+
+    hp: Any  # the hyperparameters, a PPOConfig
+    progress_fn: Callable[[int, Mapping[str, Any]], None]
+    policy_params_fn: Callable[..., None]
+    save_checkpoint_path: str | os.PathLike | None
+    restore_checkpoint_path: str | None
+
+
 def training_metrics(
     step_metrics: Mapping[str, Any], sps: float, walltime: float, last_episode: dict[str, float]
 ) -> Metrics:
@@ -79,12 +89,11 @@ class RunDriver:
 
     Args:
       backend: the trainer's training state and operations.
-      progress_fn: ``progress_fn(num_steps, metrics)``, as the trainers take it.
-      policy_params_fn: ``policy_params_fn(current_step, make_policy, params)``, as the trainers take it.
+      args: the trainer's checked arguments: the hyperparameters, ``progress_fn(num_steps, metrics)``,
+        ``policy_params_fn(current_step, make_policy, params)``, where the backend saves checkpoints and the
+        checkpoint the run resumed from (whose step is saved already when it lies in the save path).
       make_policy: what ``policy_params_fn`` gets to build a policy from the parameters.
       env_steps: the env-step count the run starts from (a restored checkpoint's, else 0).
-      save_path: where the backend writes checkpoints (``None``: nowhere).
-      already_saved: the checkpoint of ``env_steps`` exists in ``save_path`` (the run resumed from it).
       main: whether this process runs the callbacks (every process of the JAX trainer; rank 0 of torch_ppo).
       save_before_failing_callback: whether a failing callback has the run saved first (not where saving needs
         every process, which a callback on one process cannot ask for).
@@ -93,21 +102,20 @@ class RunDriver:
     def __init__(
         self,
         backend: Backend,
+        args: RunArguments,
         *,
-        progress_fn: Callable[[int, Mapping[str, Any]], None],
-        policy_params_fn: Callable[..., None],
         make_policy: Callable[..., Any],
         env_steps: int,
-        save_path: str | os.PathLike | None,
-        already_saved: bool = False,
         main: bool = True,
         save_before_failing_callback: bool = True,
     ):
-        self.backend = backend
+        self.backend, self.hp = backend, args.hp
         self.env_steps = env_steps
-        self._progress_fn, self._policy_params_fn, self._make_policy = progress_fn, policy_params_fn, make_policy
-        self._save_path = save_path
-        self._saved_at = env_steps if already_saved else None
+        self._progress_fn, self._policy_params_fn = args.progress_fn, args.policy_params_fn
+        self._make_policy = make_policy
+        self._save_path = args.save_checkpoint_path
+        resumed_here = checkpoints.holds(args.save_checkpoint_path, args.restore_checkpoint_path)
+        self._saved_at = env_steps if resumed_here else None
         self._main = main
         self._save_before_failing_callback = save_before_failing_callback
         self._last_episode: dict[str, float] = {}
@@ -122,23 +130,20 @@ class RunDriver:
             self._saved_at = self.env_steps
         return checkpoints.step_directory(self._save_path, self.env_steps)
 
-    def run(
-        self,
-        schedule: Schedule,
-        *,
-        env_steps_per_call: int,
-        evaluate: bool,
-        initial_evaluation: bool,
-        log_training_metrics: bool,
-        report_training_at_evaluation_points: bool = False,
-    ) -> Metrics:
+    def plan(self, env_steps_per_training_step: int) -> Schedule:
+        """The whole run's schedule (``schedule.plan_run``) from the step count the run starts at."""
+        return plan_run(self.hp, self.env_steps, env_steps_per_training_step)
+
+    def run(self, schedule: Schedule, *, evaluate: bool, report_training_at_evaluation_points: bool = False) -> Metrics:
         """Runs the calls of ``schedule`` this process has left; returns the last metrics reported.
 
-        ``evaluate``: this process evaluates at the evaluation points (``initial_evaluation``: also before
-        training). ``log_training_metrics``: every call's training metrics go to ``progress_fn``.
+        ``evaluate``: this process evaluates at the evaluation points (also before training when ``num_evals > 1``).
+        With ``log_training_metrics`` every call's training metrics go to ``progress_fn``;
         ``report_training_at_evaluation_points``: where nothing is evaluated, an evaluation point reports the
         training metrics instead.
         """
+        initial_evaluation, log_training_metrics = self.hp.num_evals > 1, self.hp.log_training_metrics
+        env_steps_per_call = schedule.env_steps_per_call
         start = time.time()
         if evaluate:
             self.backend.skip_evaluations(schedule.evaluations_before_start(initial_evaluation))

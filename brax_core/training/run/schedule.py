@@ -5,14 +5,15 @@ evaluation points and overshoot the step budget)."""
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 
 @dataclasses.dataclass(frozen=True)
 class Schedule:
     """A run split into ``epochs`` (an evaluation after each), each into ``segments_per_epoch`` segments (an env
     reset between two, with ``num_resets_per_eval``), each into ``calls_per_segment`` calls of ``steps_per_call``
-    training steps (a training-metrics report after each). ``calls_done`` calls ran before this process started
-    (a restored checkpoint).
+    training steps (a training-metrics report after each) of ``env_steps_per_training_step`` env steps each.
+    ``calls_done`` calls ran before this process started (a restored checkpoint).
 
     Resets happen *before* a segment's first call, so the state after any call is the same whichever process
     ran it: a checkpoint saved after call ``c`` lets a resumed run continue with call ``c + 1`` exactly.
@@ -24,10 +25,15 @@ class Schedule:
     segments_per_epoch: int
     resets: bool
     calls_done: int = 0
+    env_steps_per_training_step: int = 1
 
     @property
     def calls_per_epoch(self) -> int:
         return self.calls_per_segment * self.segments_per_epoch
+
+    @property
+    def env_steps_per_call(self) -> int:
+        return self.steps_per_call * self.env_steps_per_training_step
 
     def calls(self) -> range:
         """Global indices of the calls this process runs."""
@@ -55,33 +61,27 @@ class Schedule:
         return sum(1 for p in self.evaluation_points(initial) if p < self.calls_done)
 
 
-def plan_run(
-    num_timesteps: int,
-    env_steps: int,
-    env_steps_per_training_step: int,
-    *,
-    num_evals: int,
-    num_resets_per_eval: int,
-    log_training_metrics: bool,
-    training_metrics_steps: int | None,
-) -> Schedule:
-    """The schedule of a run of ``num_timesteps`` env steps that starts at ``env_steps`` (a restored checkpoint's).
+def plan_run(hp: Any, env_steps: int, env_steps_per_training_step: int) -> Schedule:
+    """The schedule of the run the hyperparameters ``hp`` (a ``PPOConfig``: ``num_timesteps``, ``num_evals``,
+    ``num_resets_per_eval``, ``log_training_metrics``, ``training_metrics_steps``) ask for, starting at
+    ``env_steps`` (a restored checkpoint's).
 
     The whole run is planned, not its remainder, so that a resumed run continues the unbroken plan. A count
     between training steps comes from another batch size: then the remaining steps are planned on their own.
     """
     done, rest = divmod(env_steps, env_steps_per_training_step)
-    steps_to_plan = num_timesteps if rest == 0 else num_timesteps - env_steps
+    steps_to_plan = hp.num_timesteps if rest == 0 else hp.num_timesteps - env_steps
     steps_between_reports = None
-    if log_training_metrics:
-        steps_between_reports = max(1, (training_metrics_steps or 0) // env_steps_per_training_step)
-    return make_schedule(
+    if hp.log_training_metrics:
+        steps_between_reports = max(1, (hp.training_metrics_steps or 0) // env_steps_per_training_step)
+    schedule = make_schedule(
         -(-steps_to_plan // env_steps_per_training_step),
-        num_evals=num_evals,
-        num_resets_per_eval=num_resets_per_eval,
+        num_evals=hp.num_evals,
+        num_resets_per_eval=hp.num_resets_per_eval,
         steps_between_reports=steps_between_reports,
         steps_done=done if rest == 0 else 0,
     )
+    return dataclasses.replace(schedule, env_steps_per_training_step=env_steps_per_training_step)
 
 
 def make_schedule(

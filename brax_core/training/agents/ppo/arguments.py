@@ -22,6 +22,7 @@ from brax_core.training.agents.ppo import checkpoint
 from brax_core.training.agents.ppo import networks as ppo_networks
 from brax_core.training.agents.ppo.config import PPOConfig
 from brax_core.training.agents.ppo.networks import PPOTrainingParams
+from brax_core.training.run import checkpoints as run_checkpoints
 from brax_core.training.validation import boolean as _bool
 from brax_core.training.validation import callable_arg as _callable
 from brax_core.training.validation import positive_int as _positive_int
@@ -220,12 +221,9 @@ def validated(arguments: Mapping[str, Any], find_devices: Callable[[int | None],
     restore_params = arguments["restore_params"]
     if restore_params is not None:
         restore_params = PPOTrainingParams(*_three_params(restore_params))
-    save_checkpoint_path = arguments["save_checkpoint_path"]
-    if save_checkpoint_path is not None and not isinstance(save_checkpoint_path, str | os.PathLike):
-        raise TypeError(f"save_checkpoint_path must be a path, got {save_checkpoint_path!r}")
-    restore_checkpoint_path = arguments["restore_checkpoint_path"]
-    if restore_checkpoint_path is not None:
-        restore_checkpoint_path = checkpoint.resolve(restore_checkpoint_path)
+    save_checkpoint_path, restore_checkpoint_path = run_checkpoints.checked_paths(
+        arguments["save_checkpoint_path"], arguments["restore_checkpoint_path"]
+    )
     env_steps_restored = (
         int(checkpoint.load_config_json(restore_checkpoint_path)["env_steps"]) if restore_checkpoint_path else 0
     )

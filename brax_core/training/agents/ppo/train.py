@@ -43,8 +43,6 @@ from brax_core.training.agents.ppo.training_step import (
     random_shift_pixels,
     steps_to_pair,
 )
-from brax_core.training.run import checkpoints as run_checkpoints
-from brax_core.training.run import schedule as run_schedule
 from brax_core.training.run.driver import RunDriver
 
 __all__ = [
@@ -176,15 +174,7 @@ def train(
             args.restore_checkpoint_path, training_state, key_run
         )
     run = run_backend.JaxRun(args, config, training_state, key_run)
-    driver = RunDriver(
-        run,
-        progress_fn=args.progress_fn,
-        policy_params_fn=args.policy_params_fn,
-        make_policy=make_policy,
-        env_steps=env_steps,
-        save_path=args.save_checkpoint_path,
-        already_saved=run_checkpoints.holds(args.save_checkpoint_path, args.restore_checkpoint_path),
-    )
+    driver = RunDriver(run, args, make_policy=make_policy, env_steps=env_steps)
 
     if remaining <= 0:
         if hp.num_timesteps > 0 and args.restore_checkpoint_path is not None:
@@ -210,15 +200,7 @@ def train(
     eval_env, eval_run = programs.make_evaluation(
         args, acting_policy, key_randomize, mesh, cached.jit("evaluation", jit)
     )
-    schedule = run_schedule.plan_run(
-        hp.num_timesteps,
-        env_steps,
-        env_steps_per_training_step,
-        num_evals=hp.num_evals,
-        num_resets_per_eval=hp.num_resets_per_eval,
-        log_training_metrics=hp.log_training_metrics,
-        training_metrics_steps=hp.training_metrics_steps,
-    )
+    schedule = driver.plan(env_steps_per_training_step)
     training_jit = cached.jit(f"training/{schedule.steps_per_call}", jit)  # steps per call: part of the program
     training_fn = programs.make_training_fn(training_step, schedule.steps_per_call, mesh, training_jit)
 
@@ -241,14 +223,7 @@ def train(
     run.start(compiled[0], compiled[1], env_state, key_env, make_evaluator)
 
     # ---- the run: an epoch of training calls (saved at its end), then report and evaluate
-    metrics = driver.run(
-        schedule,
-        env_steps_per_call=schedule.steps_per_call * env_steps_per_training_step,
-        evaluate=args.evaluate,
-        initial_evaluation=hp.num_evals > 1,
-        log_training_metrics=hp.log_training_metrics,
-        report_training_at_evaluation_points=hp.num_evals > 0,
-    )
+    metrics = driver.run(schedule, evaluate=args.evaluate, report_training_at_evaluation_points=hp.num_evals > 0)
     run.close()
     return make_policy, run_backend.current_params(run.training_state), metrics
 

@@ -208,6 +208,17 @@ def random_shift_pixels(observation: Any, key: jax.Array, max_shift: int = 4) ->
     return out
 
 
+# The hyperparameters the loss and the update take, under the same names.
+_LOSS_FIELDS = (
+    "entropy_cost", "discounting", "reward_scaling", "gae_lambda", "clipping_epsilon", "normalize_advantage",
+    "vf_loss_coefficient", "bootstrap_on_timeout", "clipping_epsilon_value", "use_distributional_critic",
+)  # fmt: skip
+_UPDATE_FIELDS = (
+    "num_minibatches", "num_updates_per_batch", "learning_rate_schedule", "desired_kl", "learning_rate_schedule_min_lr",
+    "learning_rate_schedule_max_lr", "clipping_epsilon_value", "use_distributional_critic",
+)  # fmt: skip
+
+
 def make_update(
     hp: PPOConfig,
     ppo_network: ppo_networks.PPONetworks,
@@ -216,18 +227,7 @@ def make_update(
 ) -> Callable[[TrainingState, types.Transition, jax.Array], tuple[TrainingState, dict[str, jax.Array]]]:
     """The PPO update (``make_ppo_update``) with the loss and the observation statistics ``hp`` ask for."""
     loss_fn = functools.partial(
-        ppo_losses.compute_ppo_loss,
-        ppo_network=ppo_network,
-        entropy_cost=hp.entropy_cost,
-        discounting=hp.discounting,
-        reward_scaling=hp.reward_scaling,
-        gae_lambda=hp.gae_lambda,
-        clipping_epsilon=hp.clipping_epsilon,
-        normalize_advantage=hp.normalize_advantage,
-        vf_loss_coefficient=hp.vf_loss_coefficient,
-        bootstrap_on_timeout=hp.bootstrap_on_timeout,
-        clipping_epsilon_value=hp.clipping_epsilon_value,
-        use_distributional_critic=hp.use_distributional_critic,
+        ppo_losses.compute_ppo_loss, ppo_network=ppo_network, **{name: getattr(hp, name) for name in _LOSS_FIELDS}
     )
     normalizer_update = functools.partial(
         running_statistics.update,
@@ -240,16 +240,9 @@ def make_update(
         ppo_network,
         optimizer,
         loss_fn,
-        num_minibatches=hp.num_minibatches,
-        num_updates_per_batch=hp.num_updates_per_batch,
         normalizer_update=normalizer_update if hp.normalize_observations else None,
-        learning_rate_schedule=hp.learning_rate_schedule,
-        desired_kl=hp.desired_kl,
-        learning_rate_schedule_min_lr=hp.learning_rate_schedule_min_lr,
-        learning_rate_schedule_max_lr=hp.learning_rate_schedule_max_lr,
-        clipping_epsilon_value=hp.clipping_epsilon_value,
-        use_distributional_critic=hp.use_distributional_critic,
         augment_pixels=augment_pixels,
+        **{name: getattr(hp, name) for name in _UPDATE_FIELDS},
     )
 
 
