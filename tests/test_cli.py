@@ -393,8 +393,10 @@ def test_device_cpu_runs_both_trainers_on_the_cpu_where_a_gpu_is_reported(tmp_pa
     jax_devices, torch_devices = [], []
     choose = ppo_train._devices
     monkeypatch.setattr(ppo_train, "_devices", lambda *a: jax_devices.append(choose(*a)) or jax_devices[-1])
-    train_torch = runs.torch_ppo.train
-    monkeypatch.setattr(runs.torch_ppo, "train",
+    from brax_bridge_app import trainers
+
+    train_torch = trainers.torch_ppo.train
+    monkeypatch.setattr(trainers.torch_ppo, "train",
                         lambda *a, **kw: torch_devices.append(kw["device"]) or train_torch(*a, **kw))
     result = invoke("compare", "--env", "fast", "--out", str(tmp_path), "--device", "cpu", *TINY)
     assert result.exit_code == 0, result.output
