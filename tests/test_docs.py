@@ -85,7 +85,7 @@ def test_site_builds_strict_with_the_api_pages(tmp_path):
         "reference/sb3": ["brax_bridge.sb3.VecEnv"],
         "reference/rsl-rl": ["brax_bridge.rsl_rl.RslRlVecEnv"],
         "reference/jax-ppo": ["brax_core.training.agents.ppo.train.train", "num_timesteps"],
-        "reference/torch-ppo": ["torch_ppo.train.train", "eval_backend"],
+        "reference/torch-ppo": ["torch_ppo.train(", "eval_backend", "progress_fn"],
         # The fields' table comes from the schema itself (docs/hooks/config_table.py).
         "reference/config": ["brax_core.training.agents.ppo.config.PPOConfig", "from_train_kwargs",
                              "<code>learning_rate_schedule_min_lr</code>", "a non-negative integer"],
