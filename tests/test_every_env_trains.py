@@ -2,8 +2,10 @@
 
 Each run is the smallest that still exercises the whole pipeline: two evaluations (one before training), a
 training epoch with auto-resets inside it (episodes of 8 steps against unrolls of 4), a checkpoint written and
-loaded back into a policy that acts on the env's own observations. The learning checks on `inverted_pendulum`
-train for real (about 30 s each on a 2-core CPU).
+loaded back into a policy that acts on the env's own observations. The torch trainer evaluates with its torch
+backend here, on the bridge step its training compiled (the JAX backend's rollout has tests of its own). The
+learning checks on `inverted_pendulum` train for real (marked ``slow``; ``fast`` learns with each trainer in the
+default suite).
 """
 
 import functools
@@ -73,6 +75,7 @@ def test_torch_trainer_trains_evaluates_and_checkpoints(name, tmp_path):
         value_hidden_layer_sizes=HIDDEN,
         save_checkpoint_path=tmp_path,
         progress_fn=lambda step, m: reports.append((step, dict(m))),
+        eval_backend="torch",
         **TINY,
     )
     _check_reports(reports, metrics)
@@ -140,10 +143,12 @@ def _learning_check(train_fn, **kwargs):
     assert rewards[0] < 100 and max(rewards) >= 900, rewards
 
 
+@pytest.mark.slow
 def test_jax_trainer_learns_inverted_pendulum():
     _learning_check(ppo.train, network_factory=presets.PRESETS["inverted_pendulum"]["network_factory"])
 
 
+@pytest.mark.slow
 def test_torch_trainer_learns_inverted_pendulum():
     nets = presets.network_kwargs("inverted_pendulum")
     _learning_check(torch_ppo.train, **{k: v for k, v in nets.items()})

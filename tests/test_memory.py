@@ -9,6 +9,9 @@ import gc
 import importlib.util
 import os
 import resource
+import subprocess
+import sys
+from xml.etree import ElementTree
 
 import jax
 import pytest
@@ -27,6 +30,42 @@ LONG_RUN_REPORT_EVERY = 100  # a report (and one gc scan) every 100 iterations: 
 # allocator noise once everything is compiled (glibc arenas, XLA's host buffers: a few MB), yet below what a
 # retrace and recompile per iteration or 100 kB kept per iteration (90 MB over 900 iterations) would add.
 PPO_RSS_GROWTH_MB = 64
+
+
+# Set in the fresh interpreter that runs this module's default tests (see _in_own_process).
+OWN_PROCESS = "BRAX_BRIDGE_MEMORY_TEST_PROCESS"
+
+
+@pytest.fixture(scope="module")
+def own_process_outcomes(tmp_path_factory) -> dict[str, str]:
+    """This module's default tests run once together in a fresh interpreter: their node ids and outcomes."""
+    report = tmp_path_factory.mktemp("memory") / "report.xml"
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:xdist", f"--junitxml={report}", os.path.abspath(__file__)],
+        cwd=root, env={**os.environ, OWN_PROCESS: "1"}, capture_output=True, text=True, timeout=900,
+    )
+    outcomes = {}
+    for case in ElementTree.parse(report).getroot().iter("testcase"):
+        failed = case.find("failure") is not None or case.find("error") is not None
+        skipped = case.find("skipped") is not None
+        text = "".join(case.itertext()) if failed else ""
+        outcomes[case.get("name")] = "skipped" if skipped else (f"failed: {text[-4000:]}" if failed else "passed")
+    assert outcomes, done.stdout[-4000:] + done.stderr[-2000:]
+    return outcomes
+
+
+def _in_own_process(request: pytest.FixtureRequest) -> bool:
+    """True outside the fresh interpreter, after asserting that the calling test passed there; False inside it.
+
+    Counting live objects walks the whole heap with ``gc``: in a pytest worker that ran hundreds of tests first,
+    every walk takes seconds, where in a fresh process it takes milliseconds.
+    """
+    if os.environ.get(OWN_PROCESS) == "1":
+        return False
+    outcome = request.getfixturevalue("own_process_outcomes").get(request.node.name, "not run")
+    assert outcome == "passed", outcome
+    return True
 
 
 def _stops_growing(footprints: list[tuple[int, int]]) -> bool:
@@ -91,7 +130,9 @@ def _differentiable_windows(windows: int) -> tuple[list[tuple[int, int]], float,
     return footprints, rss_after_warmup, _peak_rss_mb()
 
 
-def test_differentiable_steps_keep_nothing_across_backward_windows():
+def test_differentiable_steps_keep_nothing_across_backward_windows(request):
+    if _in_own_process(request):
+        return
     footprints, _, _ = _differentiable_windows(6)
     assert len(set(footprints[1:])) == 1, footprints
 
@@ -137,14 +178,18 @@ def _ppo_iterations(trainer: str, iterations: int) -> list[tuple[int, int]]:
 
 
 @pytest.mark.parametrize("trainer", ["jax", "torch"])
-def test_ppo_iterations_keep_nothing(trainer):
+def test_ppo_iterations_keep_nothing(trainer, request):
+    if _in_own_process(request):
+        return
     footprints = _ppo_iterations(trainer, 12)
     assert _stops_growing(footprints), footprints
 
 
-def test_torch_ppo_train_frees_its_trainer_without_the_garbage_collector():
+def test_torch_ppo_train_frees_its_trainer_without_the_garbage_collector(request):
     """A trainer that held itself through a reference cycle would keep its envs' JAX state (and under DDP its
     process group) alive after ``train`` returns, until the cyclic collector happened to run."""
+    if _in_own_process(request):
+        return
     from torch_ppo.trainer import Trainer
 
     tiny = {k: v for k, v in presets.PRESETS["fast"].items() if k not in ("num_timesteps", "num_evals")}
