@@ -57,12 +57,20 @@ def _signature(state: State) -> list[tuple]:
     return [(jax.tree_util.keystr(path), x.shape, x.dtype, x.weak_type) for path, x in leaves]
 
 
+# What an env adds to the state (its metrics and info) is checked for every env under the stack holding every
+# wrapper; the other stacks differ only in wrappers, so one pipeline env and one plain env cover them.
+EVERY_STACK = ("inverted_pendulum", "fast")
+
+
 @pytest.mark.parametrize("name", envs.registered_names())
 def test_step_returns_the_structure_reset_returns(name):
     env = envs.get_environment(name)
     keys = jax.random.split(jax.random.PRNGKey(0), NUM_ENVS)
     action = jax.ShapeDtypeStruct((NUM_ENVS, env.action_size), jnp.float32)
-    for label, stack in _stacks(env).items():
+    stacks = _stacks(env)
+    if name not in EVERY_STACK:
+        stacks = dict(list(stacks.items())[:1])
+    for label, stack in stacks.items():
         first = jax.eval_shape(stack.reset, keys)
         after = jax.eval_shape(stack.step, first, action)
         assert _signature(after) == _signature(first), label
