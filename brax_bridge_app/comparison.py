@@ -163,14 +163,15 @@ def compare(plan: Plan, console: Console, env: dict[str, str]) -> tuple[list[dic
     start = time.perf_counter()
     with ForwardedInterrupts(console) as interrupts:
         for number, (trainer, seed) in enumerate(order, 1):
+            if interrupts.requested:  # a Ctrl-C between two runs
+                break
             run_dir = os.path.join(plan.out_dir, f"{trainer}-seed{seed}")
             console.print(f"[bold]run {number}/{len(order)}[/]: {trainer}, seed {seed} -> {run_dir}")
             config = runs.make_config(plan.env, trainer, seed, plan.hyperparameters, plan.preset, plan.device)
             summaries.append(run_one(run_dir, config, plan.logger_args, interrupts, env))
             curves.append(rundir.read_metrics(run_dir))
-            if interrupts.requested:
-                console.print("[yellow]comparison stopped early; the report covers the runs so far[/]")
-                break
+    if interrupts.requested:
+        console.print("[yellow]comparison stopped early; the report covers the runs so far[/]")
     total = time.perf_counter() - start
     ranked = [t for t in hparams.TRAINERS if t in plan.trainers]  # the probability is torch's over jax's
     result = stats.comparison(summaries, curves, ranked, plan.threshold)

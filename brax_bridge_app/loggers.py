@@ -74,10 +74,6 @@ def parse(text: str) -> tuple[str, ...]:
     return names
 
 
-def _scalars(metrics: Mapping[str, Any]) -> dict[str, float]:
-    return rundir.scalar_metrics(metrics)
-
-
 def tensorboard_hparams(hyperparameters: Mapping[str, Any]) -> dict[str, bool | int | float | str]:
     """Hyperparameters as values TensorBoard's hparams take (numbers, booleans, text): layer sizes as ``"64,64"``,
     ``None`` as ``"none"``."""
@@ -129,7 +125,7 @@ class TensorBoardLogger:
     def __call__(self, step: int, metrics: Mapping[str, Any]) -> None:
         if self._writer is None:
             self._writer = self._open()
-        for key, value in _scalars(metrics).items():
+        for key, value in rundir.scalar_metrics(metrics).items():
             self._writer.add_scalar(key, value, global_step=int(step))
         self._writer.flush()
 
@@ -163,7 +159,7 @@ class WandbLogger:
         self.run.define_metric("*", step_metric=WANDB_STEP)
 
     def __call__(self, step: int, metrics: Mapping[str, Any]) -> None:
-        self.run.log({WANDB_STEP: int(step), **_scalars(metrics)})
+        self.run.log({WANDB_STEP: int(step), **rundir.scalar_metrics(metrics)})
 
     def close(self) -> None:
         self.run.finish()

@@ -150,6 +150,8 @@ def verdict(result: Mapping[str, Any]) -> str:
     if min(counts.values()) < MIN_SEEDS:
         return (f"Not resolved by the seeds given: {runs} completed runs, fewer than the {MIN_SEEDS} per trainer a "
                 f"verdict needs ({shown}).")
+    if interval[0] == interval[1] == 0.5:
+        return f"No difference: every run of both trainers ends at the same final reward ({shown}, {runs} runs)."
     if interval[0] > 0.5:
         return f"{other} ends with the higher final reward: {shown} over {runs} runs."
     if interval[1] < 0.5:

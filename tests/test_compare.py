@@ -213,5 +213,9 @@ def test_the_verdict_is_given_only_where_the_interval_resolves_it():
     low, high = result["probability_of_improvement"]["ci95"]
     assert low < 0.5 < high and "Not resolved by the seeds given" in stats.verdict(result)
     assert result["trainers"]["jax"]["seconds_to_threshold"] is None  # no --threshold
+    tied = _summaries({"jax": [1000] * 5, "torch": [1000] * 5})  # every run of inverted_pendulum at its maximum
+    assert stats.verdict(stats.comparison(tied, rows(tied), ["jax", "torch"])).startswith(
+        "No difference: every run of both trainers ends at the same final reward (P(torch > jax) = 0.50, 95 % CI "
+        "[0.50, 0.50]")
     few = _summaries({"jax": [1, 2, 3], "torch": [11, 12, 13]})
     assert "fewer than the 5 per trainer" in stats.verdict(stats.comparison(few, rows(few), ["jax", "torch"]))
