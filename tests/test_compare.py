@@ -16,8 +16,9 @@ import numpy as np
 import pytest
 from cli_runner import TINY, invoke
 from PIL import Image
+from scipy import stats as scipy_stats
 
-from brax_bridge_app import cli, comparison, hparams, rundir, stats
+from brax_bridge_app import cli, comparison, hparams, plots, rundir, stats
 from brax_core.training.agents.ppo import checkpoint as jax_checkpoint
 from torch_ppo import checkpoint as torch_checkpoint
 
@@ -27,6 +28,9 @@ RUN_KEYS = {"seed", "final_reward", "best_reward", "wall_s", "steps_to_threshold
             "steps_per_s"}
 
 
+# Eight runs, each a fresh process that imports JAX, torch and MJX (about 20 s each on a 2-core CPU): the tests that
+# read this comparison are slow; the default suite checks the processes with the two-run test below and the
+# statistics on given runs.
 @pytest.fixture(scope="module")
 def compared(tmp_path_factory):
     out = tmp_path_factory.mktemp("compare")
@@ -36,6 +40,7 @@ def compared(tmp_path_factory):
     return out, result.output, json.loads((out / "compare.json").read_text())
 
 
+@pytest.mark.slow
 def test_every_run_in_a_process_of_its_own_in_interleaved_order(compared):
     out, _, data = compared
     runs = data["runs"]
@@ -58,6 +63,7 @@ def _iqm_by_hand(values: list[float]) -> float:
     return sum(middle) / 2
 
 
+@pytest.mark.slow
 def test_compare_json_iqm_is_that_of_its_runs_final_rewards_with_the_interval_holding_it(compared):
     _, _, data = compared
     assert set(data["trainers"]) == {"jax", "torch"}
@@ -85,6 +91,7 @@ def test_compare_json_iqm_is_that_of_its_runs_final_rewards_with_the_interval_ho
     assert 0 <= low <= improvement["torch_over_jax"] <= high <= 1
 
 
+@pytest.mark.slow
 def test_the_threshold_times_each_runs_first_evaluation_reaching_it(compared):
     out, _, data = compared
     for trainer, entry in data["trainers"].items():
@@ -98,6 +105,7 @@ def test_the_threshold_times_each_runs_first_evaluation_reaching_it(compared):
         assert aggregate is None if not reached else aggregate["mean"] == pytest.approx(np.mean(reached))
 
 
+@pytest.mark.slow
 def test_report_shows_the_iqm_with_its_interval_and_a_verdict(compared):
     out, output, data = compared
     text = (out / "report.md").read_text()
@@ -114,6 +122,7 @@ def test_report_shows_the_iqm_with_its_interval_and_a_verdict(compared):
         assert image.size == (1100, 420)
 
 
+@pytest.mark.slow
 def test_runs_of_a_comparison_match_and_their_checkpoints_load(compared):
     out, _, _ = compared
     jax_config = json.loads((out / "jax-seed3" / rundir.CONFIG).read_text())
@@ -219,3 +228,52 @@ def test_the_verdict_is_given_only_where_the_interval_resolves_it():
         "[0.50, 0.50]")
     few = _summaries({"jax": [1, 2, 3], "torch": [11, 12, 13]})
     assert "fewer than the 5 per trainer" in stats.verdict(stats.comparison(few, rows(few), ["jax", "torch"]))
+
+
+def test_the_statistics_of_given_runs_match_an_independent_computation():
+    """compare.json's statistics from the runs' summaries and metrics: the IQM is the mean of the middle half of the
+    completed runs (a failed run left out), the interval holds it, the probability counts the pairs."""
+    jax_finals = [4.0, 1.0, 9.0, 2.0, 7.0, 3.0, 100.0, 5.0]  # one outlying seed, which the IQM leaves out
+    torch_finals = [6.0, 8.0, 5.5, 7.5, 6.5, 9.5, 8.5, 0.0]
+    summaries = _summaries({"jax": jax_finals, "torch": torch_finals})
+    summaries.append({**summaries[0], "seed": 8, "status": "failed", "final_reward": None})
+    rows = [[{"step": 100 * i, "time_s": 0.5 * i, rundir.EVAL_REWARD: s["final_reward"] * i / 2} for i in range(3)]
+            if s["final_reward"] is not None else [] for s in summaries]
+    result = stats.comparison(summaries, rows, ["jax", "torch"], threshold=4.0)
+    for trainer, finals in (("jax", jax_finals), ("torch", torch_finals)):
+        entry = result["trainers"][trainer]
+        assert [run["seed"] for run in entry["runs"]] == list(range(8))  # the failed run is not counted
+        middle_half = sorted(finals)[2:6]
+        final = entry["final_reward"]
+        assert final["iqm"] == pytest.approx(sum(middle_half) / 4, rel=1e-12)
+        assert final["iqm"] == pytest.approx(scipy_stats.trim_mean(finals, 0.25), rel=1e-12)
+        assert final["mean"] == pytest.approx(np.mean(finals)) and final["median"] == pytest.approx(np.median(finals))
+        low, high = final["ci95"]
+        assert min(finals) <= low < final["iqm"] < high <= max(finals)
+        # Each run first reaches reward 4 at its last report (reward = final) or its middle one (final / 2 >= 4).
+        for run in entry["runs"]:
+            expected = (None, None) if run["final_reward"] < 4 else (100, 0.5) if run["final_reward"] >= 8 else (
+                200, 1.0)
+            assert (run["steps_to_threshold"], run["seconds_to_threshold"]) == expected
+    assert result["trainers"]["jax"]["final_reward"]["iqm"] == pytest.approx(4.75)  # (3 + 4 + 5 + 7) / 4
+    pairs = [(t > j) + 0.5 * (t == j) for t in torch_finals for j in jax_finals]
+    improvement = result["probability_of_improvement"]
+    assert improvement["torch_over_jax"] == pytest.approx(sum(pairs) / 64)
+    assert improvement["ci95"][0] <= improvement["torch_over_jax"] <= improvement["ci95"][1]
+
+
+def test_the_iqm_curve_has_its_band_against_env_steps_and_wall_time(tmp_path):
+    runs = [[{"step": 100 * i, "time_s": seed + i, rundir.EVAL_REWARD: float(seed * i)} for i in range(3)]
+            for seed in range(5)]
+    runs[4] = runs[4][:2]  # stopped before its last report: the four runs that made it still give a band
+    by_steps, by_time = stats.curve(runs, "step"), stats.curve(runs, "time_s")
+    assert by_steps["x"].tolist() == [0, 100, 200]
+    assert by_time["x"].tolist() == [2.0, 3.0, 3.5]  # the median time the runs reached each step
+    assert by_steps["iqm"].tolist() == pytest.approx([0.0, 2.0, 3.0])  # step 200: seeds 0-3, middle two 2 and 4
+    assert np.all(by_steps["low"] <= by_steps["iqm"]) and np.all(by_steps["iqm"] <= by_steps["high"])
+    assert by_steps["high"][1] > by_steps["low"][1]
+    figure = plots.compare_iqm({"jax": runs, "torch": runs[:1]}, str(tmp_path / "compare.png"), title="t")
+    with Image.open(figure) as image:
+        assert image.size == (1100, 420)
+    single = stats.curve(runs[:1], "step")  # one run: its curve, no band
+    assert single["iqm"].tolist() == [0.0, 0.0, 0.0] and np.isnan(single["low"]).all()
