@@ -5,13 +5,13 @@ PIP = $(PYTHON) -m pip install --disable-pip-version-check -q
 OUT ?= runs/compare_inverted_pendulum
 # `make test` builds this virtualenv afresh each time, as a user's first install would be.
 TEST_VENV ?= .venv-test
-EXTRAS ?= torchrl gymnasium sb3 rsl-rl export playground docs
+EXTRAS ?= torchrl gymnasium sb3 rsl-rl export playground tensorboard wandb docs
 
 .PHONY: install run test install-check pytest lint bench docs
 
 install:
 	$(PIP) torch==2.13.0
-	$(PIP) torch==2.13.0 -e ".[test,torchrl,gymnasium,sb3,rsl-rl,export,playground,docs]"
+	$(PIP) torch==2.13.0 -e ".[test,torchrl,gymnasium,sb3,rsl-rl,export,playground,tensorboard,wandb,docs]"
 
 run: install
 	$(PYTHON) -m brax_bridge_app.cli compare --env inverted_pendulum --out $(OUT)

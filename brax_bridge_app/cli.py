@@ -18,6 +18,7 @@ warnings.filterwarnings("ignore", message=".*[Ee]xplicitly requested dtype.*")
 import functools  # noqa: E402
 import inspect  # noqa: E402
 import logging  # noqa: E402
+import math  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Annotated, Any  # noqa: E402
@@ -45,6 +46,10 @@ app = typer.Typer(
 )
 
 HP_PANEL = "Hyperparameters (override the preset)"
+# compare's default seeds: enough runs per trainer for the statistics to give a verdict (stats.MIN_SEEDS; the
+# command line imports no JAX or SciPy to build its help, so the number is repeated here and a test ties the two).
+MIN_SEEDS = 5
+DEFAULT_SEEDS = "0,1,2,3,4"
 DEVICE_HELP = (
     "where both trainers' physics and networks run: auto (CUDA where JAX and torch both have it, else the CPU), "
     "cpu, cuda or cuda:N"
@@ -53,6 +58,17 @@ PRESET_HELP = (
     "hyperparameter preset: an env's name, or ant-gpu, humanoid-gpu or halfcheetah-gpu for Brax's GPU recipes "
     "(default: the env's own)"
 )
+CONFIG_HELP = (
+    "settings from a file: a run folder's config.json, or YAML with env, trainer, seed and hyperparameter names as "
+    "keys (or under hyperparameters:); flags given beside it override it"
+)
+LOGGER_HELP = (
+    "where metrics go besides the run folder's metrics.jsonl (always written: summaries, resume and compare read "
+    "it): one or more of jsonl, tensorboard (event files in <run folder>/tensorboard), wandb (Weights & Biases; "
+    "WANDB_MODE=offline writes locally), comma-separated"
+)
+WANDB_PROJECT_HELP = "with --logger wandb: the W&B project (default: W&B's own, or WANDB_PROJECT)"
+WANDB_ENTITY_HELP = "with --logger wandb: the W&B entity, a user or team (default: W&B's own, or WANDB_ENTITY)"
 
 
 def _fail(message: str) -> typer.BadParameter:
@@ -143,12 +159,38 @@ def _check_device(device: str) -> str:
     return device
 
 
-def _resolve(env: str, preset: str | None, hp: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
+def _resolve(
+    env: str, preset: str | None, hp: dict[str, Any], configured: dict[str, Any] | None = None
+) -> tuple[dict[str, Any], str | None]:
     from brax_bridge_app import configuration
 
     try:
-        return configuration.resolve(env, preset, hp)
+        return configuration.resolve(env, preset, hp, configured)
     except hparams.HParamError as err:
+        raise _fail(str(err)) from None
+
+
+def _with_config_file(config_file: Path | None, command: str, **flags: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The command's settings (each flag given, else the config file's) and the file's hyperparameters."""
+    from brax_bridge_app import config_files
+
+    try:
+        settings, configured, note = config_files.merged(
+            None if config_file is None else str(config_file), command, flags)
+    except config_files.ConfigFileError as err:
+        raise _fail(f"--config {err}") from None
+    if note:
+        console.print(f"[yellow]{note}[/]")
+    return settings, configured
+
+
+def _check_loggers(logger: str) -> tuple[str, ...]:
+    """``--logger`` names, each with its extra installed (checked before anything is built or compiled)."""
+    from brax_bridge_app import loggers
+
+    try:
+        return loggers.parse(logger)
+    except ValueError as err:
         raise _fail(str(err)) from None
 
 
@@ -216,14 +258,18 @@ def train_command(
     ] = None,
     preset: Annotated[str | None, typer.Option(help=PRESET_HELP)] = None,
     out: Annotated[Path | None, typer.Option(help="run folder (default: runs/<env>-<trainer>-<time>)")] = None,
-    seed: Annotated[int, typer.Option(help="random seed")] = 0,
+    seed: Annotated[int | None, typer.Option(help="random seed (default: 0)")] = None,
     resume: Annotated[
         Path | None, typer.Option(help="continue the run in this folder from its checkpoint", file_okay=False)
     ] = None,
-    device: Annotated[str, typer.Option(help=DEVICE_HELP)] = "auto",
+    device: Annotated[str | None, typer.Option(help=DEVICE_HELP + " (default: auto)")] = None,
     allow_changes: Annotated[
         bool, typer.Option(help="with --resume: let hyperparameter flags change the checkpoint's configuration")
     ] = False,
+    config_file: Annotated[Path | None, typer.Option("--config", help=CONFIG_HELP, dir_okay=False)] = None,
+    logger: Annotated[str, typer.Option(help=LOGGER_HELP)] = "jsonl",
+    wandb_project: Annotated[str | None, typer.Option(help=WANDB_PROJECT_HELP)] = None,
+    wandb_entity: Annotated[str | None, typer.Option(help=WANDB_ENTITY_HELP)] = None,
     hp: dict = None,
 ) -> None:
     """Train one trainer on one environment, with a live progress bar; writes a run folder.
@@ -231,34 +277,43 @@ def train_command(
     The folder holds config.json (every resolved hyperparameter), metrics.jsonl (one line per report), the
     checkpoint, learning_curve.png and summary.json. Ctrl-C stops at the next report and saves a resumable
     checkpoint there; --resume DIR continues it exactly (only --num-timesteps may change on resume, and other
-    hyperparameter flags with --allow-changes).
+    hyperparameter flags with --allow-changes). --config FILE reads the settings from a file (a run's
+    config.json, or YAML); --logger adds TensorBoard or Weights & Biases.
     """
-    from brax_bridge_app import runs
+    from brax_bridge_app import loggers, runs
 
+    logger_names = _check_loggers(logger)
     if resume is not None:
-        if out is not None or seed != 0 or device != "auto":
-            raise _fail("--resume continues the run in its own folder with its own seed and device; "
-                        "leave out --out, --seed and --device")
+        if out is not None or seed is not None or device is not None or config_file is not None:
+            raise _fail("--resume continues the run in its own folder with its own config.json, seed and device; "
+                        "leave out --out, --seed, --device and --config")
         config, run_dir = _resume_config(resume, env, trainer, preset, hp, allow_changes)
     else:
         if allow_changes:
             raise _fail("--allow-changes applies to --resume only")
-        env = _check_env(env)
-        trainer = _check_trainer(trainer or "jax")
-        device = _check_device(device)
-        resolved, used = _resolve(env, preset, hp)
+        settings, configured = _with_config_file(
+            config_file, "train", env=env, trainer=trainer, seed=seed, preset=preset, device=device)
+        env = _check_env(settings["env"])
+        trainer = _check_trainer(settings["trainer"] or "jax")
+        seed = 0 if settings["seed"] is None else settings["seed"]
+        device = _check_device(settings["device"] or "auto")
+        resolved, used = _resolve(env, settings["preset"], hp, configured)
         stamp = time.strftime("%Y%m%d-%H%M%S")
         run_dir = str(out) if out is not None else os.path.join("runs", f"{_folder_name(env)}-{trainer}-{stamp}")
         config = runs.make_config(env, trainer, seed, resolved, used, device)
     console.print(f"training [bold]{config['trainer']}[/] PPO on [bold]{config['env']}[/] "
                   f"({config['hyperparameters']['num_timesteps']:,} env steps, preset {config['preset']}) -> {run_dir}")
-    with runs.sigint_stops(runs.StopFlag(), console) as stop:
-        try:
-            summary = runs.train_run(
-                run_dir, config, console, resume=resume is not None, stop=stop, allow_changes=allow_changes
-            )
-        except rundir.RunDirError as err:  # e.g. --resume of a run that stopped before its first checkpoint
-            raise _fail(f"--resume: {err}" if resume is not None else str(err)) from None
+    resume_step = runs.checkpoint_step(config["trainer"], os.path.join(run_dir, rundir.CHECKPOINT)) if resume else None
+    try:
+        with runs.sigint_stops(runs.StopFlag(), console) as stop, loggers.opened(
+            logger_names, run_dir, config, resume_step, wandb_project, wandb_entity
+        ) as extra_loggers:
+            summary = runs.train_run(run_dir, config, console, resume=resume is not None, stop=stop,
+                                     allow_changes=allow_changes, loggers=extra_loggers)
+    except rundir.RunDirError as err:  # e.g. --resume of a run that stopped before its first checkpoint
+        raise _fail(f"--resume: {err}" if resume is not None else str(err)) from None
+    except loggers.LoggerError as err:
+        raise _fail(str(err)) from None
     _print_summary(summary, run_dir)
     if summary["status"] in ("interrupted", "aborted"):
         # 128 + SIGINT, as a shell reports a process Ctrl-C ended: `train ... && next-step` must not go on
@@ -306,63 +361,68 @@ def _resume_config(resume: Path, env, trainer, preset, hp, allow_changes: bool =
 def compare_command(
     env: Annotated[str | None, typer.Option(help="environment name (see `brax-bridge envs`)")] = None,
     out: Annotated[Path | None, typer.Option(help="report folder (default: runs/compare_<env>)")] = None,
-    seeds: Annotated[str, typer.Option(help="comma-separated seeds, each trained by both trainers")] = "0",
+    seeds: Annotated[
+        str | None, typer.Option(help=f"comma-separated seeds, each trained by both trainers; a verdict needs at "
+                                 f"least {MIN_SEEDS} (default: {DEFAULT_SEEDS})")
+    ] = None,
     preset: Annotated[str | None, typer.Option(help=PRESET_HELP)] = None,
-    trainers: Annotated[str, typer.Option(help="which trainers to run, in order")] = "jax,torch",
-    device: Annotated[str, typer.Option(help=DEVICE_HELP)] = "auto",
+    trainers: Annotated[str | None, typer.Option(help="which trainers to run (default: jax,torch)")] = None,
+    device: Annotated[str | None, typer.Option(help=DEVICE_HELP + " (default: auto)")] = None,
+    threshold: Annotated[
+        float | None, typer.Option(help="eval reward whose first reaching each run times (seconds and env steps)")
+    ] = None,
+    config_file: Annotated[Path | None, typer.Option("--config", help=CONFIG_HELP, dir_okay=False)] = None,
+    logger: Annotated[str, typer.Option(help=LOGGER_HELP)] = "jsonl",
+    wandb_project: Annotated[str | None, typer.Option(help=WANDB_PROJECT_HELP)] = None,
+    wandb_entity: Annotated[str | None, typer.Option(help=WANDB_ENTITY_HELP)] = None,
     hp: dict = None,
 ) -> None:
-    """Train both trainers with the same hyperparameters and seeds; write compare.png and report.md.
+    """Train both trainers with the same hyperparameters and seeds, each run in a process of its own; write
+    compare.json, compare.png and report.md.
 
-    Each run keeps its own folder (<out>/<trainer>-seed<k>/). The report table (final reward, steps/s, wall
-    time, start-up time) is printed and saved as Markdown next to the figure.
+    Runs go seed by seed, the trainer that goes first alternating, each in its own folder (<out>/<trainer>-seed<k>/).
+    The report gives each trainer's interquartile mean (IQM) with a 95 % bootstrap interval and a verdict from the
+    probability of improvement; compare.png draws the IQM curves with their bands against env steps and wall time.
     """
-    from brax_bridge_app import plots, report, runs, runtime
+    from brax_bridge_app import comparison, report, stats
 
-    env = _check_env(env)
-    seed_list = _parse_seeds(seeds)
-    trainer_list = [t.strip() for t in trainers.split(",") if t.strip()]
-    distinct = len(set(trainer_list)) == len(trainer_list)
-    if not trainer_list or not distinct or any(t not in hparams.TRAINERS for t in trainer_list):
-        raise _fail(f"--trainers must list distinct names from {', '.join(hparams.TRAINERS)}; got {trainers!r}")
-    device = _check_device(device)
-    resolved, used = _resolve(env, preset, hp)
-    out_dir = str(out) if out is not None else os.path.join("runs", f"compare_{_folder_name(env)}")
-    os.makedirs(out_dir, exist_ok=True)
-    console.print(f"comparing {' vs '.join(trainer_list)} PPO on [bold]{env}[/], seeds {seed_list}, "
-                  f"{resolved['num_timesteps']:,} env steps each (preset {used}) -> {out_dir}")
-    summaries, curves = [], []
-    start = time.perf_counter()
-    with runs.sigint_stops(runs.StopFlag(), console) as stop:
-        for seed in seed_list:
-            for trainer in trainer_list:
-                run_dir = os.path.join(out_dir, f"{trainer}-seed{seed}")
-                config = runs.make_config(env, trainer, seed, resolved, used, device)
-                summary = runs.train_run(run_dir, config, console, stop=stop)
-                _print_summary(summary, run_dir)
-                summaries.append(summary)
-                curves.append((f"{trainer} seed {seed}", rundir.read_metrics(run_dir)))
-                if stop.requested or summary["status"] == "aborted":
-                    break
-            if stop.requested or (summaries and summaries[-1]["status"] == "aborted"):
-                console.print("[yellow]comparison stopped early; the report covers the runs so far[/]")
-                break
-    total = time.perf_counter() - start
-    plots.compare(curves, os.path.join(out_dir, "compare.png"), title=f"{env}: {' vs '.join(trainer_list)} PPO")
-    machine = runtime.machine(runtime.place(device))
-    text = report.markdown(env, summaries, hparams.to_json(resolved), machine, rundir.command_line(), total)
-    with open(os.path.join(out_dir, "report.md"), "w", encoding="utf-8") as f:
-        f.write(text)
-    rundir.write_json(os.path.join(out_dir, "compare.json"),
-                      {"env": env, "preset": used, "seeds": seed_list, "hyperparameters": hparams.to_json(resolved),
-                       "runs": summaries, "total_wall_s": round(total, 3), "machine": machine})
-    console.print(report.rich_table(summaries, title=f"{env}: {' vs '.join(trainer_list)}"))
-    console.print(f"total {total:.1f} s; report: {os.path.join(out_dir, 'report.md')}, "
-                  f"figure: {os.path.join(out_dir, 'compare.png')}")
-    if any(s["status"] in ("failed", "aborted") for s in summaries):
-        raise typer.Exit(1)
-    if stop.requested or any(s["status"] == "interrupted" for s in summaries):
-        raise typer.Exit(130)
+    # The runs' processes get this environment as it is now, before this process starts JAX.
+    with comparison.no_accelerator_memory_held() as child_env:
+        logger_names = _check_loggers(logger)
+        settings, configured = _with_config_file(
+            config_file, "compare", env=env, preset=preset, device=device, seeds=seeds, trainers=trainers)
+        env = _check_env(settings["env"])
+        seed_list = _parse_seeds(settings["seeds"] or DEFAULT_SEEDS)
+        trainer_text = settings["trainers"] or "jax,torch"
+        trainer_list = [t.strip() for t in trainer_text.split(",") if t.strip()]
+        distinct = len(set(trainer_list)) == len(trainer_list)
+        if not trainer_list or not distinct or any(t not in hparams.TRAINERS for t in trainer_list):
+            raise _fail(f"--trainers must list distinct names from {', '.join(hparams.TRAINERS)}; got {trainer_text!r}")
+        if threshold is not None and not math.isfinite(threshold):
+            raise _fail(f"--threshold must be a finite number; got {threshold}")
+        device = _check_device(settings["device"] or "auto")
+        resolved, used = _resolve(env, settings["preset"], hp, configured)
+        out_dir = str(out) if out is not None else os.path.join("runs", f"compare_{_folder_name(env)}")
+        os.makedirs(out_dir, exist_ok=True)
+        notes = []
+        if len(seed_list) < MIN_SEEDS:
+            notes.append(f"{len(seed_list)} seed(s) per trainer: fewer than the {MIN_SEEDS} a verdict needs, so the "
+                         f"report gives none (the default --seeds is {DEFAULT_SEEDS})")
+            console.print(f"[yellow]note: {notes[-1]}[/]")
+        logger_args = ["--logger", ",".join(logger_names)]
+        logger_args += [*(["--wandb-project", wandb_project] if wandb_project else []),
+                        *(["--wandb-entity", wandb_entity] if wandb_entity else [])]
+        plan = comparison.Plan(env, out_dir, trainer_list, seed_list, resolved, used, device, threshold, logger_args,
+                               notes)
+        summaries, result, stopped = comparison.compare(plan, console, child_env)
+        console.print(report.rich_table(summaries, result, title=f"{env}: {' vs '.join(trainer_list)}",
+                                        threshold=threshold))
+        console.print(f"[bold]{stats.verdict(result)}[/]")
+        console.print(f"report: {os.path.join(out_dir, 'report.md')}, figure: {os.path.join(out_dir, 'compare.png')}")
+        if stopped or any(s["status"] in ("interrupted", "aborted") for s in summaries):
+            raise typer.Exit(130)
+        if any(s["status"] == "failed" for s in summaries):
+            raise typer.Exit(1)
 
 
 def _parse_seeds(text: str) -> list[int]:

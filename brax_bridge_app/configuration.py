@@ -47,8 +47,11 @@ def _preset_values(preset: Mapping[str, Any]) -> dict[str, Any]:
     return values
 
 
-def resolve(env_name: str, preset_name: str | None, overrides: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:
-    """Every command-line hyperparameter's value: command-line default < preset < flag, validated together.
+def resolve(
+    env_name: str, preset_name: str | None, overrides: Mapping[str, Any], configured: Mapping[str, Any] | None = None
+) -> tuple[dict[str, Any], str | None]:
+    """Every command-line hyperparameter's value: command-line default < preset < config file (``configured``,
+    where ``None`` is a value) < flag (``overrides``, where ``None`` means not given), validated together.
     Returns ``(values, preset used)``.
 
     ``preset_name=None`` picks the env's own preset when one exists. An unknown preset name is an error, and so
@@ -68,6 +71,7 @@ def resolve(env_name: str, preset_name: str | None, overrides: Mapping[str, Any]
             if unknown:
                 raise HParamError(f"preset {used!r} sets {unknown}, which the command line cannot override")
             values.update(from_preset)
+        values.update(hparams.from_flags(dict(configured or {})))
         values.update(hparams.from_flags({k: v for k, v in overrides.items() if v is not None}))
         if values["episode_length"] is None:
             values["episode_length"] = env_default_episode_length(env_name)

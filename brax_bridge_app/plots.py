@@ -10,7 +10,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from brax_bridge_app import rundir  # noqa: E402
+from brax_bridge_app import rundir, stats  # noqa: E402
 
 COLORS = {"jax": "tab:blue", "torch": "tab:orange", "brax": "tab:green"}  # brax: Brax's own PPO, for comparison
 
@@ -71,15 +71,42 @@ def compare(runs: Sequence[tuple[str, Sequence[Mapping[str, Any]]]], path: str, 
             xs, ys, _ = _series(rows, key)
             ax.plot(xs, ys, marker="o", markersize=3, color=color, label=legend, alpha=0.85)
     ylabel = _label_for([r for _, rows in runs for r in rows])
+    return _save_pair(fig, ylabel, "wall-clock time (s, from the start of train)", title, path)
+
+
+def _save_pair(fig: Any, ylabel: str, time_label: str, title: str, path: str) -> str:
+    """Labels the two panels (env steps, wall time) of ``fig``, then writes it to ``path``."""
+    ax_steps, ax_time = fig.axes
     ax_steps.set_xlabel("environment steps")
-    ax_time.set_xlabel("wall-clock time (s, from the start of train)")
+    ax_time.set_xlabel(time_label)
     for ax in (ax_steps, ax_time):
         ax.set_ylabel(ylabel)
         ax.grid(alpha=0.3)
-        if seen:
+        if ax.get_legend_handles_labels()[0]:
             ax.legend()
     fig.suptitle(title)
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
     return path
+
+
+def compare_iqm(runs: Mapping[str, Sequence[Sequence[Mapping[str, Any]]]], path: str, title: str = "") -> str:
+    """Per trainer, the IQM of its runs' rewards with the 95 % bootstrap band, against env steps and against wall
+    time (the median time the runs reached each step), over each run's own curve drawn faintly; ``runs`` maps a
+    trainer to its runs' metrics rows."""
+    fig, (ax_steps, ax_time) = plt.subplots(1, 2, figsize=(11, 4.2), dpi=100)
+    for trainer, trainer_runs in runs.items():
+        color = COLORS.get(trainer)
+        for ax, key in ((ax_steps, "step"), (ax_time, "time_s")):
+            for rows in trainer_runs:
+                xs, ys, _ = _series(rows, key)
+                ax.plot(xs, ys, color=color, alpha=0.25, linewidth=0.8)
+            line = stats.curve(trainer_runs, key)
+            if line["x"].size:
+                ax.plot(line["x"], line["iqm"], marker="o", markersize=3, color=color,
+                        label=f"{trainer} IQM ({len(trainer_runs)} runs)")
+                ax.fill_between(line["x"], line["low"], line["high"], color=color, alpha=0.2, linewidth=0)
+    ylabel = _label_for([r for trainer_runs in runs.values() for rows in trainer_runs for r in rows])
+    return _save_pair(fig, f"{ylabel} (band: 95 % CI)", "wall-clock time (s, from the start of train; median over "
+                      "runs)", title, path)

@@ -18,6 +18,7 @@ CONFIG = "config.json"
 METRICS = "metrics.jsonl"
 SUMMARY = "summary.json"
 CHECKPOINT = "checkpoint"
+TENSORBOARD = "tensorboard"  # --logger tensorboard: the run's event files
 CURVE = "learning_curve.png"
 EVAL = "eval.json"  # what `brax-bridge eval` measured of the run's policy
 EPISODE = "episode"  # `eval --render`: episode.html and the video episode.<format>

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import datetime
 import os
 import shutil
 import signal
@@ -174,13 +175,17 @@ def train_run(
     stop: StopFlag | None = None,
     on_report: Callable[[int, dict], None] | None = None,
     allow_changes: bool = False,
+    loggers: Sequence[Callable[[int, Mapping[str, float]], None]] = (),
 ) -> dict[str, Any]:
-    """Trains one run into ``run_dir`` and returns its summary (also written to ``summary.json``).
+    """Trains one run into ``run_dir`` and returns its summary (also written to ``summary.json``, with the
+    process's ``pid`` and the time the run started, ``started_at``).
 
     With ``resume`` the trainer restores ``run_dir/checkpoint`` and the metrics file is continued; times keep
     counting from the earlier part's end so the curve against wall time stays monotone. The trainer refuses a
-    ``config`` whose hyperparameters differ from the checkpoint's unless ``allow_changes``.
+    ``config`` whose hyperparameters differ from the checkpoint's unless ``allow_changes``. Each report logged
+    to metrics.jsonl also goes to every one of ``loggers`` (``loggers.TensorBoardLogger``, ...), as its metrics.
     """
+    started_at = datetime.datetime.now().astimezone().isoformat(timespec="milliseconds")
     os.makedirs(run_dir, exist_ok=True)
     ckpt = os.path.abspath(os.path.join(run_dir, rundir.CHECKPOINT))
     stop = stop or StopFlag()
@@ -200,9 +205,10 @@ def train_run(
         # (which would otherwise sit beside the new run as if it were the new policy's).
         if os.path.exists(log.path):
             os.remove(log.path)
-        if os.path.exists(ckpt):
-            console.print(f"[yellow]replacing the earlier run's checkpoints in {ckpt}[/]")
-            shutil.rmtree(ckpt)
+        for folder in (ckpt, os.path.join(run_dir, rundir.TENSORBOARD)):
+            if os.path.exists(folder):
+                console.print(f"[yellow]replacing the earlier run's {os.path.basename(folder)} in {folder}[/]")
+                shutil.rmtree(folder)
         episode = [name for name in os.listdir(run_dir) if name.startswith(f"{rundir.EPISODE}.")]
         removed = [name for name in (*EARLIER_RUN_OUTPUTS, *episode) if os.path.isfile(os.path.join(run_dir, name))]
         for name in removed:
@@ -223,13 +229,16 @@ def train_run(
 
         def progress_fn(step: int, metrics: Mapping[str, Any]) -> None:
             elapsed = time.perf_counter() - start
-            row = {"step": int(step), "time_s": round(time_offset + elapsed, 4), **rundir.scalar_metrics(metrics)}
+            scalars = rundir.scalar_metrics(metrics)
+            row = {"step": int(step), "time_s": round(time_offset + elapsed, 4), **scalars}
             # A run resumed at an evaluation point evaluates it again: logged only if the earlier part stopped
             # before logging that evaluation.
             if (row["step"], rundir.EVAL_REWARD in row) not in logged:
                 logged.add((row["step"], rundir.EVAL_REWARD in row))
                 log.append(row)
                 rows.append(row)
+                for logger in loggers:
+                    logger(int(step), scalars)
             speed = row.get(rundir.TRAIN_SPS)
             bar.update(task, completed=min(int(step), total), reward=_fmt_reward(rundir.reward_of(row)),
                        sps=f"{speed:,.0f} steps/s" if speed else "")
@@ -267,6 +276,8 @@ def train_run(
         summary["error"] = error
     summary["checkpoint_step"] = checkpoint_step(config["trainer"], ckpt)
     summary["checkpoint"] = ckpt if summary["checkpoint_step"] is not None else None
+    summary["pid"] = os.getpid()
+    summary["started_at"] = started_at
     rundir.write_json(os.path.join(run_dir, rundir.SUMMARY), summary)
     plots.learning_curve(rows, os.path.join(run_dir, rundir.CURVE), title=label)
     return summary

@@ -4,6 +4,7 @@ package is the one imported.
 
     python tests/install_check.py core --work DIR      # TorchEnv, both trainers, `brax-bridge train`
     python tests/install_check.py torchrl --work DIR   # one extra's adapter or feature on a tiny case
+    python tests/install_check.py wandb --work DIR     # a logger: a tiny run logged and read back
     python tests/install_check.py docs --work DIR      # the documentation site builds with --strict
 
 Each check asserts what it ran; any failure exits non-zero with the traceback. ``DIR`` keeps what one check leaves
@@ -147,6 +148,40 @@ def check_playground(work: str) -> None:
     assert torch.isfinite(td["next", "observation"]).all() and td["next", "reward"].shape == (2, 1)
 
 
+def check_tensorboard(work: str) -> None:
+    from tensorboard.backend.event_processing import event_accumulator
+
+    from brax_bridge_app.loggers import TensorBoardLogger
+    from brax_core import envs
+    from brax_core.training.agents.ppo import networks as ppo_networks
+    from brax_core.training.agents.ppo import train as ppo
+
+    log_dir = os.path.join(work, "tensorboard")
+    network_factory = functools.partial(ppo_networks.make_ppo_networks, **NETWORKS)
+    with TensorBoardLogger(log_dir, hyperparameters={"num_envs": TINY["num_envs"]}) as log:
+        ppo.train(envs.get_environment("fast"), network_factory=network_factory, progress_fn=log, **TINY)
+    events = event_accumulator.EventAccumulator(log_dir)
+    events.Reload()
+    steps = [event.step for event in events.Scalars("eval/episode_reward")]
+    assert len(steps) == TINY["num_evals"] and steps[0] == 0 and steps[-1] >= TINY["num_timesteps"], steps
+
+
+def check_wandb(work: str) -> None:
+    from wandb_records import offline_runs, read_run  # beside this script: the files W&B writes, read back
+
+    import torch_ppo
+    from brax_bridge_app.loggers import WandbLogger
+
+    os.environ["WANDB_MODE"] = "offline"
+    os.environ.setdefault("WANDB_SILENT", "true")
+    wandb_dir = os.path.join(work, "wandb_check")
+    os.makedirs(wandb_dir, exist_ok=True)
+    with WandbLogger(project="install-check", config=TINY, dir=wandb_dir) as log:
+        torch_ppo.train("fast", progress_fn=log, **TINY, **NETWORKS)
+    (path,) = offline_runs(wandb_dir)
+    config, history = read_run(path)
+    steps = [row["env_steps"] for row in history if "eval/episode_reward" in row]
+    assert config["num_envs"] == TINY["num_envs"] and len(steps) == TINY["num_evals"], (config, steps)
 def check_docs(work: str) -> None:
     """The docs extra builds the checkout's documentation site with --strict (its API pages read the sources)."""
     import mkdocs
@@ -169,6 +204,8 @@ CHECKS: dict[str, Callable[[str], None]] = {
     "rsl-rl": check_rsl_rl,
     "export": check_export,
     "playground": check_playground,
+    "tensorboard": check_tensorboard,
+    "wandb": check_wandb,
     "docs": check_docs,
 }
 

@@ -9,25 +9,14 @@ import signal
 import jax
 import pytest
 import torch
+from cli_runner import TINY, invoke
+from cli_runner import error_text as _error_text
 from PIL import Image
-from typer.testing import CliRunner
 
-from brax_bridge_app import bench, cli, configuration, envinfo, hparams, plots, report, rundir, runs, runtime
+from brax_bridge_app import bench, configuration, envinfo, hparams, plots, report, rundir, runs, runtime, stats
 from brax_core import envs
 from brax_core.io import image
 from brax_core.training.agents.ppo import checkpoint as jax_checkpoint
-from torch_ppo import checkpoint as torch_checkpoint
-
-runner = CliRunner()
-
-
-def invoke(*args: str):
-    return runner.invoke(cli.app, list(args), catch_exceptions=False)
-
-
-def _error_text(result) -> str:
-    # click prints usage errors inside a box; collapse it to one line for matching.
-    return re.sub(r"[\s│╭╮╰╯─]+", " ", result.output)
 
 
 def test_envs_table_without_compiling_physics(caplog):
@@ -67,7 +56,7 @@ def test_envs_lists_every_registered_env(monkeypatch):
         (["train", "--env", "fast", "--device", "tpu"], "--device must be one of auto, cpu, cuda, cuda:N"),
         (["eval", "/tmp", "--device", "cuda:x"], "--device must be one of auto, cpu, cuda, cuda:N"),
         (["train", "--resume", "/no/such/run"], "--resume: run folder /no/such/run does not exist"),
-        (["train", "--resume", "/no/such/run", "--out", "x"], "leave out --out, --seed and --device"),
+        (["train", "--resume", "/no/such/run", "--out", "x"], "leave out --out, --seed, --device and --config"),
         (["compare", "--env", "fast", "--seeds", "0,a"], "--seeds must be comma-separated integers"),
         (["compare", "--env", "fast", "--trainers", "jax,jax"], "--trainers must list distinct names"),
         (["eval", "/no/such/run"], "RUN_DIR: run folder /no/such/run does not exist"),
@@ -132,8 +121,11 @@ def test_plots_and_report_files(tmp_path):
     assert jax_summary["final_reward"] == 40.0 and jax_summary["env_steps"] == 4000
     assert jax_summary["first_report_s"] == 3.0 and jax_summary["steps_per_s"] == pytest.approx(1000.0)
     torch_summary = dict(jax_summary, trainer="torch", final_reward=31.0)
-    text = report.markdown("fast", [jax_summary, torch_summary], {"num_envs": 4}, "test box", "brax-bridge compare")
+    result = stats.comparison([jax_summary, torch_summary], [_rows(5), _rows(4, 1.0)], ["jax", "torch"])
+    text = report.markdown("fast", [jax_summary, torch_summary], result, {"num_envs": 4}, "test box",
+                           "brax-bridge compare")
     table = [line for line in text.splitlines() if line.startswith("| jax") or line.startswith("| torch")]
+    # one run each: its final reward is the IQM, with no interval
     assert table[0].split("|")[3].strip() == "40.0" and table[1].split("|")[3].strip() == "31.0"
     assert "| num_envs | 4 |" in text
 
@@ -149,65 +141,6 @@ def test_metrics_log_round_trip(tmp_path):
 
 
 # ---- training commands (the real trainers, at a tiny size on the `fast` env) ----
-
-TINY = ["--num-timesteps", "800", "--num-envs", "8", "--batch-size", "8", "--num-minibatches", "2",
-        "--unroll-length", "5", "--num-evals", "3", "--num-eval-envs", "8", "--episode-length", "20",
-        "--policy-hidden-layer-sizes", "8,8", "--value-hidden-layer-sizes", "8,8"]
-
-
-@pytest.fixture(scope="module")
-def compared(tmp_path_factory):
-    out = tmp_path_factory.mktemp("compare")
-    result = invoke("compare", "--env", "fast", "--out", str(out), "--seeds", "3", *TINY)
-    assert result.exit_code == 0, result.output
-    return out, result.output
-
-
-def _check_run_folder(run_dir, trainer):
-    config = json.loads((run_dir / rundir.CONFIG).read_text())
-    assert config["trainer"] == trainer and config["env"] == "fast" and config["seed"] == 3
-    assert set(config["hyperparameters"]) == set(hparams.BY_NAME)  # every resolved hyperparameter
-    assert config["hyperparameters"]["policy_hidden_layer_sizes"] == [8, 8]
-    assert config["versions"]["jax"] and config["versions"]["torch"]
-    rows = [json.loads(line) for line in (run_dir / rundir.METRICS).read_text().splitlines()]
-    steps = [r["step"] for r in rows]
-    assert steps == sorted(steps) and steps[-1] >= 800 and len(rows) == 3  # num_evals reports
-    assert all(rundir.EVAL_REWARD in r for r in rows)
-    with Image.open(run_dir / rundir.CURVE) as image:
-        assert image.format == "PNG" and image.size == (640, 400)
-    summary = json.loads((run_dir / rundir.SUMMARY).read_text())
-    assert summary["status"] == "completed" and summary["final_reward"] == rows[-1][rundir.EVAL_REWARD]
-    return config
-
-
-def test_compare_writes_matched_runs_figure_and_report(compared):
-    out, output = compared
-    jax_config = _check_run_folder(out / "jax-seed3", "jax")
-    torch_config = _check_run_folder(out / "torch-seed3", "torch")
-    assert jax_config["hyperparameters"] == torch_config["hyperparameters"]  # matched settings
-    with Image.open(out / "compare.png") as image:
-        assert image.size == (1100, 420)
-    text = (out / "report.md").read_text()
-    assert "| jax | 3 |" in text and "| torch | 3 |" in text and "| num_envs | 8 |" in text
-    data = json.loads((out / "compare.json").read_text())
-    assert [r["trainer"] for r in data["runs"]] == ["jax", "torch"]
-    assert "fast: jax vs torch" in output and "final reward" in output  # the table is printed too
-
-
-def test_checkpoints_load_and_eval_reports_returns(compared):
-    out, _ = compared
-    policy = jax_checkpoint.load_policy(str(out / "jax-seed3" / rundir.CHECKPOINT))
-    action, _ = policy(jax.numpy.zeros((2, 2)), jax.random.PRNGKey(0))
-    assert action.shape == (2, 1)
-    assert torch_checkpoint.load(str(out / "torch-seed3" / rundir.CHECKPOINT))["env_steps"] >= 800
-    for trainer in ("jax", "torch"):
-        result = invoke("eval", str(out / f"{trainer}-seed3"), "--episodes", "3")
-        assert result.exit_code == 0, result.output
-        data = json.loads((out / f"{trainer}-seed3" / "eval.json").read_text())
-        assert len(data["returns"]) == 3 and data["mean_length"] == 20.0
-        # fast pays the position reached: from 0 (never pushing) to 0.616 (pushing all 20 steps)
-        assert 0.0 <= data["mean_return"] <= 0.62
-    assert "no MuJoCo model" in invoke("eval", str(out / "jax-seed3"), "--episodes", "1", "--render").output
 
 def test_a_new_run_in_a_used_folder_removes_what_described_the_earlier_policy(tmp_path):
     run_dir = tmp_path / "run"
@@ -386,6 +319,7 @@ def _pretend_a_gpu(monkeypatch):
 
 
 def test_device_cpu_runs_both_trainers_on_the_cpu_where_a_gpu_is_reported(tmp_path, monkeypatch):
+    from brax_bridge_app import trainers
     from brax_core.training.agents.ppo import train as ppo_train
 
     _pretend_a_gpu(monkeypatch)
@@ -393,19 +327,18 @@ def test_device_cpu_runs_both_trainers_on_the_cpu_where_a_gpu_is_reported(tmp_pa
     jax_devices, torch_devices = [], []
     choose = ppo_train._devices
     monkeypatch.setattr(ppo_train, "_devices", lambda *a: jax_devices.append(choose(*a)) or jax_devices[-1])
-    from brax_bridge_app import trainers
-
     train_torch = trainers.torch_ppo.train
     monkeypatch.setattr(trainers.torch_ppo, "train",
                         lambda *a, **kw: torch_devices.append(kw["device"]) or train_torch(*a, **kw))
-    result = invoke("compare", "--env", "fast", "--out", str(tmp_path), "--device", "cpu", *TINY)
-    assert result.exit_code == 0, result.output
+    for trainer in ("jax", "torch"):
+        run_dir = tmp_path / trainer
+        result = invoke("train", "--env", "fast", "--trainer", trainer, "--out", str(run_dir), "--device", "cpu", *TINY)
+        assert result.exit_code == 0, result.output
+        assert json.loads((run_dir / "config.json").read_text())["device"] == "cpu"
+        assert json.loads((run_dir / "summary.json").read_text())["status"] == "completed"
     assert [[d.platform for d in chosen] for chosen in jax_devices] == [["cpu"]]
     assert torch_devices == ["cpu"]
-    compared = json.loads((tmp_path / "compare.json").read_text())
-    assert "JAX and torch on cpu, a GPU present, unused" in compared["machine"]
-    assert {run["status"] for run in compared["runs"]} == {"completed"}
-    assert json.loads((tmp_path / "torch-seed0" / "config.json").read_text())["device"] == "cpu"
+    assert "JAX and torch on cpu, a GPU present, unused" in runtime.machine(runtime.place("cpu"))
 
 
 def test_device_cuda_without_jax_cuda_names_the_gpu_install(monkeypatch):

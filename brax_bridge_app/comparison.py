@@ -1,0 +1,192 @@
+"""``compare``'s runs: every (trainer, seed) run in a fresh process of its own, in interleaved order.
+
+A fresh process per run keeps one run's compiled programs, caches, memory and threads from favouring or slowing
+the next, so the trainers are measured alike; the interleaved order (jax then torch for the first seed, torch then
+jax for the second, ...) spreads a machine's drift over time (other load, temperature, a cache warming) evenly
+over both. Each run is ``brax-bridge train --config <run folder>/config.json --out <run folder>`` run with this
+Python, so it is the same run a user would get by hand; its ``summary.json`` records the process's ``pid`` and
+when the run started (``started_at``).
+
+Ctrl-C reaches only this process (each run is started in its own process group) and is passed on to the running
+one: once, it stops at its next progress report with a resumable checkpoint and no further run starts; twice, it
+stops at once. A run whose process ends without its summary (killed, crashed) is reported as failed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import datetime
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+from rich.console import Console
+
+from brax_bridge_app import hparams, plots, report, rundir, runs, runtime, stats
+
+
+def interleaved(trainers: Sequence[str], seeds: Sequence[int]) -> list[tuple[str, int]]:
+    """Every (trainer, seed) pair, seed by seed, the trainer that goes first alternating from seed to seed."""
+    order = []
+    for index, seed in enumerate(seeds):
+        turn = trainers if index % 2 == 0 else list(reversed(trainers))
+        order += [(trainer, seed) for trainer in turn]
+    return order
+
+
+class ForwardedInterrupts:
+    """While active, each Ctrl-C (SIGINT) is passed on to the running run's process and stops the comparison
+    from starting another."""
+
+    def __init__(self, console: Console):
+        self.console = console
+        self.presses = 0
+        self.child: subprocess.Popen | None = None
+        self._previous: Any = None
+
+    @property
+    def requested(self) -> bool:
+        return self.presses > 0
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        self.presses += 1
+        if self.child is not None and self.child.poll() is None:
+            self.child.send_signal(signal.SIGINT)
+        if self.presses == 1:
+            self.console.print("[yellow]Ctrl-C: the current run stops at its next progress report and no further "
+                               "run starts (Ctrl-C again to stop the run at once)[/]")
+
+    def __enter__(self) -> ForwardedInterrupts:
+        try:
+            self._previous = signal.signal(signal.SIGINT, self._handle)
+        except ValueError:  # not the main thread: signals cannot be handled here
+            self._previous = None
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+
+
+def train_command(run_dir: str, logger_args: Sequence[str]) -> list[str]:
+    """The command that trains the run whose config.json is in ``run_dir``, with this Python."""
+    config = os.path.join(run_dir, rundir.CONFIG)
+    return [sys.executable, "-m", "brax_bridge_app.cli", "train", "--config", config, "--out", run_dir,
+            *logger_args]
+
+
+def _why_no_summary(returncode: int) -> str:
+    if returncode < 0:
+        return f"the run's process was ended by {signal.Signals(-returncode).name} before writing its summary"
+    return f"the run's process exited with code {returncode} before writing its summary (its output says why)"
+
+
+def run_one(run_dir: str, config: Mapping[str, Any], logger_args: Sequence[str], interrupts: ForwardedInterrupts,
+            env: Mapping[str, str]) -> dict[str, Any]:
+    """Trains ``config`` into ``run_dir`` in a new process and returns the run's summary."""
+    os.makedirs(run_dir, exist_ok=True)
+    summary_path = os.path.join(run_dir, rundir.SUMMARY)
+    if os.path.exists(summary_path):  # an earlier run's: it must not pass for this one's
+        os.remove(summary_path)
+    rundir.write_json(os.path.join(run_dir, rundir.CONFIG), config)
+    started_at = datetime.datetime.now().astimezone().isoformat(timespec="milliseconds")
+    start = time.perf_counter()
+    # Its own process group: a Ctrl-C in the terminal reaches this process alone, which passes it on once.
+    child = subprocess.Popen(train_command(run_dir, logger_args), env=dict(env), process_group=0)
+    interrupts.child = child
+    try:
+        returncode = child.wait()
+    finally:
+        interrupts.child = None
+    summary = rundir.read_json(summary_path) if os.path.isfile(summary_path) else None
+    if summary is None or summary.get("pid") != child.pid:
+        try:
+            rows = rundir.read_metrics(run_dir)
+        except rundir.RunDirError:
+            rows = []
+        summary = runs.summarize(config, rows, "failed", round(time.perf_counter() - start, 3))
+        summary.update(error=_why_no_summary(returncode), pid=child.pid, started_at=started_at)
+        rundir.write_json(summary_path, summary)
+    return summary
+
+
+@contextlib.contextmanager
+def no_accelerator_memory_held() -> Iterator[dict[str, str]]:
+    """This process's environment as the runs' processes get it (yielded), while this process, which only checks
+    the device and waits, keeps JAX from taking most of a GPU's memory up front, as it would by default; that
+    memory belongs to the runs."""
+    child_env = dict(os.environ)
+    previous = os.environ.get("XLA_PYTHON_CLIENT_PREALLOCATE")
+    os.environ["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"
+    try:
+        yield child_env
+    finally:
+        if previous is None:
+            os.environ.pop("XLA_PYTHON_CLIENT_PREALLOCATE", None)
+        else:
+            os.environ["XLA_PYTHON_CLIENT_PREALLOCATE"] = previous
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """A comparison, checked: what to train, where, and what the report notes."""
+
+    env: str
+    out_dir: str
+    trainers: Sequence[str]
+    seeds: Sequence[int]
+    hyperparameters: Mapping[str, Any]  # resolved, one value per flag
+    preset: str | None
+    device: str
+    threshold: float | None
+    logger_args: Sequence[str]  # passed on to every run's `train`
+    notes: Sequence[str] = ()
+
+
+def compare(plan: Plan, console: Console, env: dict[str, str]) -> tuple[list[dict], dict[str, Any], bool]:
+    """Trains every run of ``plan``, each in a process of its own with environment ``env``, and writes
+    compare.json, compare.png and report.md into ``plan.out_dir``. Returns ``(summaries, statistics, stopped)``:
+    ``stopped`` when Ctrl-C ended the comparison early."""
+    order = interleaved(plan.trainers, plan.seeds)
+    console.print(f"comparing {' vs '.join(plan.trainers)} PPO on [bold]{plan.env}[/], seeds {list(plan.seeds)}, "
+                  f"{plan.hyperparameters['num_timesteps']:,} env steps each (preset {plan.preset}), {len(order)} runs "
+                  f"each in a process of its own -> {plan.out_dir}")
+    # W&B (--logger wandb) shows the runs of one comparison as one group.
+    group = f"{os.path.basename(os.path.abspath(plan.out_dir))}-{time.strftime('%Y%m%d-%H%M%S')}"
+    env.setdefault("WANDB_RUN_GROUP", group)
+    summaries, curves = [], []
+    start = time.perf_counter()
+    with ForwardedInterrupts(console) as interrupts:
+        for number, (trainer, seed) in enumerate(order, 1):
+            if interrupts.requested:  # a Ctrl-C between two runs
+                break
+            run_dir = os.path.join(plan.out_dir, f"{trainer}-seed{seed}")
+            console.print(f"[bold]run {number}/{len(order)}[/]: {trainer}, seed {seed} -> {run_dir}")
+            config = runs.make_config(plan.env, trainer, seed, plan.hyperparameters, plan.preset, plan.device)
+            summaries.append(run_one(run_dir, config, plan.logger_args, interrupts, env))
+            curves.append(rundir.read_metrics(run_dir))
+    if interrupts.requested:
+        console.print("[yellow]comparison stopped early; the report covers the runs so far[/]")
+    total = time.perf_counter() - start
+    ranked = [t for t in hparams.TRAINERS if t in plan.trainers]  # the probability is torch's over jax's
+    result = stats.comparison(summaries, curves, ranked, plan.threshold)
+    by_trainer = {t: [rows for s, rows in zip(summaries, curves, strict=True) if s["trainer"] == t] for t in ranked}
+    title = f"{plan.env}: {' vs '.join(plan.trainers)} PPO"
+    plots.compare_iqm(by_trainer, os.path.join(plan.out_dir, "compare.png"), title=f"{title}, IQM over seeds")
+    machine = runtime.machine(runtime.place(plan.device))
+    shared = hparams.to_json(plan.hyperparameters)
+    text = report.markdown(plan.env, summaries, result, shared, machine, rundir.command_line(), total,
+                           plan.threshold, plan.notes)
+    with open(os.path.join(plan.out_dir, "report.md"), "w", encoding="utf-8") as f:
+        f.write(text)
+    rundir.write_json(os.path.join(plan.out_dir, "compare.json"), {
+        "env": plan.env, "preset": plan.preset, "seeds": list(plan.seeds), "threshold": plan.threshold,
+        "hyperparameters": shared, "runs": summaries, **result, "total_wall_s": round(total, 3), "machine": machine,
+    })
+    console.print(f"total {total:.1f} s")
+    return summaries, result, interrupts.requested
