@@ -12,7 +12,7 @@ import torch
 from PIL import Image
 from typer.testing import CliRunner
 
-from brax_bridge_app import bench, cli, configuration, envinfo, hparams, plots, report, rundir, runs, runtime
+from brax_bridge_app import bench, cli, configuration, envinfo, hparams, plots, report, rundir, runs, runtime, trainers
 from brax_core import envs
 from brax_core.io import image
 from brax_core.training.agents.ppo import checkpoint as jax_checkpoint
@@ -393,8 +393,8 @@ def test_device_cpu_runs_both_trainers_on_the_cpu_where_a_gpu_is_reported(tmp_pa
     jax_devices, torch_devices = [], []
     choose = ppo_train._devices
     monkeypatch.setattr(ppo_train, "_devices", lambda *a: jax_devices.append(choose(*a)) or jax_devices[-1])
-    train_torch = runs.torch_ppo.train
-    monkeypatch.setattr(runs.torch_ppo, "train",
+    train_torch = trainers.torch_ppo.train
+    monkeypatch.setattr(trainers.torch_ppo, "train",
                         lambda *a, **kw: torch_devices.append(kw["device"]) or train_torch(*a, **kw))
     result = invoke("compare", "--env", "fast", "--out", str(tmp_path), "--device", "cpu", *TINY)
     assert result.exit_code == 0, result.output
@@ -448,8 +448,6 @@ def test_jax_trainer_follows_jax_default_device():
 
 
 def test_the_trainers_are_the_schemas_and_an_unknown_one_is_named():
-    from brax_bridge_app import trainers
-
     assert tuple(trainers.TRAINERS) == tuple(hparams.TRAINERS) == ("jax", "torch")
     assert {name: t.name for name, t in trainers.TRAINERS.items()} == {"jax": "jax", "torch": "torch"}
     with pytest.raises(hparams.HParamError, match="--trainer must be one of: jax, torch; got 'tf'"):
