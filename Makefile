@@ -5,13 +5,13 @@ PIP = $(PYTHON) -m pip install --disable-pip-version-check -q
 OUT ?= runs/compare_inverted_pendulum
 # `make test` builds this virtualenv afresh each time, as a user's first install would be.
 TEST_VENV ?= .venv-test
-EXTRAS ?= torchrl gymnasium sb3 rsl-rl export playground
+EXTRAS ?= torchrl gymnasium sb3 rsl-rl export playground docs
 
-.PHONY: install run test install-check pytest lint bench
+.PHONY: install run test install-check pytest lint bench docs
 
 install:
 	$(PIP) torch==2.13.0
-	$(PIP) torch==2.13.0 -e ".[test,torchrl,gymnasium,sb3,rsl-rl,export,playground]"
+	$(PIP) torch==2.13.0 -e ".[test,torchrl,gymnasium,sb3,rsl-rl,export,playground,docs]"
 
 run: install
 	$(PYTHON) -m brax_bridge_app.cli compare --env inverted_pendulum --out $(OUT)
@@ -34,3 +34,8 @@ lint:
 
 bench: install
 	$(PYTHON) -m brax_bridge_app.cli bench
+
+# The documentation site into site/ (the `docs` extra; `mkdocs serve` previews it). --strict: a broken link or an
+# unknown API reference fails the build. NO_MKDOCS_2_WARNING silences a notice of the theme about its own future.
+docs:
+	NO_MKDOCS_2_WARNING=1 $(PYTHON) -m mkdocs build --strict

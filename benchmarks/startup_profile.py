@@ -32,12 +32,12 @@ VARIANTS = ("full", "rollout", "update")
 PROGRAMS = ("reset", "training", "evaluation")
 
 
-def _patch_training_step(ppo: Any, variant: str) -> None:
-    """Replaces ``ppo._make_training_step`` by one building the variant's training step."""
+def _patch_training_step(ppo_step: Any, variant: str) -> None:
+    """Replaces ``ppo_step.make_training_step`` by one building the variant's training step."""
     import jax
     import jax.numpy as jnp
 
-    original = ppo._make_training_step
+    original = ppo_step.make_training_step
 
     def make(env, make_policy, update, **kwargs):
         if variant == "full":
@@ -59,12 +59,12 @@ def _patch_training_step(ppo: Any, variant: str) -> None:
             shapes = jax.eval_shape(lambda: collected(ts, env_state, key)[1])
             data = jax.tree.map(lambda s: jax.random.uniform(key, s.shape).astype(s.dtype), shapes)
             ts, metrics = update(ts, data, key)
-            steps = ppo._add_steps(ts.env_steps, kwargs["env_steps_per_training_step"])
+            steps = ppo_step.add_steps(ts.env_steps, kwargs["env_steps_per_training_step"])
             return ts.replace(env_steps=steps, training_step=ts.training_step + 1), env_state, metrics
 
         return update_only
 
-    ppo._make_training_step = make
+    ppo_step.make_training_step = make
 
 
 def child(config_number: int, variant: str) -> None:
@@ -75,6 +75,7 @@ def child(config_number: int, variant: str) -> None:
     from brax_core import envs
     from brax_core.training.agents.ppo import networks as ppo_networks
     from brax_core.training.agents.ppo import train as ppo
+    from brax_core.training.agents.ppo import training_step as ppo_step
 
     imports_s = time.perf_counter() - start
     config = vs_brax._configs()[config_number]
@@ -94,7 +95,7 @@ def child(config_number: int, variant: str) -> None:
         return compiled
 
     compile_options.compile_side_by_side = one_by_one
-    _patch_training_step(ppo, variant)
+    _patch_training_step(ppo_step, variant)
     hparams = dict(config["hparams"])
     steps_per_training_step = hparams["batch_size"] * hparams["num_minibatches"] * hparams["unroll_length"]
     hparams.update(num_timesteps=3 * steps_per_training_step, num_evals=2)

@@ -79,7 +79,10 @@ class VectorEnv(gymnasium.vector.VectorEnv):
       env: an environment name, a brax_core ``Env``, or an existing ``TorchEnv`` (then ``num_envs`` must match
         it and no ``TorchEnv`` arguments may be given).
       num_envs: number of parallel environments.
-      episode_length, action_repeat, seed, device: as for ``TorchEnv``.
+      episode_length: as for ``TorchEnv``.
+      action_repeat: as for ``TorchEnv``.
+      seed: as for ``TorchEnv``.
+      device: as for ``TorchEnv``.
       array: ``"numpy"`` (Gymnasium's usual arrays) or ``"torch"`` (torch tensors on ``device``).
       autoreset_mode: ``"next_step"`` (default, as Gymnasium's own vector envs) or ``"same_step"``; also accepts
         ``gymnasium.vector.AutoresetMode.NEXT_STEP``/``SAME_STEP``.

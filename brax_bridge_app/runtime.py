@@ -103,7 +103,15 @@ def place(device: str | None = "auto") -> Placement:
 @contextlib.contextmanager
 def placed(placement: Placement) -> Iterator[Placement]:
     """JAX's default device set to the placement's: new arrays, jitted programs and the JAX trainer (which trains
-    on the default device when one is set) run there."""
+    on the default device when one is set) run there.
+
+    Where the placement is JAX's own default already, nothing is set: a default device is part of every jitted
+    function's cache key, so setting it would compile a second copy of programs a library caller in the same
+    process compiled without it.
+    """
+    if jax.config.jax_default_device is None and placement.jax_device == jax.devices()[0]:
+        yield placement
+        return
     with jax.default_device(placement.jax_device):
         yield placement
 

@@ -1,20 +1,17 @@
 """XLA compile options shared by every compiled entry point (trainers, the bridge, evaluation).
 
-On a CPU, compiling MJX dominates short runs. LLVM's optimisation level trades compile time for step speed:
-measured on a 2-core CPU (a 50-step scan of 128 envs with random actions, level 0 against level 1),
-``inverted_pendulum`` compiles in 7.8 s against 12.9 s but steps at 23.7k against 87.9k steps/s; ``halfcheetah``
-15.9 s against 32.2 s, 2.6k against 7.4k steps/s; Playground's ``CheetahRun`` 31.2 s against 48.0 s, 6.4k against
-21.5k steps/s. So level 0 pays off only for runs that are short next to the physics' cost, and a model with
-contacts costs far more per step: ``auto_level_for_run`` makes that choice for the JAX PPO and, with the
+On a CPU, compiling MJX dominates short runs. LLVM's optimisation level trades compile time for step speed: level 0
+compiles in about half the time of level 1 but steps several times slower (benchmarks/RESULTS.md, "Compile
+options"). So level 0 pays off only for runs that are short next to the physics' cost, and a model with contacts
+costs far more per step: ``auto_level_for_run`` makes that choice for the JAX PPO and, with the
 break-even of a physics step compiled alone, for torch_ppo's training env (``brax_bridge.TorchEnv``'s
 ``cpu_opt_level``); torch_ppo's evaluation compiles at the JAX trainer's level for the run.
 ``BRAX_CORE_CPU_OPT_LEVEL`` chooses for every compile: ``0``-``3``, ``default`` (XLA's own), or ``auto``
 (unset: the caller's choice for its run length). Accelerators always use XLA's defaults.
 
-Level 0 also turns off XLA's CPU fusion emitters (``xla_cpu_use_fusion_emitters``): measured on a 2-core CPU
-(a 50-step scan of 128 ``halfcheetah`` envs at level 0), that compiles in 16 s instead of 23 s and steps as fast or
-faster (2,600 against 2,100 steps/s), whereas at level 1 it costs a quarter of the step speed. jaxlib 0.11 removed
-that option (its CPU backend has no other emitters); there level 0 is the LLVM level alone.
+Level 0 also turns off XLA's CPU fusion emitters (``xla_cpu_use_fusion_emitters``), which at level 0 compiles faster
+and steps as fast or faster (at level 1 it would cost step speed); where a jaxlib has no such option
+(``cpu_fusion_emitters_option`` asks), level 0 is the LLVM level alone.
 
 Compiled programs are also kept in JAX's persistent compilation cache, so a second run of the same configuration
 skips XLA (see ``enable_persistent_cache``; ``BRAX_BRIDGE_JAX_CACHE`` moves or disables it), and traced programs in
@@ -36,16 +33,13 @@ _LEVELS = ("0", "1", "2", "3")
 CACHE_ENV_VAR = "BRAX_BRIDGE_JAX_CACHE"
 # Compiles shorter than this are not written: loading them would save little and they would crowd the folder.
 _CACHE_MIN_COMPILE_SECONDS = 0.5
-# Up to this many env steps a run compiles at level 0 (``auto_level_for_run``). Contacts lower the bar: on
-# Playground's CheetahRun with its DM Control config scaled to 256 envs, 614,400 env steps took 390 s from launch at
-# level 0 and 252 s at level 1 (start-up 90 s against 139 s).
+# Up to this many env steps a run compiles at level 0 (``auto_level_for_run``). Contacts lower the bar: their steps
+# cost so much more that level 1 repays its longer compile sooner (RESULTS.md, "Compile options").
 _QUICK_COMPILE_STEPS = 1_000_000
 _QUICK_COMPILE_STEPS_WITH_CONTACTS = 100_000
-# The same choice for a physics step compiled alone (the bridge's step, which torch_ppo drives), whose compile is a
-# fraction of a whole training program's. Measured on a 2-core CPU (the bridge's step of 128 envs, level 1 against
-# level 0): level 1 costs 2.7-4.9 s more to compile and saves 12-16 us per env step on the contact-free models
-# (inverted_pendulum 221k env steps to break even, inverted_double_pendulum 231k, reacher 384k); on halfcheetah it
-# costs 5.1 s and saves 135 us per env step (38k).
+# The same choice for a physics step compiled alone (the bridge's step, which torch_ppo drives): its compile is a
+# fraction of a whole training program's, so level 1 repays it after fewer env steps (break-even points in
+# RESULTS.md, "Compile options").
 _QUICK_STEP_COMPILE_STEPS = 250_000
 _QUICK_STEP_COMPILE_STEPS_WITH_CONTACTS = 50_000
 
@@ -128,8 +122,8 @@ def cpu_fusion_emitters_option() -> bool:
 
 def reset_compiler_options(platform: str) -> dict[str, Any] | None:
     """``compiler_options`` for an env's batched reset: LLVM level 0 unless the user chose a level. A reset runs once
-    per batch of episodes, not per step, so its compile time is what counts (``inverted_pendulum``'s reset of 128
-    envs compiles in 1.5 s at level 0 against about 5 s at level 1 on a 2-core CPU)."""
+    per batch of episodes, not per step, so its compile time is what counts (level 0 compiles it in a fraction of
+    level 1's time: RESULTS.md, "Compile options")."""
     return compiler_options(platform, auto_level=0)
 
 

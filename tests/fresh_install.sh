@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 ROOT=$PWD
 PYTHON=${PYTHON:-python3}
 TEST_VENV=${TEST_VENV:-.venv-test}
-EXTRAS=${EXTRAS:-torchrl gymnasium sb3 rsl-rl export playground}
+EXTRAS=${EXTRAS:-torchrl gymnasium sb3 rsl-rl export playground docs}
 SUITE=${SUITE:-1}
 start=$(date +%s)
 step() { echo "== [$(( $(date +%s) - start )) s] $*"; }

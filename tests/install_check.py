@@ -4,6 +4,7 @@ package is the one imported.
 
     python tests/install_check.py core --work DIR      # TorchEnv, both trainers, `brax-bridge train`
     python tests/install_check.py torchrl --work DIR   # one extra's adapter or feature on a tiny case
+    python tests/install_check.py docs --work DIR      # the documentation site builds with --strict
 
 Each check asserts what it ran; any failure exits non-zero with the traceback. ``DIR`` keeps what one check leaves
 for a later one (the core check's run folder, which the export check exports).
@@ -146,6 +147,20 @@ def check_playground(work: str) -> None:
     assert torch.isfinite(td["next", "observation"]).all() and td["next", "reward"].shape == (2, 1)
 
 
+def check_docs(work: str) -> None:
+    """The docs extra builds the checkout's documentation site with --strict (its API pages read the sources)."""
+    import mkdocs
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    site = os.path.join(work, "site")
+    command = [sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-f", os.path.join(root, "mkdocs.yml"),
+               "-d", site]
+    subprocess.run(command, check=True, timeout=600, env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
+    _installed(mkdocs)
+    with open(os.path.join(site, "reference", "torch-env", "index.html"), encoding="utf-8") as file:
+        assert "brax_bridge.env.TorchEnv" in file.read(), "the TorchEnv API page was built without its docstrings"
+
+
 CHECKS: dict[str, Callable[[str], None]] = {
     "core": check_core,
     "torchrl": check_torchrl,
@@ -154,6 +169,7 @@ CHECKS: dict[str, Callable[[str], None]] = {
     "rsl-rl": check_rsl_rl,
     "export": check_export,
     "playground": check_playground,
+    "docs": check_docs,
 }
 
 

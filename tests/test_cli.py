@@ -447,6 +447,27 @@ def test_jax_trainer_follows_jax_default_device():
         assert ppo_train._devices(None) == jax.devices("cpu")
 
 
+def test_a_run_on_jaxs_own_default_device_compiles_nothing_twice():
+    """A default device is part of every jitted function's cache key: on JAX's own default the command line sets
+    none, so a TorchEnv stepped inside a run's placement and outside it (a library caller in the same process)
+    steps on one compiled program; elsewhere the placement sets it."""
+    from brax_bridge import TorchEnv
+
+    env = TorchEnv("fast", 2, episode_length=4)
+    env.reset()
+    with runtime.placed(runtime.place("cpu")):
+        assert jax.config.jax_default_device is None
+        env.step(torch.zeros(2, env.action_size))
+    env.step(torch.zeros(2, env.action_size))
+    assert env.num_compiles == 1
+
+
+def test_a_placement_off_jaxs_default_device_sets_it(monkeypatch):
+    _pretend_a_gpu(monkeypatch)
+    with runtime.placed(runtime.place("cpu")) as placement:
+        assert jax.config.jax_default_device == placement.jax_device == jax.devices("cpu")[0]
+
+
 def test_the_trainers_are_the_schemas_and_an_unknown_one_is_named():
     assert tuple(trainers.TRAINERS) == tuple(hparams.TRAINERS) == ("jax", "torch")
     assert {name: t.name for name, t in trainers.TRAINERS.items()} == {"jax": "jax", "torch": "torch"}

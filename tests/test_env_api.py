@@ -298,7 +298,7 @@ def test_the_fusion_emitters_option_is_asked_of_a_jaxlib_that_may_lack_it(monkey
 
 def test_contact_pairs_and_the_jax_ppo_opt_level_follow_the_model(monkeypatch):
     from brax_core import compile as compile_options
-    from brax_core.training.agents.ppo import train as ppo_train
+    from brax_core.training.agents.ppo import programs
 
     contact_free = envs.get_environment("inverted_pendulum")
     with_contacts = envs.get_environment("halfcheetah")
@@ -307,7 +307,7 @@ def test_contact_pairs_and_the_jax_ppo_opt_level_follow_the_model(monkeypatch):
 
     monkeypatch.setenv("BRAX_CORE_CPU_OPT_LEVEL", "auto")
     cpu = jax.devices("cpu")
-    level = lambda steps, env: ppo_train._compiler_options(cpu, steps, env)["xla_backend_optimization_level"]  # noqa: E731
+    level = lambda steps, env: programs.compiler_options(cpu, steps, env)["xla_backend_optimization_level"]  # noqa: E731
     assert level(500_000, contact_free) == 0 and level(2_000_000, contact_free) == 1
     assert level(500_000, with_contacts) == 1 and level(50_000, with_contacts) == 0
     assert level(500_000, envs.training.wrap(with_contacts, episode_length=10)) == 1  # read through wrappers
@@ -315,6 +315,7 @@ def test_contact_pairs_and_the_jax_ppo_opt_level_follow_the_model(monkeypatch):
 
 
 def test_the_jax_ppo_compiles_its_reset_at_level_0_whatever_the_run_length(monkeypatch):
+    from brax_core.training.agents.ppo import programs
     from brax_core.training.agents.ppo import train as ppo_train
 
     class Captured(Exception):
@@ -327,9 +328,9 @@ def test_the_jax_ppo_compiles_its_reset_at_level_0_whatever_the_run_length(monke
         raise Captured  # nothing more to build
 
     monkeypatch.setenv("BRAX_CORE_CPU_OPT_LEVEL", "auto")
-    monkeypatch.setattr(ppo_train, "_make_reset_fn", capture)
+    monkeypatch.setattr(programs, "make_reset_fn", capture)
     steps = 5_000_000  # long enough for level 1 everywhere else
-    assert ppo_train._compiler_options(jax.devices("cpu"), steps, None)["xla_backend_optimization_level"] == 1
+    assert programs.compiler_options(jax.devices("cpu"), steps, None)["xla_backend_optimization_level"] == 1
     with pytest.raises(Captured):
         ppo_train.train("fast", num_timesteps=steps, num_envs=8, batch_size=8, num_minibatches=2, unroll_length=5)
     assert seen[0]["xla_backend_optimization_level"] == 0

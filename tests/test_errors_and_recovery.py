@@ -194,4 +194,4 @@ def test_save_removes_stale_temporaries_of_killed_saves_only(tmp_path):
     old = time.time() - 2 * torch_checkpoint.STALE_TMP_S
     os.utime(stale, (old, old))
     path = torch_checkpoint.save(tmp_path, {"env_steps": 10, "config": {"env": "fast"}})
-    assert os.path.isfile(path) and not stale.exists() and live.exists()
+    assert os.path.isfile(os.path.join(path, torch_checkpoint.STATE_FILE)) and not stale.exists() and live.exists()

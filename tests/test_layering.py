@@ -138,7 +138,8 @@ def test_importing_a_layer_loads_nothing_from_above(layer, layer_imports):
 # The part of brax_core the command line's flags are built from: the hyperparameter schema, standard library only.
 SCHEMA_MODULES = {
     "brax_core", "brax_core.training", "brax_core.training.agents", "brax_core.training.agents.ppo",
-    "brax_core.training.agents.ppo.config", "brax_core.training.validation",
+    "brax_core.training.agents.ppo.config", "brax_core.training.agents.ppo.adaptive_kl",
+    "brax_core.training.validation",
 }
 
 
@@ -148,6 +149,19 @@ def test_the_command_line_module_loads_no_framework():
     loaded = set(result["blame"].get("brax_bridge_app.cli", []))
     # Not even brax_bridge: importing it configures JAX's GPU memory, which the command's help has no business doing.
     assert loaded <= SCHEMA_MODULES, f"brax-bridge --help loads {sorted(loaded - SCHEMA_MODULES)}"
+
+
+# The run driver both trainers share (schedule, loop, checkpoint directory) is the standard library and NumPy only.
+RUN_DRIVER = [m for m in MODULES if _within(m, ("brax_core.training.run",))]
+FRAMEWORKS = ("jax", "jaxlib", "flax", "optax", "orbax", "mujoco", "ml_collections", *TORCH)
+
+
+def test_the_run_driver_loads_no_framework():
+    assert {"brax_core.training.run.driver", "brax_core.training.run.schedule"} <= set(RUN_DRIVER)
+    (result,) = _probe((RUN_DRIVER, FRAMEWORKS))
+    assert result["blame"] == {}, f"the run driver loads frameworks: {result['blame']}"
+    (result,) = _probe((["brax_core.training.agents.ppo.train"], FRAMEWORKS))
+    assert "jax" in result["blame"]["brax_core.training.agents.ppo.train"]  # the probe sees what is loaded
 
 
 def _package(path: Path) -> str:

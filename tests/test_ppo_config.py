@@ -44,6 +44,23 @@ def test_defaults_are_the_jax_trainers(field):
         assert field.default == expected and type(field.default) is type(expected)
 
 
+def test_the_torch_trainers_signature_is_the_schema_with_its_own_arguments_among_the_fields():
+    """torch_ppo.train declares no hyperparameter of its own: its signature is the schema's fields, in order and
+    with their defaults, and it binds arguments as a written signature would (positionally too)."""
+    fields = dataclasses.fields(PPOConfig)
+    assert [name for name in TORCH_PARAMETERS if name in schema.BY_NAME] == [f.name for f in fields]
+    for field in fields:
+        default = TORCH_PARAMETERS[field.name].default
+        assert default is inspect.Parameter.empty if field.default is dataclasses.MISSING else default == field.default
+    assert list(TORCH_PARAMETERS)[:3] == ["environment", "num_timesteps", "episode_length"]
+    bound = inspect.signature(torch_ppo.train).bind("fast", 10, None, 2)
+    assert bound.arguments == {"environment": "fast", "num_timesteps": 10, "episode_length": None, "action_repeat": 2}
+    with pytest.raises(TypeError, match="num_timesteps"):
+        torch_ppo.train("fast")
+    with pytest.raises(TypeError, match="no_such_argument"):
+        torch_ppo.train("fast", 10, no_such_argument=1)
+
+
 def test_num_timesteps_is_required_and_the_rest_defaults():
     with pytest.raises(TypeError, match="num_timesteps"):
         PPOConfig()

@@ -261,8 +261,10 @@ def test_two_processes_write_one_loadable_checkpoint_and_resume_exactly(
     assert sorted(os.listdir(interrupted)) == ["000000002560", "000000005120"]
     for step_dir in (saved / "000000005120", interrupted / "000000002560", interrupted / "000000005120"):
         assert {"config", "params", "state", "env_state", checkpoint.FILE_CHECKSUMS} <= set(os.listdir(step_dir))
-        digests = json.loads((step_dir / checkpoint.FILE_CHECKSUMS).read_text())
-        assert set(digests) == {"params", "state", "env_state"} and all(digests.values()), digests
+        manifest = json.loads((step_dir / checkpoint.FILE_CHECKSUMS).read_text())
+        digests = manifest["files"]  # by path inside the step directory
+        assert {name.split("/")[0] for name in digests} == {"params", "state", "env_state"}, manifest
+        assert all(digests.values()) and manifest["env_steps"] == int(step_dir.name), manifest
         assert checkpoint.load_config_json(step_dir)["env_steps"] == int(step_dir.name)
     # Loaded here, in a third process of one device (files verified against their digests on the way).
     loaded = [np.asarray(leaf) for leaf in jax.tree.leaves(checkpoint.load_params(saved))]

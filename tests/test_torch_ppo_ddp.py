@@ -7,7 +7,6 @@ env's first observations.
 
 import faulthandler
 import gc
-import importlib
 import inspect
 import os
 import subprocess
@@ -78,19 +77,20 @@ def _global_order(local: list[torch.Tensor]) -> torch.Tensor:
 
 def _trainer(rank: int | None):
     """A torch_ppo trainer with UPDATE_CONFIG (``rank`` None: one process), its SGD draws fixed by ``_draws``."""
-    from torch_ppo import distributed
-
-    train_module = importlib.import_module("torch_ppo.train")  # the module (the package exports the function)
+    import torch_ppo
+    from torch_ppo import arguments, distributed
+    from torch_ppo.trainer import Trainer
 
     defaults = {
         name: p.default
-        for name, p in inspect.signature(train_module.train).parameters.items()
+        for name, p in inspect.signature(torch_ppo.train).parameters.items()
         if p.default is not inspect.Parameter.empty
     }
     kw = {**defaults, "environment": UPDATE_ENV, "num_timesteps": STEP, **UPDATE_CONFIG}
-    ctx = distributed.setup(torch.device("cpu"))
+    device = torch.device("cpu")
+    ctx = distributed.setup(device)
     assert ctx.world_size == (1 if rank is None else WORLD)
-    trainer = train_module._Trainer(train_module._validate(kw, ctx.world_size), ctx)
+    trainer = Trainer(arguments.parse(kw, device, ctx.world_size), ctx)
     orders, noise = _draws()
     passes, minibatches = iter(orders), iter(noise)
     batch = UPDATE_CONFIG["batch_size"] // WORLD
@@ -103,7 +103,7 @@ def _trainer(rank: int | None):
         full = next(minibatches)
         return full if rank is None else full[:, rank * batch : (rank + 1) * batch]
 
-    trainer._minibatch_order, trainer._entropy_noise = order, entropy_noise
+    trainer.update.minibatch_order, trainer.update.entropy_noise = order, entropy_noise
     return trainer
 
 
@@ -165,9 +165,9 @@ def _worker(out_dir: str) -> None:
 
     # One update on this rank's half of the batch.
     trainer = _trainer(rank)
-    trainer._build_envs()  # resets this rank's env with its seed
+    trainer.build_envs()  # resets this rank's env with its seed
     first_obs = trainer.obs.clone()
-    trainer._update(_batch()[rank * LOCAL_ROWS : (rank + 1) * LOCAL_ROWS])
+    trainer.update(_batch()[rank * LOCAL_ROWS : (rank + 1) * LOCAL_ROWS])
     torch.save(
         {**_state(trainer), "first_obs": first_obs, "env_seed": trainer.env_seed},
         os.path.join(out_dir, f"update{rank}.pt"),
@@ -237,7 +237,7 @@ def test_one_update_over_two_processes_equals_one_process(ranks):
     ddp = [torch.load(ranks / f"update{r}.pt", weights_only=False) for r in (0, 1)]
     single = _trainer(None)
     before = {k: v.detach().clone() for k, v in single.modules.state_dict().items()}
-    single._update(_batch())
+    single.update(_batch())
     ref = _state(single)
     assert float(ref["normalizer"]["normalizer.count"]) == ROWS * T  # really folded in the whole batch
     for key, value in ref["modules"].items():

@@ -351,7 +351,7 @@ def test_value_loss_options_and_kl_match_brax_core(distributional):
 
 def test_adaptive_kl_rule_is_the_same_in_both_trainers_and_follows_brax():
     from brax_core.training.agents.ppo import optimizer as jax_optimizer
-    from torch_ppo.train import adapt_learning_rate
+    from torch_ppo.update import adapt_learning_rate
 
     desired, low, high = 0.01, 1e-4, 1e-2
     cases = [  # (lr, kl, expected): lowered, clipped at the minimum, raised, clipped at the maximum, kept
@@ -404,7 +404,7 @@ def test_one_adaptive_kl_training_step_with_clipped_values_and_an_ema_normaliser
     from brax_core.training import gradients
     from brax_core.training.agents.ppo import optimizer as jax_optimizer
     from torch_ppo.params import params_of
-    from torch_ppo.train import adapt_learning_rate
+    from torch_ppo.update import adapt_learning_rate
 
     nets, params = _jax_setup(linen.swish)
     rng = np.random.default_rng(8)

@@ -19,9 +19,10 @@ from brax_core import envs
 from brax_core.envs import training
 from brax_core.envs.base import Wrapper
 from brax_core.envs.fast import Fast
-from brax_core.training.agents.ppo import presets
+from brax_core.training.agents.ppo import presets, programs
 from brax_core.training.agents.ppo import train as ppo_train
 from torch_ppo import checkpoint
+from torch_ppo import environments as torch_environments
 from torch_ppo.params import TorchPPOParams
 
 # 4 minibatches of 32 unrolls of 10 steps = 1280 env steps per training step.
@@ -146,7 +147,8 @@ def test_resume_is_exact_and_checkpoints_are_complete_and_bounded(tmp_path):
     _assert_params_equal(straight, resumed, atol=0.0)
     # Atomic writes leave no temporary files; max_to_keep bounds the directory.
     names = sorted(os.listdir(ckpt))
-    assert names == ["checkpoint_000000000002560.pt", "checkpoint_000000000005120.pt", "config.json"]
+    assert names == [f"{2 * STEP:012d}", f"{4 * STEP:012d}"]
+    assert sorted(os.listdir(ckpt / names[-1])) == ["config.json", "manifest.json", "state.pt"]
     # A restored run already at num_timesteps trains nothing and returns the checkpoint's params.
     _, again, metrics = torch_ppo.train("fast", num_timesteps=4 * STEP, restore_checkpoint_path=ckpt, **common)
     _assert_params_equal(resumed, again)
@@ -264,7 +266,7 @@ def test_a_ready_torch_env_and_bootstrap_on_timeout_train():
 @pytest.mark.parametrize("eval_backend", [None, "torch"])
 def test_the_training_env_and_the_evaluation_compile_together_before_the_first_reset(monkeypatch, eval_backend):
     calls = []
-    compile_envs, reset = torch_ppo.train.__globals__["compile_envs"], brax_bridge.TorchEnv.reset
+    compile_envs, reset = torch_environments.compile_envs, brax_bridge.TorchEnv.reset
 
     def compile_and_record(*envs, programs=()):
         programs = list(programs)
@@ -275,7 +277,7 @@ def test_the_training_env_and_the_evaluation_compile_together_before_the_first_r
         calls.append(("reset", env.num_envs))
         return reset(env, seed)
 
-    monkeypatch.setitem(torch_ppo.train.__globals__, "compile_envs", compile_and_record)
+    monkeypatch.setattr(torch_environments, "compile_envs", compile_and_record)
     monkeypatch.setattr(brax_bridge.TorchEnv, "reset", reset_and_record)
     torch_ppo.train(
         "fast", num_timesteps=STEP, num_evals=2, num_eval_envs=8, eval_backend=eval_backend, **_tiny(num_envs=32)
@@ -313,18 +315,18 @@ def test_the_step_and_the_evaluation_compile_at_the_level_that_pays_for_the_run(
         levels.extend(env.cpu_opt_level for env in envs)
         raise Compiling  # the levels are chosen by now: no need to compile
 
-    jax_evaluator = torch_ppo.evaluation.JaxEvaluator
+    jax_evaluator = torch_environments.JaxEvaluator
     recording = lambda *a, **k: levels.append(k["cpu_opt_level"]) or jax_evaluator(*a, **k)  # noqa: E731
     monkeypatch.setenv("BRAX_CORE_CPU_OPT_LEVEL", "auto")
-    monkeypatch.setitem(torch_ppo.train.__globals__, "compile_envs", record)
-    monkeypatch.setitem(torch_ppo.train.__globals__, "JaxEvaluator", recording)
+    monkeypatch.setattr(torch_environments, "compile_envs", record)
+    monkeypatch.setattr(torch_environments, "JaxEvaluator", recording)
     run = functools.partial(torch_ppo.train, environment, num_timesteps=num_timesteps, num_evals=2, num_eval_envs=8)
     for backend in ("jax", "torch"):
         with pytest.raises(Compiling):
             run(eval_backend=backend, **_tiny(num_envs=32))
     # JAX evaluation: its rollout, then the training env; bridge evaluation: the training env, then its eval env
     assert levels == [eval_level, train_level, train_level, eval_level]
-    jax_options = ppo_train._compiler_options(jax.devices("cpu"), num_timesteps, envs.get_environment(environment))
+    jax_options = programs.compiler_options(jax.devices("cpu"), num_timesteps, envs.get_environment(environment))
     assert jax_options["xla_backend_optimization_level"] == eval_level
 
 
@@ -409,161 +411,3 @@ def test_torch_compile_flag_trains_like_eager():
     # Same data and updates; only kernel fusion differs, so the results agree to float32 rounding.
     _assert_params_equal(eager, compiled, atol=1e-3)
     assert abs(eager_metrics["training/total_loss"] - compiled_metrics["training/total_loss"]) < 1e-3
-
-
-def test_latest_step_reads_the_newest_checkpoint_name(tmp_path):
-    assert checkpoint.latest_step(tmp_path / "absent") is None
-    assert checkpoint.latest_step(tmp_path) is None
-    for steps in (2560, 12800, 1280):
-        (tmp_path / f"checkpoint_{steps:015d}.pt").write_bytes(b"")
-    (tmp_path / ".tmp_checkpoint_000000000099999.pt.part").write_bytes(b"")  # an unfinished write
-    assert checkpoint.latest_step(tmp_path) == 12800
-
-
-def test_brax_train_options_train_tiny_runs():
-    """The JAX trainer's tiny runs of Brax 0.14.2's further options (``test_ppo_train``), with the torch trainer."""
-    small = dict(
-        num_envs=4,
-        batch_size=4,
-        num_minibatches=2,
-        unroll_length=4,
-        episode_length=50,
-        num_evals=1,
-        num_eval_envs=4,
-        log_training_metrics=True,
-        policy_hidden_layer_sizes=(4,),
-        value_hidden_layer_sizes=(4,),
-    )
-    reports = []
-    _, params, _ = torch_ppo.train(
-        "fast",
-        num_timesteps=64,
-        progress_fn=lambda step, m: reports.append(m),
-        learning_rate=1e-3,
-        learning_rate_schedule="ADAPTIVE_KL",
-        learning_rate_schedule_max_lr=1.2e-3,
-        normalize_observations=True,
-        normalize_observations_mode="ema",
-        normalize_observations_std_eps=1e-2,
-        normalize_until_count=40,
-        clipping_epsilon_value=0.2,
-        use_pmap_on_reset=False,
-        **small,
-    )
-    assert float(params.normalizer_params["count"]) == 32.0
-    assert reports[-1]["training/learning_rate"] == pytest.approx(1.2e-3)
-    assert 0.0 < reports[-1]["training/kl_mean"] < 0.005
-    _, params, _ = torch_ppo.train(
-        "fast",
-        num_timesteps=64,
-        use_distributional_critic=True,
-        clipping_epsilon_value=1.0,
-        num_quantiles=3,
-        **small,
-    )
-    assert params.value_params["hidden_1.weight"].shape == (3, 4)
-
-
-# ------------------------------------------------------------------ interrupted runs, resumed configurations, checksums
-
-# As the JAX trainer's test: 12 training steps in two epochs (evaluations at 0, 6 and 12), reports every 3 steps.
-_INTERVAL = _tiny(num_evals=3, num_eval_envs=16, log_training_metrics=True, training_metrics_steps=3 * STEP)
-
-
-class _Interrupt(Exception):
-    pass
-
-
-@pytest.fixture(scope="module")
-def interrupted(tmp_path_factory):
-    """An unbroken run, and the same run stopped by its progress_fn mid-epoch (3 of 6 steps) then resumed."""
-    ckpt = tmp_path_factory.mktemp("interrupted") / "ckpt"
-    runs = {"straight": [], "broken": [], "resumed": []}
-    record = lambda name: lambda step, metrics: runs[name].append((step, "eval/episode_reward" in metrics, metrics))
-    _, straight, _ = torch_ppo.train("fast", num_timesteps=12 * STEP, progress_fn=record("straight"), **_INTERVAL)
-
-    def stop_at_3(step, metrics):
-        record("broken")(step, metrics)
-        if step == 3 * STEP:
-            raise _Interrupt("Ctrl-C")
-
-    with pytest.raises(_Interrupt) as info:
-        torch_ppo.train("fast", num_timesteps=12 * STEP, save_checkpoint_path=ckpt, progress_fn=stop_at_3, **_INTERVAL)
-    _, resumed, _ = torch_ppo.train(
-        "fast",
-        num_timesteps=12 * STEP,
-        save_checkpoint_path=ckpt,
-        restore_checkpoint_path=ckpt,
-        progress_fn=record("resumed"),
-        **_INTERVAL,
-    )
-    return dict(ckpt=ckpt, error=info.value, params=straight, resumed_params=resumed, **runs)
-
-
-def test_a_run_stopped_mid_epoch_resumes_to_the_unbroken_runs_steps_evaluations_and_parameters(interrupted):
-    assert "progress_fn" in " ".join(interrupted["error"].__notes__)
-    assert os.path.basename(checkpoint.checkpoint_files(interrupted["ckpt"])[0]) == f"checkpoint_{3 * STEP:015d}.pt"
-    points = lambda reports: [(step, is_eval) for step, is_eval, _ in reports]
-    straight = points(interrupted["straight"])
-    assert straight == [(0, True), (3 * STEP, False), (6 * STEP, False), (6 * STEP, True), (9 * STEP, False),
-                        (12 * STEP, False), (12 * STEP, True)]  # fmt: skip
-    assert points(interrupted["broken"]) + points(interrupted["resumed"]) == straight
-    assert checkpoint.latest_step(interrupted["ckpt"]) == 12 * STEP
-    for (_, _, a), (_, _, b) in zip(interrupted["straight"][-5:], interrupted["resumed"], strict=True):
-        if "training/total_loss" in a:  # the same batches and updates after the resume
-            assert a["training/total_loss"] == b["training/total_loss"]
-    _assert_params_equal(interrupted["params"], interrupted["resumed_params"], atol=0.0)
-
-
-def test_resuming_with_another_configuration_lists_every_difference_unless_allowed(interrupted, caplog):
-    ckpt = interrupted["ckpt"]
-    other = {**_INTERVAL, "learning_rate": 1e-3, "normalize_observations": False, "activation": "tanh"}
-    with pytest.raises(ValueError) as info:
-        torch_ppo.train("fast", num_timesteps=13 * STEP, restore_checkpoint_path=ckpt, **other)
-    for field in ("learning_rate", "normalize_observations", "activation", "allow_config_changes"):
-        assert field in str(info.value)
-    with pytest.raises(ValueError, match="policy_hidden_layer_sizes"):
-        wider = {**_INTERVAL, "policy_hidden_layer_sizes": (16, 16, 16)}
-        torch_ppo.train("fast", num_timesteps=0, restore_checkpoint_path=ckpt, **wider)
-    changed = {**_INTERVAL, "learning_rate": 1e-3}
-    _, params, _ = torch_ppo.train(
-        "fast", num_timesteps=0, restore_checkpoint_path=ckpt, allow_config_changes=True, **changed
-    )
-    _assert_params_equal(params, interrupted["resumed_params"])
-    assert "learning_rate changed from 0.003 to 0.001" in caplog.text
-
-
-def test_checksums_catch_a_flipped_bit_in_tensor_data(interrupted, tmp_path):
-    file = checkpoint.resolve(interrupted["ckpt"])
-    weight = checkpoint.load(file)["modules"]["policy.mlp.hidden_0.weight"]
-    data = bytearray(open(file, "rb").read())
-    data[data.index(weight.numpy().tobytes()) + 6] ^= 0x10
-    flipped = tmp_path / os.path.basename(file)
-    flipped.write_bytes(bytes(data))
-    with pytest.raises(checkpoint.CheckpointError, match="corrupt") as e:
-        checkpoint.load_policy(flipped)
-    assert str(flipped) in str(e.value)
-    # A changed value in an otherwise well-formed file (what a zip CRC cannot see once it was rewritten): the
-    # stored digests name the entry.
-    raw = torch.load(file, weights_only=True)
-    raw["modules"]["policy.mlp.hidden_0.weight"][0, 0] += 1e-3
-    changed = tmp_path / "changed.pt"
-    torch.save(raw, changed)
-    with pytest.raises(checkpoint.CheckpointError, match=r"corrupt: modules/policy.mlp.hidden_0.weight differ") as e:
-        checkpoint.load(changed)
-    assert str(changed) in str(e.value)
-
-
-def test_observation_size_mismatches_are_named(interrupted):
-    policy = checkpoint.load_policy(interrupted["ckpt"])
-    assert policy(torch.zeros(3, 2))[0].shape == (3, 1)
-    with pytest.raises(ValueError, match=r"takes observations of size 2 .*got shape \(3, 4\)"):
-        policy(torch.zeros(3, 4))
-    with pytest.raises(ValueError, match=r"eval_env has observation_size .* training environment's is 2"):
-        torch_ppo.train("fast", num_timesteps=STEP, eval_env=Fast(obs_mode="dict_state"), **_tiny(num_evals=2))
-    _, params, _ = torch_ppo.train("fast", num_timesteps=0, **_tiny())
-    wide = TorchPPOParams({**params[0], "mean": torch.zeros(4)}, params[1], params[2])
-    with pytest.raises(ValueError, match=r"restore_params were trained on observations of shape \(4,\).*\(2,\)"):
-        torch_ppo.train("fast", num_timesteps=0, restore_params=wide, **_tiny())
-    with pytest.raises(TypeError, match=r"progress_fn must accept 2 positional arguments"):
-        torch_ppo.train("fast", num_timesteps=STEP, progress_fn=lambda step: None, **_tiny())

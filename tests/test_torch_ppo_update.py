@@ -7,7 +7,6 @@ same batch, weights and draws (within float32 rounding; a synthetic batch), and 
 trainer, collection through the env included, ends in the same env state and parameters.
 """
 
-import importlib
 import inspect
 
 import numpy as np
@@ -16,8 +15,11 @@ import torch
 from rollouts import synthetic_batch
 from tensordict import TensorDict
 
-from torch_ppo import distributed
+import torch_ppo
+from torch_ppo import arguments, distributed
 from torch_ppo.losses import compute_gae, compute_ppo_loss
+from torch_ppo.trainer import Trainer
+from torch_ppo.update import loss_config
 
 ENV = "inverted_pendulum"
 OBS, ACT = 4, 1
@@ -53,41 +55,41 @@ def _defaults(fn) -> dict:
     }
 
 
-def _trainer(overrides: dict):
-    train_module = importlib.import_module("torch_ppo.train")
-    kw = {**_defaults(train_module.train), "environment": ENV, "num_timesteps": 1, **CONFIG, **overrides}
-    return train_module._Trainer(train_module._validate(kw, 1), distributed.setup(torch.device("cpu")))
+def _trainer(overrides: dict) -> Trainer:
+    kw = {**_defaults(torch_ppo.train), "environment": ENV, "num_timesteps": 1, **CONFIG, **overrides}
+    device = torch.device("cpu")
+    return Trainer(arguments.parse(kw, device, 1), distributed.setup(device))
 
 
 def _reference_update(trainer, data: TensorDict) -> None:
     """One training update written plainly, with the trainer's own networks, draws and loss settings."""
-    kw, modules = trainer.kw, trainer.modules
-    adaptive = trainer.adaptive_kl
+    hp, modules = trainer.hp, trainer.modules
+    adaptive = trainer.update.adaptive_kl
     optimizer = (
-        trainer.optimizer
+        trainer.update.optimizer
         if adaptive
-        else torch.optim.Adam(modules.parameters(), lr=kw["learning_rate"], eps=1e-8, foreach=False)
+        else torch.optim.Adam(modules.parameters(), lr=hp.learning_rate, eps=1e-8, foreach=False)
     )
-    if kw["clipping_epsilon_value"] is not None:
+    if hp.clipping_epsilon_value is not None:
         with torch.no_grad():
             data.set("state_value", modules.value(data.get("observation")))
     if not adaptive:
         modules.normalizer.update(data.get("observation"))
-    m = kw["num_minibatches"]
-    for _ in range(kw["num_updates_per_batch"]):
-        shuffled = data[trainer._minibatch_order(ROWS)].reshape(m, ROWS // m, T)
+    m = hp.num_minibatches
+    for _ in range(hp.num_updates_per_batch):
+        shuffled = data[trainer.update.minibatch_order(ROWS)].reshape(m, ROWS // m, T)
         for i in range(m):
-            noise = trainer._entropy_noise((T, kw["batch_size"], ACT))
-            terms = compute_ppo_loss(modules, shuffled[i], noise, **trainer.loss_config._asdict())
+            noise = trainer.update.entropy_noise((T, hp.batch_size, ACT))
+            terms = compute_ppo_loss(modules, shuffled[i], noise, **loss_config(hp)._asdict())
             optimizer.zero_grad()
             terms.total_loss.backward()
             grads = [p.grad for p in modules.parameters() if p.grad is not None]
             norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))
-            scale = torch.where(norm < kw["max_grad_norm"], torch.ones_like(norm), kw["max_grad_norm"] / norm)
+            scale = torch.where(norm < hp.max_grad_norm, torch.ones_like(norm), hp.max_grad_norm / norm)
             for g in grads:
                 g.mul_(scale)
             if adaptive:
-                trainer._adapt_learning_rate(terms.kl_mean)
+                trainer.update.adapt_learning_rate(terms.kl_mean)
             optimizer.step()
     if adaptive:
         modules.normalizer.update(data.get("observation"))
@@ -102,15 +104,15 @@ def test_the_trainers_update_is_bit_for_bit_the_plain_update(overrides):
     fast, plain = _trainer(overrides), _trainer(overrides)
     behaviour = bool(overrides)
     before = {k: v.clone() for k, v in fast.modules.state_dict().items()}
-    fast._update(_batch(behaviour))
+    fast.update(_batch(behaviour))
     _reference_update(plain, _batch(behaviour))
     after, expected = fast.modules.state_dict(), plain.modules.state_dict()
     for key in expected:
         assert torch.equal(after[key], expected[key]), key
         if ".mlp." in key:  # every weight moved, so equality is not trivial
             assert not torch.equal(after[key], before[key]), key
-    assert fast.num_loss_terms == CONFIG["num_updates_per_batch"] * CONFIG["num_minibatches"]
-    assert torch.isfinite(fast.loss_sums).all()
+    assert fast.update.metric_count == CONFIG["num_updates_per_batch"] * CONFIG["num_minibatches"]
+    assert torch.isfinite(fast.update.metric_sums).all()
 
 
 def test_gae_is_bit_for_bit_the_step_by_step_recursion():
@@ -153,22 +155,24 @@ def _jax_draws(key, rows: int):
 
 
 def _jax_trainer_parts(start, overrides: dict):
-    """The JAX trainer's networks, PPO update (its own ``_make_update``: ``make_ppo_update`` with the loss, clipped
+    """The JAX trainer's networks, PPO update (its own ``make_update``: ``make_ppo_update`` with the loss, clipped
     Adam and normaliser update ``train`` builds from its validated arguments) and a training state at ``start``'s
     weights, for ``CONFIG`` with ``overrides``: the hyperparameters go through each trainer's own argument checks."""
     import functools
 
     import jax.numpy as jnp
 
+    from brax_core.training.agents.ppo import arguments as jax_arguments
     from brax_core.training.agents.ppo import losses as jax_losses
     from brax_core.training.agents.ppo import networks as jax_networks
     from brax_core.training.agents.ppo import optimizer as jax_optimizer
     from brax_core.training.agents.ppo import train as jax_train
+    from brax_core.training.agents.ppo import training_step as jax_training_step
 
     sizes = ("policy_hidden_layer_sizes", "value_hidden_layer_sizes")
     factory = functools.partial(jax_networks.make_ppo_networks, **{name: CONFIG[name] for name in sizes})
     hyperparameters = {name: value for name, value in CONFIG.items() if name not in sizes}
-    args = jax_train._validated_arguments(
+    args = jax_arguments.validated(
         {
             **_defaults(jax_train.train),
             "environment": ENV,
@@ -176,14 +180,15 @@ def _jax_trainer_parts(start, overrides: dict):
             **hyperparameters,
             **overrides,
             "network_factory": factory,
-        }
+        },
+        jax_train._devices,
     )
     nets, _, _ = jax_train._make_networks(args, None)
     hp = args.hp
     optimizer = jax_optimizer.make_optimizer(hp.learning_rate, hp.max_grad_norm, hp.learning_rate_schedule)
-    update = jax_train._make_update(args, nets, optimizer)
+    update = jax_training_step.make_update(hp, nets, optimizer, args.augment_pixels)
     net_params = jax_losses.PPONetworkParams(start.policy_params, start.value_params)
-    state = jax_train.TrainingState(
+    state = jax_training_step.TrainingState(
         optimizer_state=optimizer.init(net_params),
         params=net_params,
         normalizer_params=start.normalizer_params,
@@ -216,7 +221,7 @@ def _assert_same_parameters(jax_state, modules, start) -> None:
 def test_both_trainers_updates_give_the_same_parameters_from_the_same_batch():
     """The two trainers' own update functions, not a reference loop: the JAX trainer's ``make_ppo_update`` with the
     optimizer (Adam after global-norm clipping), loss and normaliser update ``train`` builds, and torch_ppo's
-    ``_Trainer._update``, on one batch from the same weights, with the JAX update's minibatch orders and entropy
+    ``Trainer.update``, on one batch from the same weights, with the JAX update's minibatch orders and entropy
     samples. Both must end with the same normaliser and parameters."""
     import jax
     import jax.numpy as jnp
@@ -252,9 +257,9 @@ def test_both_trainers_updates_give_the_same_parameters_from_the_same_batch():
     jax_state = jax.jit(run)(state, data, key)
 
     orders, noises = _jax_draws(key, ROWS)
-    trainer._minibatch_order = lambda rows: orders.pop(0)
-    trainer._entropy_noise = lambda shape: noises.pop(0)
-    trainer._update(batch)
+    trainer.update.minibatch_order = lambda rows: orders.pop(0)
+    trainer.update.entropy_noise = lambda shape: noises.pop(0)
+    trainer.update(batch)
     assert not orders and not noises  # every draw was used, in the JAX update's order
 
     _assert_same_parameters(jax_state, trainer.modules, start)
@@ -262,7 +267,7 @@ def test_both_trainers_updates_give_the_same_parameters_from_the_same_batch():
 
 def _jax_action_noise(key, num_unrolls: int, num_envs: int):
     """The JAX trainer's training step draws from ``key``: the standard-normal samples of its collection in the
-    order it takes them, and the key of its SGD. ``_make_training_step`` splits ``key_sgd, key_generate``; per
+    order it takes them, and the key of its SGD. ``make_training_step`` splits ``key_sgd, key_generate``; per
     unroll ``k, k_unroll = split(k)``; per env step (``acting.generate_unroll``) ``step_key, k_unroll =
     split(k_unroll)``, and the policy samples ``normal(step_key, [envs, actions])``."""
     import jax
@@ -279,8 +284,8 @@ def _jax_action_noise(key, num_unrolls: int, num_envs: int):
 
 def test_one_training_step_from_the_same_env_state_gives_the_same_parameters_in_both_trainers():
     """A whole training step of each trainer, collection included: the JAX trainer's own step
-    (``_make_training_step``: unrolls of its wrapped env, then ``make_ppo_update``) and torch_ppo's ``_collect`` and
-    ``_update`` through its ``TorchEnv``, from the same physics state and weights, with the JAX step's draws (action
+    (``make_training_step``: unrolls of its wrapped env, then ``make_ppo_update``) and torch_ppo's ``collect`` and
+    ``update`` through its ``TorchEnv``, from the same physics state and weights, with the JAX step's draws (action
     samples, minibatch orders, entropy samples). Short episodes make the unrolls cross terminations, time limits and
     auto-resets. Both must reach the same env state and parameters."""
     import jax
@@ -288,17 +293,18 @@ def test_one_training_step_from_the_same_env_state_gives_the_same_parameters_in_
     from jax.sharding import PartitionSpec as P
 
     from brax_core import envs
+    from brax_core.training.agents.ppo import environments as jax_environments
     from brax_core.training.agents.ppo import networks as jax_networks
-    from brax_core.training.agents.ppo import train as jax_train
+    from brax_core.training.agents.ppo import training_step as jax_training_step
     from torch_ppo.policy_transfer import torch_params_to_jax
 
     episode = {"episode_length": 4}
     trainer = _trainer(episode)
-    trainer._build_envs()
+    trainer.build_envs()
     env_state = trainer.env.state  # the physics state (and auto-reset keys) both trainers step from
     start = torch_params_to_jax(trainer.modules)
     nets, update, state = _jax_trainer_parts(start, episode)
-    jax_env = jax_train._wrap_for(
+    jax_env = jax_environments.wrap_for(
         envs.get_environment(ENV),
         CONFIG["num_envs"],
         None,
@@ -307,7 +313,7 @@ def test_one_training_step_from_the_same_env_state_gives_the_same_parameters_in_
         action_repeat=1,
         randomization_fn=None,
     )
-    training_step = jax_train._make_training_step(
+    training_step = jax_training_step.make_training_step(
         jax_env,
         jax_networks.make_inference_fn(nets),
         update,
@@ -331,10 +337,10 @@ def test_one_training_step_from_the_same_env_state_gives_the_same_parameters_in_
     key_sgd, action_noise = _jax_action_noise(key, trainer.num_unrolls, CONFIG["num_envs"])
     orders, noises = _jax_draws(key_sgd, ROWS)
     trainer.actor.module[-1].noise = lambda loc: action_noise.pop(0)
-    trainer._minibatch_order = lambda rows: orders.pop(0)
-    trainer._entropy_noise = lambda shape: noises.pop(0)
-    data = trainer._collect()
-    trainer._update(data)
+    trainer.update.minibatch_order = lambda rows: orders.pop(0)
+    trainer.update.entropy_noise = lambda shape: noises.pop(0)
+    data = trainer.collect()
+    trainer.update(data)
     assert not action_noise and not orders and not noises  # every draw was used, in the JAX step's order
 
     nxt = data.get("next")

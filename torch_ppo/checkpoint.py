@@ -1,61 +1,64 @@
-"""torch_ppo checkpoints: the complete training state, written atomically, loaded with clear errors.
+"""torch_ppo checkpoints: the complete training state in the step directories both trainers write, loaded with clear
+errors.
 
-A checkpoint is one file ``<dir>/checkpoint_<env_steps:015d>.pt`` holding only tensors, numbers, strings and
-dicts (it loads with ``torch.load(weights_only=True)``): the modules (normaliser included), the optimiser, the
-env-step count, the torch RNG state, the bridge env's JAX state (flattened leaves) and the run configuration.
-``config.json`` next to it repeats the configuration as JSON. Writes go to a temporary file in the same directory
-and are renamed into place with ``os.replace``, so a crash mid-save never leaves a file that loads as good; the
-temporary file such a crash leaves (``.tmp_*.part``) is deleted by a later ``save`` once it is ``STALE_TMP_S`` old.
-Every entry's value is saved with its SHA-256 (``checksums``; a tensor's dtype, shape and bytes) and ``load``
-verifies them: a checkpoint changed after it was written (a flipped bit in tensor data) raises ``CheckpointError``
-naming the file and the entry. Under DDP ``env_states`` holds every rank's env state (``env_state`` is rank 0's).
+A checkpoint is the step directory ``<save_checkpoint_path>/<env steps, 12 digits>/`` of
+``brax_core.training.run.checkpoints`` holding ``state.pt``, ``config.json`` and the manifest with both files'
+SHA-256. ``state.pt`` holds only tensors, numbers, strings and dicts (it loads with ``torch.load(weights_only=True)``):
+the modules (normaliser included), the optimiser, the env-step count, the torch RNG state, the bridge env's JAX state
+(flattened leaves) and the run configuration, which ``config.json`` repeats as JSON. A step directory is written in a
+temporary directory and renamed into place, so a crash mid-save never leaves a checkpoint that loads as good; the
+temporary directory such a crash leaves is deleted by a later ``save`` once it is ``STALE_TMP_S`` old. Every entry's
+value is also saved with its SHA-256 (``checksums``; a tensor's dtype, shape and bytes) and ``load`` verifies the
+files and the entries: a checkpoint changed after it was written raises ``CheckpointError`` naming the file and the
+entry. Under DDP ``env_states`` holds every rank's env state (``env_state`` is rank 0's).
+
+Checkpoints of the earlier layout, one ``checkpoint_<env steps, 15 digits>.pt`` file per step (the same contents),
+still load, and a folder holding both layouts resolves to its newest checkpoint.
 """
 
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
-import re
-import tempfile
-import time
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
 
+from brax_core.training import resume
+from brax_core.training.run import checkpoints as run_checkpoints
+from brax_core.training.run.checkpoints import STALE_TMP_S, CheckpointError, latest_step, resolve, step_directories
+from torch_ppo import distributed
 from torch_ppo.networks import PPOModules
 from torch_ppo.params import make_inference_fn, params_of
 
+__all__ = [
+    "FORMAT",
+    "STALE_TMP_S",
+    "CheckpointError",
+    "checkpoint_files",
+    "checksums",
+    "latest_step",
+    "load",
+    "load_policy",
+    "remove_stale_temporaries",
+    "resolve",
+    "save",
+    "step_directories",
+]
+
 FORMAT = "torch_ppo/1"
-_NAME = re.compile(r"^checkpoint_(\d+)\.pt$")
+STATE_FILE = "state.pt"
+CONFIG_FILE = "config.json"
 _REQUIRED = ("format", "config", "modules", "optimizer", "env_steps", "rng_state")
-_TMP = re.compile(r"^\.tmp_.*\.part$")
-# A temporary file untouched this long belongs to no running save (a save writes it continuously, then renames).
-STALE_TMP_S = 600.0
-
-
-class CheckpointError(ValueError):
-    """A checkpoint that is missing, unreadable or not a torch_ppo checkpoint (the message names the path)."""
+remove_stale_temporaries = run_checkpoints.remove_stale_temporaries
 
 
 def checkpoint_files(directory: str | os.PathLike) -> list[str]:
-    """Checkpoint files in ``directory``, oldest (fewest env steps) first."""
-    directory = os.fspath(directory)
-    if not os.path.isdir(directory):
-        return []
-    found = [(int(m.group(1)), n) for n in os.listdir(directory) if (m := _NAME.match(n))]
-    return [os.path.join(directory, n) for _, n in sorted(found)]
-
-
-def latest_step(directory: str | os.PathLike) -> int | None:
-    """Env steps of the newest checkpoint in ``directory`` (read from its name; nothing is loaded)."""
-    files = checkpoint_files(directory)
-    return int(_NAME.match(os.path.basename(files[-1])).group(1)) if files else None
-
-
-def path_for(directory: str | os.PathLike, env_steps: int) -> str:
-    """The file the checkpoint of ``env_steps`` is saved as in ``directory``."""
-    return os.path.join(os.fspath(directory), f"checkpoint_{int(env_steps):015d}.pt")
+    """The checkpoints in ``directory`` (step directories, and files of the earlier layout), oldest first."""
+    return [path for _, path in run_checkpoints.checkpoints_in(directory)]
 
 
 def checksums(state: Any, prefix: str = "") -> dict[str, str]:
@@ -80,76 +83,31 @@ def checksums(state: Any, prefix: str = "") -> dict[str, str]:
     return out
 
 
-def save(directory: str | os.PathLike, state: dict[str, Any], max_to_keep: int | None = 5) -> str:
-    """Atomically writes ``state`` as the checkpoint for ``state['env_steps']``; returns its path."""
-    directory = os.fspath(directory)
-    os.makedirs(directory, exist_ok=True)
+def save(directory: str | os.PathLike, state: dict[str, Any], max_to_keep: int | None = None) -> str:
+    """Writes ``state`` as the checkpoint of ``state['env_steps']`` (keeping the newest ``max_to_keep``; ``None``:
+    all); returns its step directory."""
     state = {"format": FORMAT, **state}
     state["checksums"] = checksums(state)
-    path = path_for(directory, state["env_steps"])
-    _atomic_write(path, lambda f: torch.save(state, f))
+    buffer = io.BytesIO()
+    torch.save(state, buffer)
     config = json.dumps(state["config"], indent=2, sort_keys=True).encode()
-    _atomic_write(os.path.join(directory, "config.json"), lambda f: f.write(config))
-    if max_to_keep is not None:
-        for old in checkpoint_files(directory)[:-max_to_keep]:
-            os.remove(old)
+    with run_checkpoints.writing_step_directory(directory, state["env_steps"]) as step_dir:
+        run_checkpoints.write_file(os.path.join(step_dir, STATE_FILE), buffer.getvalue())
+        run_checkpoints.write_file(os.path.join(step_dir, CONFIG_FILE), config)
+        run_checkpoints.write_manifest(step_dir, "torch_ppo", state["env_steps"], (STATE_FILE, CONFIG_FILE))
+    run_checkpoints.prune(directory, max_to_keep)
     remove_stale_temporaries(directory)
-    return path
-
-
-def remove_stale_temporaries(directory: str | os.PathLike, older_than_s: float = STALE_TMP_S) -> list[str]:
-    """Deletes the ``.tmp_*.part`` files that a killed save left in ``directory``; returns their paths.
-
-    Only files not modified for ``older_than_s`` seconds go: a save still running elsewhere (another process
-    writing into the same folder) keeps writing its file, so its modification time stays recent.
-    """
-    directory = os.fspath(directory)
-    if not os.path.isdir(directory):
-        return []
-    now, removed = time.time(), []
-    for name in os.listdir(directory):
-        path = os.path.join(directory, name)
-        if not _TMP.match(name):
-            continue
-        try:
-            if now - os.stat(path).st_mtime >= older_than_s:
-                os.remove(path)
-                removed.append(path)
-        except FileNotFoundError:  # renamed or removed by its writer meanwhile
-            continue
-    return removed
-
-
-def _atomic_write(path: str, write: Any) -> None:
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp_", suffix=".part")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
-
-
-def resolve(path: str | os.PathLike) -> str:
-    """The checkpoint file ``path`` names: the file itself, or the newest checkpoint in a directory."""
-    path = os.fspath(path)
-    if os.path.isfile(path):
-        return path
-    if os.path.isdir(path):
-        files = checkpoint_files(path)
-        if not files:
-            raise FileNotFoundError(f"no checkpoint at {path!r}: the directory holds no checkpoint_<steps>.pt file")
-        return files[-1]
-    raise FileNotFoundError(f"no checkpoint at {path!r}: the path does not exist")
+    return run_checkpoints.step_directory(directory, state["env_steps"])
 
 
 def load(path: str | os.PathLike, map_location: Any = "cpu") -> dict[str, Any]:
-    """Loads and validates a checkpoint (a file or a checkpoint directory)."""
-    file = resolve(path)
+    """Loads and validates a checkpoint (a step directory, a file of the earlier layout, or the newest under a save
+    path); ``state['path']`` says which."""
+    found = resolve(path)
+    file = found
+    if os.path.isdir(found):
+        run_checkpoints.verify_files(found, STATE_FILE)
+        file = os.path.join(found, STATE_FILE)
     try:
         state = torch.load(file, map_location=map_location, weights_only=True)
     except Exception as e:  # truncated, garbage or foreign pickles all land here
@@ -168,7 +126,7 @@ def load(path: str | os.PathLike, map_location: Any = "cpu") -> dict[str, Any]:
                 f"checkpoint {file!r} is corrupt: {', '.join(wrong[:5])}{' ...' if len(wrong) > 5 else ''} differ from "
                 "what was saved (their SHA-256 does not match the one written with them); use an earlier checkpoint"
             )
-    state["path"] = file
+    state["path"] = found
     return state
 
 
@@ -188,28 +146,83 @@ def load_policy(path: str | os.PathLike, deterministic: bool = True, device: Any
     expected = network["observation_size"]
 
     def checked_policy(observation: Any, *args: Any, **kwargs: Any) -> Any:
-        _check_observation(state["path"], observation, expected)
+        run_checkpoints.check_policy_input(state["path"], observation, expected, "tensors")
         return policy(observation, *args, **kwargs)
 
     checked_policy.modules = policy.modules  # callers move or inspect the networks behind the policy
     return checked_policy
 
 
-def _check_observation(file: str, observation: Any, expected: Any) -> None:
-    """A policy given observations of another size says so (instead of a matrix-multiply error deep in torch)."""
-    if isinstance(expected, dict):
-        for key, size in expected.items():
-            value = observation.get(key) if hasattr(observation, "get") else None
-            got = tuple(getattr(value, "shape", ()))
-            if value is None or not got or got[-1] != size:
-                raise ValueError(
-                    f"the policy loaded from {file!r} takes observations[{key!r}] of size {size}; got "
-                    f"{'no such key' if value is None else f'shape {got}'}"
-                )
-        return
-    got = tuple(getattr(observation, "shape", ()))
-    if not got or got[-1] != expected:
-        raise ValueError(
-            f"the policy loaded from {file!r} takes observations of size {expected} (tensors [..., {expected}]); "
-            f"got shape {got}: they come from another environment"
-        )
+# --------------------------------------------------------------------------------- what the trainer records
+
+
+def run_config(
+    args: Any, modules: PPOModules, episode_length: int, action_repeat: int, env_steps: int
+) -> dict[str, Any]:
+    """JSON-ready description of a run (``args``: its ``TrainArguments``): env, networks, hyperparameters, env-step
+    count."""
+    environment = args.environment
+    if not isinstance(environment, str):
+        environment = type(getattr(environment, "unwrapped_env", environment)).__name__
+    plain = (bool, int, float, str, type(None))
+    settings = {
+        **{k: v for k, v in args.hp.to_dict().items() if isinstance(v, plain) and k != "num_timesteps"},
+        **{k: v for k, v in args.kernel_inits.items() if isinstance(v, plain)},
+        "eval_backend": args.eval_backend,
+        "num_threads": args.num_threads,
+        "restore_value_fn": args.restore_value_fn,
+        "action_repeat": int(action_repeat),  # a ready TorchEnv brings its own
+    }
+    for name in ("policy_hidden_layer_sizes", "value_hidden_layer_sizes"):
+        settings[name] = list(getattr(args.hp, name))
+    return {
+        "format": FORMAT,
+        "environment": environment,
+        "network": modules.config(),
+        "episode_length": int(episode_length),
+        "action_repeat": int(action_repeat),
+        "env_steps": int(env_steps),
+        "training": settings,
+    }
+
+
+def comparable(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The part of a run configuration a resumed run must share: env, networks, episode, and the training
+    hyperparameters both trainers record (``resume.RESUME_FIELDS``)."""
+    training = config.get("training", {})
+    return {
+        **{k: config[k] for k in ("environment", "network", "episode_length", "action_repeat") if k in config},
+        "training": {k: training[k] for k in resume.RESUME_FIELDS if k in training},
+    }
+
+
+def size_json(size: Any) -> Any:
+    """An observation size as JSON: an int, or for dict observations ``{key: int or shape list}``."""
+    if isinstance(size, Mapping):
+        return {k: list(v) if isinstance(v, tuple | list) else int(v) for k, v in size.items()}
+    return int(size)
+
+
+def gather_process_states(
+    dist: distributed.DistributedContext, rng_state: torch.Tensor, env_state: dict[str, Any] | None
+) -> tuple[list[Any], list[Any] | None]:
+    """Every rank's RNG state and (under DDP) env state, as rank 0 saves them: each rank steps its own envs and
+    resumes its own. Every rank must call it under DDP."""
+    if not dist.enabled:
+        return [rng_state], None
+    rng_states: list[Any] = [None] * dist.world_size
+    torch.distributed.all_gather_object(rng_states, rng_state, group=dist.group)
+    # The env states cross as NumPy arrays: their tensors share memory with JAX's host buffers, which
+    # all_gather_object's pickling of torch storages does not carry.
+    as_numpy = None if env_state is None else {k: _map_tensors(v, torch.Tensor.numpy) for k, v in env_state.items()}
+    env_states: list[Any] = [None] * dist.world_size
+    torch.distributed.all_gather_object(env_states, as_numpy, group=dist.group)
+    env_states = [
+        None if e is None else {k: _map_tensors(v, torch.from_numpy) for k, v in e.items()} for e in env_states
+    ]
+    return rng_states, env_states
+
+
+def _map_tensors(value: Any, fn: Callable[[Any], Any]) -> Any:
+    """``fn`` applied to a tensor or array, or to each in a list."""
+    return [fn(v) for v in value] if isinstance(value, list) else fn(value)

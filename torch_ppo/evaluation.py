@@ -157,9 +157,7 @@ class JaxEvaluator:
         if self._program is None:
             self.use([program.compile() for program in self.lower()])
         if self._evaluator is None:
-            key = self._key
-            for _ in range(self.runs):
-                key = jax.random.split(key)[0]  # the key each earlier evaluation took, as Evaluator splits
+            key = acting.key_after_evaluations(self._key, self.runs)
             self._evaluator = acting.Evaluator(
                 self.env, self._policy_fn, **self._sizes, key=jax.device_put(key, self._device), run_fn=self._program
             )

@@ -283,8 +283,9 @@ def jax_policy_to_torch(
     Args:
       params: what ``brax_core``'s ``train`` returns as ``params``, the ``(normalizer_params, policy_params)``
         pair, or a ``brax_core`` PPO checkpoint path (its saved config then supplies the network kwargs).
-      observation_size, action_size, policy_hidden_layer_sizes: checked against the weights' shapes when given
-        (the weights determine them).
+      observation_size: checked against the weights' shapes when given (the weights determine it).
+      action_size: checked against the weights' shapes when given.
+      policy_hidden_layer_sizes: checked against the weights' shapes when given.
       activation: the activation the JAX networks used, by name or as the jax/flax function; required with params
         (they do not record it: ``'swish'`` for the default networks), read from a checkpoint's config.
       **network_kwargs: other ``make_ppo_networks`` kwargs. The distribution type and std layout are read from

@@ -77,7 +77,7 @@ def get_environment_class(env_name: str) -> Callable[..., Env]:
     return entry
 
 
-def get_environment(env_name: str, **kwargs) -> Env:
+def get_environment(env_name: str, **kwargs: Any) -> Env:
     """Returns an environment from the environment registry.
 
     Args:

@@ -103,6 +103,14 @@ def summarize_eval(eval_metrics: Any, axis_name: str | None = None) -> dict[str,
     return out
 
 
+def key_after_evaluations(key: jax.Array, count: int) -> jax.Array:
+    """The key an ``Evaluator`` started with ``key`` holds after ``count`` evaluations (each splits its own off):
+    where the evaluations of a run resumed after ``count`` of them continue."""
+    for _ in range(count):
+        key = jax.random.split(key)[0]
+    return key
+
+
 class Evaluator:
     """Runs evaluation episodes with a compiled rollout and reports Brax's ``eval/*`` metrics.
 

@@ -1,7 +1,8 @@
 """PPO checkpoints with orbax (``brax.training.agents.ppo.checkpoint`` counterpart).
 
-Layout: ``<save_checkpoint_path>/<env_steps>/``, the step named with 12 digits as Brax names it (``000000000100``;
-a name with another number of digits, such as ``100``, resolves to the same step) holding these items,
+Layout: the step directories both trainers write (``brax_core.training.run.checkpoints``:
+``<save_checkpoint_path>/000000000100/``, a manifest with every file's SHA-256, ``max_to_keep``), each holding
+these orbax items,
 
 * ``config``: JSON — observation and action sizes (integers), ``normalize_observations``, the network factory
   and *every* network keyword argument (activations and initialisers by name), the env-step count as an exact
@@ -13,15 +14,14 @@ a name with another number of digits, such as ``100``, resolves to the same step
 * ``env_state``: the training environments' state, so a resumed run continues exactly;
 * ``checksums``: JSON — a SHA-256 of every array of ``params``, ``state`` and ``env_state`` (dtype, shape and
   bytes), compared with the arrays an item restores to;
-* ``files.sha256.json`` (written once orbax has finished the step directory): a SHA-256 of every file of those
-  items, checked before orbax reads an item. A flipped bit in a checkpoint raises ``ChecksumError`` naming the
-  file (or the array) instead of loading as a different policy, and orbax never starts reading corrupt data
-  (a read failing inside orbax closes its event loop under reads still in flight, whose callbacks then print
-  stray "Event loop is closed" tracebacks).
+and then the manifest (written once orbax has finished the step directory) with a SHA-256 of every file of
+``params``, ``state`` and ``env_state``, checked before orbax reads an item. A flipped bit in a checkpoint raises
+``CheckpointError`` (``ChecksumError`` is its older name) naming the file (or the array) instead of loading as a
+different policy, and orbax never starts reading corrupt data (a read failing inside orbax closes its event loop
+under reads still in flight, whose callbacks then print stray "Event loop is closed" tracebacks).
 
 orbax writes each step into a temporary directory and renames it when complete, so an interrupted save never
-looks like a checkpoint; ``max_to_keep`` bounds how many are kept. ``load_policy`` rebuilds the inference
-function from the saved configuration alone.
+looks like a checkpoint. ``load_policy`` rebuilds the inference function from the saved configuration alone.
 
 With several JAX processes (``jax.distributed``) every process saves into the same path, which must be on a
 filesystem they all see: each writes its own shards (its envs' state), process 0 the rest, and the step
@@ -38,7 +38,6 @@ import json
 import logging
 import math
 import os
-import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -52,18 +51,17 @@ from brax_core.training import networks, resume, types
 from brax_core.training.acme import running_statistics
 from brax_core.training.agents.ppo import networks as ppo_networks
 from brax_core.training.agents.ppo import networks_vision
+from brax_core.training.run import checkpoints as run_checkpoints
+from brax_core.training.run.checkpoints import STEP_NAME_DIGITS, CheckpointError, resolve, step_name
+from brax_core.training.run.checkpoints import latest_step as latest_step  # the save path's newest step
+from brax_core.training.run.checkpoints import step_directories as step_directories
 
 CONFIG_FORMAT = "brax_core.ppo.checkpoint/1"
 _CHECKED_ITEMS = ("params", "state", "env_state")
-FILE_CHECKSUMS = "files.sha256.json"
-
-
-class ChecksumError(ValueError):
-    """A checkpoint item whose data differs from what was saved (the message names its directory and array)."""
-
-
-_STEP_DIR = re.compile(r"^\d+$")
-STEP_NAME_DIGITS = 12
+# The file holding the digests of the checked items' files (a checkpoint without one is checked by its arrays).
+FILE_CHECKSUMS = run_checkpoints.MANIFEST
+# The name this module gave the one checkpoint error class before both trainers shared it.
+ChecksumError = CheckpointError
 
 # Callables known by name in configurations (activations are looked up in networks.ACTIVATIONS first).
 _NAMED_CALLABLES: dict[str, Any] = {
@@ -409,48 +407,6 @@ def abstract_params(
 # ----------------------------------------------------------------------------------------------- files
 
 
-def step_name(env_steps: int) -> str:
-    """The name of the step directory of a checkpoint at ``env_steps``: Brax's, 12 digits (``000000001280``), so
-    that the names sort as the steps do."""
-    return f"{int(env_steps):0{STEP_NAME_DIGITS}d}"
-
-
-def step_directories(path: str | os.PathLike) -> list[str]:
-    """Completed checkpoint step directories under ``path``, oldest first (temporary ones are ignored)."""
-    path = os.fspath(path)
-    if not os.path.isdir(path):
-        return []
-    steps = [d for d in os.listdir(path) if _STEP_DIR.match(d) and os.path.isdir(os.path.join(path, d))]
-    return [os.path.join(path, d) for d in sorted(steps, key=int)]
-
-
-def latest_step(path: str | os.PathLike) -> int | None:
-    """Env steps of the newest completed checkpoint under ``path`` (read from its name; nothing is loaded)."""
-    steps = step_directories(path)
-    return int(os.path.basename(steps[-1])) if steps else None
-
-
-def resolve(path: str | os.PathLike) -> str:
-    """A checkpoint step directory: ``path`` itself, or the newest one under a ``save_checkpoint_path``."""
-    path = os.path.abspath(os.fspath(path))
-    if not os.path.exists(path):
-        # The same step under another number of digits: 100 for 000000000100 (checkpoints written before the names
-        # had 12 digits, or a path built with str(step)).
-        parent, name = os.path.split(path)
-        same_step = [
-            d for d in step_directories(parent) if _STEP_DIR.match(name) and int(os.path.basename(d)) == int(name)
-        ]
-        if same_step:
-            return same_step[0]
-        raise FileNotFoundError(f"no checkpoint at {path!r}: the path does not exist")
-    if os.path.isdir(os.path.join(path, "config")):
-        return path
-    steps = step_directories(path)
-    if not steps:
-        raise FileNotFoundError(f"no checkpoint at {path!r}: it holds no completed checkpoint step directories")
-    return steps[-1]
-
-
 def load_config(path: str | os.PathLike) -> config_dict.ConfigDict:
     """The configuration of a checkpoint (a step directory or the newest under ``path``), as Brax's: a
     ``ConfigDict`` of live values (``config.network_factory_kwargs``, ``config["env_steps"]``).
@@ -479,9 +435,11 @@ def _read_config(path: str | os.PathLike) -> dict[str, Any]:
         with open(os.path.join(config_dir, files[0]) if files else config_dir) as f:
             config = json.load(f)
     except (OSError, ValueError, IndexError) as e:
-        raise ValueError(f"checkpoint at {step_dir!r} is corrupt or incomplete: cannot read its config ({e})") from e
+        raise CheckpointError(
+            f"checkpoint at {step_dir!r} is corrupt or incomplete: cannot read its config ({e})"
+        ) from e
     if not isinstance(config, dict) or config.get("format") != CONFIG_FORMAT:
-        raise ValueError(f"checkpoint at {step_dir!r} has no brax_core PPO config (format {CONFIG_FORMAT!r})")
+        raise CheckpointError(f"checkpoint at {step_dir!r} has no brax_core PPO config (format {CONFIG_FORMAT!r})")
     return config
 
 
@@ -536,7 +494,7 @@ class Saver:
         # finishes it when all have; the digests are one file, written by one process (two writers would race on
         # its temporary name), and no process goes on before it exists (a resume or load would find it missing).
         if jax.process_index() == 0:
-            _write_file_checksums(step_dir)
+            run_checkpoints.write_manifest(step_dir, "jax", env_steps, [i for i in _CHECKED_ITEMS if i in items])
         if jax.process_count() > 1:
             multihost_utils.sync_global_devices(f"brax_core checkpoint at {int(env_steps)} steps")
         return step_dir
@@ -605,58 +563,6 @@ def _checksums(tree: Any) -> list[list[str]] | None:
     return out
 
 
-def _file_digests(item_dir: str) -> dict[str, str]:
-    out = {}
-    for root, _, files in os.walk(item_dir):
-        for name in files:
-            path = os.path.join(root, name)
-            digest = hashlib.sha256()
-            with open(path, "rb") as f:
-                for block in iter(lambda: f.read(1 << 20), b""):
-                    digest.update(block)
-            out[os.path.relpath(path, item_dir)] = digest.hexdigest()
-    return out
-
-
-def _write_file_checksums(step_dir: str) -> None:
-    """Digests of every file of the checked items, written atomically beside them (a step directory without
-    them, from a crash in between or an older version, is verified by its array checksums alone)."""
-    digests = {
-        item: _file_digests(os.path.join(step_dir, item))
-        for item in _CHECKED_ITEMS
-        if os.path.isdir(os.path.join(step_dir, item))
-    }
-    tmp = os.path.join(step_dir, f".{FILE_CHECKSUMS}.tmp")
-    with open(tmp, "w") as f:
-        json.dump(digests, f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, os.path.join(step_dir, FILE_CHECKSUMS))
-
-
-def _verify_files(step_dir: str, item: str) -> None:
-    """Checks an item's files against the digests written with them, before orbax reads any of them."""
-    path = os.path.join(step_dir, FILE_CHECKSUMS)
-    if not os.path.isfile(path):
-        return
-    try:
-        with open(path) as f:
-            expected = json.load(f).get(item)
-    except (OSError, ValueError, AttributeError) as e:
-        raise ChecksumError(f"checkpoint at {step_dir!r} is corrupt: cannot read {FILE_CHECKSUMS} ({e})") from e
-    if expected is None:
-        return
-    item_dir = os.path.join(step_dir, item)
-    actual = _file_digests(item_dir)
-    for name in sorted(expected):
-        if actual.get(name) != expected[name]:
-            what = "is missing" if name not in actual else "differs from what was saved (its SHA-256 does not match)"
-            raise ChecksumError(
-                f"checkpoint file {os.path.join(item_dir, name)!r} {what}: the checkpoint is corrupt; restore an "
-                "earlier one"
-            )
-
-
 def _verify(step_dir: str, item: str, restored: Any) -> None:
     """Compares ``restored`` with the checksums saved beside it (checkpoints written before checksums existed
     have none and are not checked)."""
@@ -668,18 +574,18 @@ def _verify(step_dir: str, item: str, restored: Any) -> None:
         with open(os.path.join(path, files[0])) as f:
             expected = json.load(f).get(item)
     except (OSError, ValueError, AttributeError) as e:
-        raise ChecksumError(f"checkpoint at {step_dir!r} is corrupt: cannot read its checksums ({e})") from e
+        raise CheckpointError(f"checkpoint at {step_dir!r} is corrupt: cannot read its checksums ({e})") from e
     actual = _checksums(restored)
     if expected is None or actual is None:
         return
     item_dir = os.path.join(step_dir, item)
     if len(expected) != len(actual):
-        raise ChecksumError(
+        raise CheckpointError(
             f"checkpoint {item_dir!r} is corrupt: it restored {len(actual)} arrays, {len(expected)} were saved"
         )
     for (name, want), (_, got) in zip(expected, actual, strict=True):
         if want != got:
-            raise ChecksumError(
+            raise CheckpointError(
                 f"checkpoint {item_dir!r} is corrupt: the array {item}{name} differs from what was saved (its "
                 "SHA-256 does not match the one written with it); restore an earlier checkpoint"
             )
@@ -688,8 +594,8 @@ def _verify(step_dir: str, item: str, restored: Any) -> None:
 def _restore_item(step_dir: str, item: str, target: Any) -> Any:
     item_dir = os.path.join(step_dir, item)
     if not os.path.isdir(item_dir):
-        raise ValueError(f"checkpoint at {step_dir!r} is corrupt or incomplete: {item!r} is missing")
-    _verify_files(step_dir, item)
+        raise CheckpointError(f"checkpoint at {step_dir!r} is corrupt or incomplete: {item!r} is missing")
+    run_checkpoints.verify_files(step_dir, item)
     import orbax.checkpoint as ocp
 
     try:
@@ -729,7 +635,7 @@ def restore_env_state(path: str | os.PathLike, target: Any) -> Any | None:
     try:
         restored = _restore_item(step_dir, "env_state", _drop_empty(target))
         return jax.tree.map(lambda t, r: t if r is None else r, target, restored, is_leaf=lambda x: x is None)
-    except ChecksumError:
+    except CheckpointError:
         raise
     except ValueError as e:
         logging.warning("not resuming the environment state (%s); environments start fresh", e)
@@ -785,32 +691,7 @@ def load_policy(
     policy = ppo_networks.make_inference_fn(network)(params, deterministic=deterministic)
 
     def checked_policy(observations: types.Observation, key_sample: jax.Array) -> tuple[jax.Array, Any]:
-        _check_policy_input(step_dir, observations, expected)
+        run_checkpoints.check_policy_input(step_dir, observations, expected, "arrays")
         return policy(observations, key_sample)
 
     return checked_policy
-
-
-def _check_policy_input(step_dir: str, observations: Any, expected: types.ObservationSize) -> None:
-    """Shapes are static (also under ``jit``), so a policy given observations of another size says so at once."""
-    if isinstance(expected, Mapping):
-        if not isinstance(observations, Mapping):
-            raise ValueError(
-                f"the policy loaded from {step_dir!r} takes dict observations with keys {sorted(expected)}; "
-                f"got {type(observations).__name__}"
-            )
-        for key, size in expected.items():
-            shape = tuple(size) if isinstance(size, tuple | list) else (size,)
-            got = tuple(getattr(observations.get(key), "shape", ()))
-            if key not in observations or got[len(got) - len(shape) :] != shape:
-                raise ValueError(
-                    f"the policy loaded from {step_dir!r} takes observations[{key!r}] of shape {shape} (per env); "
-                    f"got {got if key in observations else 'no such key'}"
-                )
-        return
-    got = tuple(getattr(observations, "shape", ()))
-    if not got or got[-1] != expected:
-        raise ValueError(
-            f"the policy loaded from {step_dir!r} takes observations of size {expected} (arrays [..., {expected}]); "
-            f"got shape {got}: they come from another environment"
-        )

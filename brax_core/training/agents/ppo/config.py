@@ -20,6 +20,7 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from brax_core.training.agents.ppo import adaptive_kl
 from brax_core.training.validation import TRAINERS, ConfigError, FieldSpec, check
 
 # Activation names both trainers know (brax_core.training.networks and torch_ppo.networks map them alike).
@@ -37,7 +38,7 @@ NOISE_STD_TYPES = ("scalar", "log")
 # Running-statistics algorithms (brax_core.training.acme.running_statistics, torch_ppo.normalizer).
 NORMALIZATION_MODES = ("welford", "ema")
 # Learning-rate schedules ('NONE' is the same as None: the constant learning_rate).
-LR_SCHEDULES = ("ADAPTIVE_KL", "NONE")
+LR_SCHEDULES = (adaptive_kl.NAME, "NONE")
 
 __all__ = [
     "ACTIVATIONS", "BY_NAME", "DISTRIBUTION_TYPES", "LR_SCHEDULES", "NETWORK_FIELDS", "NOISE_STD_TYPES",
@@ -130,8 +131,9 @@ class PPOConfig:
     )
     desired_kl: float = _real(0.01, "target KL(behaviour || current policy) of the ADAPTIVE_KL schedule", min_open=True)
     learning_rate_schedule: str | None = _choice(
-        None, "learning-rate schedule: ADAPTIVE_KL (per minibatch, divide the rate by 1.5 when the KL exceeds "
-        "2 * desired_kl, multiply by 1.5 when it is positive and below desired_kl / 2) or NONE (constant)",
+        None, f"learning-rate schedule: ADAPTIVE_KL (per minibatch, divide the rate by {adaptive_kl.FACTOR} when the "
+        f"KL exceeds 2 * desired_kl, multiply by {adaptive_kl.FACTOR} when it is positive and below desired_kl / 2) or "
+        "NONE (constant)",
         LR_SCHEDULES, optional=True,
     )
     learning_rate_schedule_min_lr: float = _real(

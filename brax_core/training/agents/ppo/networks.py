@@ -119,27 +119,32 @@ def make_ppo_networks(
       observation_size: an int, or a mapping of dict-observation keys to shapes.
       action_size: the number of action dimensions.
       preprocess_observations_fn: applied to the selected observation with its statistics (the normaliser).
-      policy_hidden_layer_sizes, value_hidden_layer_sizes: hidden layer widths.
+      policy_hidden_layer_sizes: the policy network's hidden layer widths.
+      value_hidden_layer_sizes: the value network's hidden layer widths.
       activation: hidden-layer activation.
-      policy_obs_key, value_obs_key: with dict observations, the key each network reads (asymmetric
-        actor-critic: e.g. the critic reads ``'privileged_state'``); ignored for array observations.
+      policy_obs_key: with dict observations, the key the policy reads; ignored for array observations.
+      value_obs_key: with dict observations, the key the value network reads (asymmetric actor-critic: e.g.
+        ``'privileged_state'``); ignored for array observations.
       distribution_type: ``'tanh_normal'`` (an MLP outputs loc and a softplus scale; actions are tanh-squashed) or
         ``'normal'`` (mean head and learned std; actions are the normal samples, not squashed).
       noise_std_type: ``'normal'`` only: the std parameter is the std itself (``'scalar'``) or its log (``'log'``).
       init_noise_std: ``'normal'`` only: the std the parameter starts at.
       state_dependent_std: ``'normal'`` only: the std is a linear head on the hidden features instead.
-      policy_network_kernel_init_fn, policy_network_kernel_init_kwargs: initialiser factory (e.g.
-        ``jax.nn.initializers.orthogonal``) and its kwargs for the policy's kernels.
-      value_network_kernel_init_fn, value_network_kernel_init_kwargs: the same for the value network.
+      policy_network_kernel_init_fn: initialiser factory (e.g. ``jax.nn.initializers.orthogonal``) for the
+        policy's kernels.
+      policy_network_kernel_init_kwargs: keyword arguments of ``policy_network_kernel_init_fn``.
+      value_network_kernel_init_fn: initialiser factory for the value network's kernels.
+      value_network_kernel_init_kwargs: keyword arguments of ``value_network_kernel_init_fn``.
       mean_clip_scale: ``'normal'`` only: the mean is squashed into ``(-s, s)`` by ``s * x / (1 + |x|)``.
-      mean_kernel_init_fn, mean_kernel_init_kwargs: ``'normal'`` only: initialiser of the mean head's kernel
-        (default: the policy's).
+      mean_kernel_init_fn: ``'normal'`` only: initialiser factory of the mean head's kernel (default: the
+        policy's).
+      mean_kernel_init_kwargs: keyword arguments of ``mean_kernel_init_fn``.
       kernel_init: an initialiser (not a factory) for both networks' kernels, instead of the two ``*_fn``.
       layer_norm: layer norm after each hidden activation.
       min_std: ``'tanh_normal'`` only: added to the softplus scale.
-      use_distributional_critic, num_quantiles: the value network outputs ``num_quantiles`` quantiles and its
-        ``apply`` returns ``(value, quantiles)`` (see ``networks.make_value_network``); ``train`` sets it from its
-        own argument.
+      use_distributional_critic: the value network outputs ``num_quantiles`` quantiles and its ``apply`` returns
+        ``(value, quantiles)`` (see ``networks.make_value_network``); ``train`` sets it from its own argument.
+      num_quantiles: the distributional critic's number of quantiles.
     """
     if isinstance(action_size, bool) or not isinstance(action_size, int) or action_size <= 0:
         raise ValueError(f"action_size must be a positive integer, got {action_size!r}")

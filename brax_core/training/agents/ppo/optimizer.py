@@ -1,9 +1,7 @@
 """Learning-rate schedules for PPO (``brax.training.agents.ppo.optimizer`` counterpart).
 
 ``ADAPTIVE_KL`` adapts the learning rate at every minibatch from the KL divergence between the behaviour policy and
-the current one (RSL-RL's schedule): the rate is divided by 1.5 (not below ``min_learning_rate``) when the KL exceeds
-``2 * desired_kl`` and multiplied by 1.5 (not above ``max_learning_rate``) when it is positive and below
-``desired_kl / 2``; otherwise it is kept. The torch trainer applies the same rule (``torch_ppo.train``).
+the current one (``adaptive_kl``: the rule both trainers apply).
 """
 
 from __future__ import annotations
@@ -15,6 +13,8 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from brax_core.training.agents.ppo import adaptive_kl
+
 __all__ = ["LRSchedule", "adapt_learning_rate", "adaptive_kl_learning_rate", "make_optimizer"]
 
 
@@ -22,11 +22,7 @@ class LRSchedule(enum.StrEnum):
     """Learning-rate schedules ``train`` accepts (also by name, or as Brax's enum of the same values)."""
 
     NONE = "NONE"
-    ADAPTIVE_KL = "ADAPTIVE_KL"
-
-
-# The factor by which ADAPTIVE_KL lowers or raises the learning rate.
-_FACTOR = 1.5
+    ADAPTIVE_KL = adaptive_kl.NAME
 
 
 def adapt_learning_rate(
@@ -36,16 +32,18 @@ def adapt_learning_rate(
     min_learning_rate: float = 1e-5,
     max_learning_rate: float = 1e-2,
 ) -> jax.Array:
-    """The ADAPTIVE_KL rule: the next learning rate from the current one and the minibatch's mean KL.
-
-    A rate already outside ``[min_learning_rate, max_learning_rate]`` is only moved into it by a change in that
-    direction (the bounds clip the changed value, as in Brax).
-    """
-    kl_mean = jax.lax.stop_gradient(kl_mean)
-    lowered = jnp.maximum(min_learning_rate, learning_rate / _FACTOR)
-    raised = jnp.minimum(max_learning_rate, learning_rate * _FACTOR)
-    learning_rate = jnp.where(kl_mean > 2.0 * desired_kl, lowered, learning_rate)
-    return jnp.where((kl_mean < desired_kl / 2.0) & (kl_mean > 0.0), raised, learning_rate)
+    """The ADAPTIVE_KL rule (``adaptive_kl.adapted_learning_rate``): the next learning rate from the current one and
+    the minibatch's mean KL."""
+    return adaptive_kl.adapted_learning_rate(
+        learning_rate,
+        jax.lax.stop_gradient(kl_mean),
+        desired_kl,
+        min_learning_rate,
+        max_learning_rate,
+        where=jnp.where,
+        at_least=lambda x, bound: jnp.maximum(bound, x),
+        at_most=lambda x, bound: jnp.minimum(bound, x),
+    )
 
 
 def _injected(state: Any) -> Any:

@@ -2,7 +2,8 @@
 
 ``PRESETS[name]`` holds everything but the environment: ``ppo.train(env, **PRESETS[name])``. Network sizes live in
 the ``network_factory`` partial; ``network_kwargs(name)`` returns them as plain data for trainers that build their
-own networks (the torch trainer reuses these presets).
+own networks (the torch trainer reuses these presets). Each preset's comment says what it reaches; how they were
+tuned, with the measurements, is in benchmarks/RESULTS.md ("Preset tuning").
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ def _networks(policy: tuple[int, ...], value: tuple[int, ...], activation: str =
 
 
 def _locomotion(**overrides: Any) -> dict[str, Any]:
-    """The locomotion recipe (see the comment above ``halfcheetah``), with per-env overrides."""
+    """The locomotion recipe for a CPU's budget of env steps, with per-env overrides."""
     recipe = dict(
         episode_length=1000,
         num_envs=128,
@@ -44,8 +45,7 @@ def _locomotion(**overrides: Any) -> dict[str, Any]:
 
 
 PRESETS: dict[str, dict[str, Any]] = {
-    # The no-physics test env: eval reward 68.7 (the most a 100-step episode pays; ~34 untrained) after 48 training
-    # steps of 1280 env steps.
+    # The no-physics test env: the most a 100-step episode pays (68.7) within 48 training steps.
     "fast": dict(
         num_timesteps=61_440,
         episode_length=100,
@@ -62,10 +62,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         num_eval_envs=32,
         network_factory=_networks((16, 16), (16, 16)),
     ),
-    # Cart-pole balancing on MJX: eval reward 1000 (the maximum) at 221k env steps (JAX) and 197k (torch), then stays
-    # there (measured to 492k; benchmarks/learning.py, 2-core CPU, load 2-6: 99 s and 91 s including start-up).
-    # Small batches of short unrolls from 128 envs: on a CPU, compiling dominates and the physics is cheap, so few
-    # env steps and small networks beat Brax's 2048-env recipe.
+    # The maximum, 1,000, at about 200k env steps with both trainers, and it stays there.
     "inverted_pendulum": dict(
         num_timesteps=400_000,
         episode_length=1000,
@@ -83,15 +80,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         num_eval_envs=16,
         network_factory=_networks((32, 32), (64, 64)),
     ),
-    # Tuned for few env steps (a CPU's budget): 16-step unrolls from 128 envs, 10 passes over each batch at
-    # learning rate 3e-4, γ 0.97, unscaled rewards. (Brax's recipe, unroll 5 with rewards scaled by 10, needed
-    # far more env steps; learning rate 1e-3 got there sooner but then collapsed.)
-    # The clip ratio 0.1 keeps the balance once found: with 0.2 all three JAX seeds reached 9,359-9,360 and then
-    # fell back (final 1,400, 8,387, 4,351). Measured (benchmarks/learning.py, 2-core CPU, no GPU, quiet, 12 seeds
-    # each, 4-minute runs, 5.4M env steps; the maximum is about 9,360, a random policy gets 156): the JAX trainer
-    # passes 9,000 in 11 of 12 runs, at 1.3M-4.7M env steps (30-80 s from launch, 67-114 s a run), final median
-    # 9,359; torch_ppo in 9 of 12, at 1.4M-4.1M (62-202 s, 211-246 s a run), final median 8,411. Both sometimes
-    # fall back after passing it (3 of 11 JAX runs, 5 of 9 torch runs, below 7,000 at some later evaluation).
+    # Passes 9,000 (of about 9,360) at 1.3M-4.7M env steps in most runs; the clip ratio 0.1 keeps the balance found.
     "inverted_double_pendulum": dict(
         num_timesteps=5_000_000,
         episode_length=1000,
@@ -110,19 +99,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         num_eval_envs=16,
         network_factory=_networks((64, 64), (128, 128)),
     ),
-    # Brax's action repeat 4 with the double pendulum's recipe (16-step unrolls from 128 envs, 10 passes, learning
-    # rate 3e-4, γ 0.97, unscaled rewards, gradient norm clipped at 1); 64 eval envs, since an episode's reward
-    # depends much on where its target lands. Holding the fingertip on the target takes actions of about 0.01 (motor
-    # gear 200), so small policy changes turn a steady arm into an oscillating one: with the usual clip ratio 0.2
-    # and entropy cost 1e-3, seed-0 runs of the JAX trainer reached -10.3 to -12 and then fell back in sudden drops
-    # (to between -36 and -77 within 1M env steps, whatever the discount, value network, normaliser freeze, passes
-    # per batch or entropy cost tried). The clip ratio 0.1, entropy cost 0.01 and a (256, 256) value network make
-    # the climb steady. Measured (benchmarks/learning.py, 2-core CPU, quiet, 6 seeds each, 9.8M env steps): every run
-    # passes -10, the JAX trainer at 5.9M-8.8M env steps (74-141 s from launch, 116-153 s a run), torch_ppo at
-    # 6.6M-7.2M (178-246 s, 259-323 s a run); final rewards JAX -6.9 to -10.7 (median -8.9), torch -7.7 to -10.2
-    # (median -8.8) and one run that fell to -21.3 at its last evaluation.
-    # For scale: a hand-tuned inverse-kinematics PD controller scores -5.2 (benchmarks/reacher_reference.py), a
-    # random policy -815.
+    # Passes -10 at 6M-9M env steps (a hand-tuned controller scores -5.2, a random policy -815).
     "reacher": dict(
         num_timesteps=8_000_000,
         episode_length=1000,
@@ -143,22 +120,12 @@ PRESETS: dict[str, dict[str, Any]] = {
         max_grad_norm=1.0,
         network_factory=_networks((64, 64), (256, 256)),
     ),
-    # The locomotion tasks share one recipe tuned for few env steps (a CPU's budget), in the spirit of the
-    # MuJoCo-benchmark PPO settings rather than Brax's GPU recipe: 2,048 env steps per update (16-step unrolls
-    # from 128 envs), cut into 32 minibatches of 64 steps, 10 passes, learning rate 3e-4, no entropy bonus,
-    # γ 0.97. On halfcheetah it reached eval reward 2,951 at 602k env steps where Brax's recipe scaled down to
-    # 128 envs was still below 0 at 200k. Measured (benchmarks/learning.py, 2-core CPU, quiet, 3.5-minute runs
-    # stopping at the first evaluation after, 6 seeds per trainer; random policy in brackets): torch_ppo
-    # at 2.7k-4.3k env steps/s covers 0.5M-1.0M env steps, the JAX trainer at 5.6k-13.9k covers 1.26M-2.77M. Final
-    # rewards JAX / torch: halfcheetah 3,929, 5,414, 866, 1,022, 3,227, 1,203 / 2,887, 1,480, 1,637, 517, 2,775, 3,800
-    # [about -260]; hopper 480, 667, 667, 787, 627, 595 (best 1,028) / 1,025, 620, 574, 507, 359, 797 [17]; walker2d
-    # 379, 494, 711, 461, 460, 892 / 1,222, 542, 418, 458, 466, 407 [3]; ant 213, 292, 346, 283, 301, 512 (best 1,005) /
-    # 1,030, 374, 1,241, 220, 423, 242 [-8]. humanoid (3 seeds, 15 / 12-minute runs): final 486, 750, 485 (JAX, up to
-    # 5.0M env steps) / 480, 603, 704 (torch, up to 1.76M) [123]. On a GPU, GPU_PRESETS below.
+    # In 3.5 minutes on 2 cores: halfcheetah 500-5,400, hopper and walker2d 350-1,250, ant 200-1,250 (6 seeds).
     "halfcheetah": _locomotion(num_timesteps=5_000_000),
     "hopper": _locomotion(num_timesteps=5_000_000),
     "walker2d": _locomotion(num_timesteps=5_000_000),
     "ant": _locomotion(num_timesteps=5_000_000),
+    # humanoid: about 500-750 (untrained 123) in 12-15 minutes.
     "humanoid": _locomotion(num_timesteps=5_000_000, network_factory=_networks((128, 128), (256, 256))),
 }
 
@@ -179,18 +146,9 @@ def _brax_gpu(**overrides: Any) -> dict[str, Any]:
     return {**recipe, **overrides}
 
 
-# Brax's own PPO recipes for the locomotion tasks (its training notebook, ``notebooks/training.ipynb``) with Brax's
-# default networks (policy 4 x 32, value 5 x 256, swish): 2,048-4,096 envs and 50M env steps, sized for a GPU, which
-# the CPU presets' 128 envs leave idle. The command line offers them as ``--preset <env>-gpu``. Measured on one
-# NVIDIA H200 (benchmarks/gpu_locomotion.sh; RESULTS.md "GPU"; seed 0, empty compile cache): ant passes eval reward
-# 3,000 at 27.9M env steps with both trainers, 75 s (JAX) and 112 s (torch_ppo) from the start of training, and the
-# JAX run ends its 50M env steps at 4,031 in 111 s (untrained about 830). Sharing the GPU with other runs, the JAX
-# trainer took humanoid to 7,601 at 27.9M env steps (untrained 88) and halfcheetah to 5,717 at 17.7M, which fell to
-# 3,399 at the next evaluation and climbed back to 5,063 by 44.2M (untrained about 0). Brax 0.14.2's own PPO with the
-# ant recipe reaches 3,557 at 50M env steps on this package's ant, and 7,542 on Brax's ant simulated by its own
-# `generalized` engine: the difference is the physics. No GPU preset for hopper and walker2d: Brax's notebook trains
-# them with SAC, and its humanoid PPO recipe learned them more slowly per env step than their CPU presets.
+# Brax's training-notebook recipes with Brax's default networks, sized for a GPU (``--preset <env>-gpu``).
 GPU_PRESETS: dict[str, dict[str, Any]] = {
+    # Passes 3,000 at 28M env steps with both trainers on one H200.
     "ant": _brax_gpu(
         num_envs=4096,
         batch_size=2048,
@@ -199,6 +157,7 @@ GPU_PRESETS: dict[str, dict[str, Any]] = {
         entropy_cost=1e-2,
         reward_scaling=10.0,
     ),
+    # About 7,600 at 28M env steps (untrained 88).
     "humanoid": _brax_gpu(
         num_envs=2048,
         batch_size=1024,
@@ -207,6 +166,7 @@ GPU_PRESETS: dict[str, dict[str, Any]] = {
         entropy_cost=1e-3,
         reward_scaling=0.1,
     ),
+    # About 5,000-5,700 from 18M env steps on, not steadily.
     "halfcheetah": _brax_gpu(
         num_envs=2048,
         batch_size=512,
@@ -219,11 +179,8 @@ GPU_PRESETS: dict[str, dict[str, Any]] = {
     ),
 }
 
-# Playground's Control Suite config (``brax_ppo_config``: 2,048 envs, 16 updates of 32 minibatches per batch, 60M env
-# steps) takes hours per million env steps on 2 CPU cores. These overrides keep the rest of it (unroll, discounting,
-# learning rate, entropy cost, reward scaling, normalisation, networks) and learn CartpoleSwingup and CheetahRun on
-# a 2-core CPU within minutes: ``{**from_playground(config), **PLAYGROUND_CPU, "num_timesteps": ...}``
-# (benchmarks/learning.py and benchmarks/vs_brax.py).
+# Playground's Control Suite config cut to a CPU's size (``{**from_playground(config), **PLAYGROUND_CPU, ...}``):
+# CartpoleSwingup and CheetahRun learn on 2 cores within minutes.
 PLAYGROUND_CPU: dict[str, Any] = dict(
     num_envs=256,
     batch_size=256,

@@ -1,0 +1,333 @@
+"""The checkpoint directory both trainers write, and how its checkpoints are found and verified.
+
+Layout: ``<save_checkpoint_path>/<env_steps>/``, one step directory per checkpoint named with 12 digits as Brax
+names them (``000000001280``; another number of digits, such as ``1280``, names the same step). Each trainer
+writes its own items into it (the JAX trainer orbax's ``config``, ``params``, ``state``, ``env_state`` and
+``checksums``; torch_ppo ``config.json`` and ``state.pt``) and then ``manifest.json``: the trainer, the step and a
+SHA-256 of every file of the items, checked before an item is read, so a flipped bit raises ``CheckpointError``
+naming the file instead of loading as a different policy. A step directory appears complete or not at all (orbax
+and torch_ppo both write into a temporary directory and rename it), so an interrupted save never looks like a
+checkpoint; ``max_to_keep`` (default ``None``: all) bounds how many are kept.
+
+Checkpoints written before this layout still resolve and load: torch_ppo's ``checkpoint_<steps, 15 digits>.pt``
+files and the JAX trainer's step directories with their digests in ``files.sha256.json``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import re
+import shutil
+import tempfile
+import time
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+
+STEP_NAME_DIGITS = 12
+MANIFEST = "manifest.json"
+MANIFEST_FORMAT = "brax_core.checkpoint/1"
+# The JAX trainer's file digests before manifests existed: {item: {path inside the item: SHA-256}}.
+LEGACY_FILE_CHECKSUMS = "files.sha256.json"
+# torch_ppo's checkpoints before step directories: one file per step in the save path.
+LEGACY_TORCH_FILE = re.compile(r"^checkpoint_(\d+)\.pt$")
+# What a step directory saved by the JAX trainer before manifests existed always holds.
+_LEGACY_STEP_ITEM = "config"
+_STEP_NAME = re.compile(r"^\d+$")
+# What a save cut short leaves: torch_ppo's temporary files and directories (orbax names its own ``*.orbax-*``).
+_TEMPORARY = re.compile(r"^\.tmp_.*\.part$")
+# A temporary untouched this long belongs to no running save (a save writes it continuously, then renames it).
+STALE_TMP_S = 600.0
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that is corrupt, incomplete or of another kind (the message names the path)."""
+
+
+# ------------------------------------------------------------------------------------------------- names
+
+
+def step_name(env_steps: int) -> str:
+    """The name of the step directory of a checkpoint at ``env_steps``: Brax's, 12 digits (``000000001280``), so
+    that the names sort as the steps do."""
+    return f"{int(env_steps):0{STEP_NAME_DIGITS}d}"
+
+
+def step_directory(path: str | os.PathLike, env_steps: int) -> str:
+    """The step directory of the checkpoint at ``env_steps`` under the save path ``path``."""
+    return os.path.join(os.path.abspath(os.fspath(path)), step_name(env_steps))
+
+
+def step_directories(path: str | os.PathLike) -> list[str]:
+    """Completed checkpoint step directories under ``path``, oldest first (temporary ones are ignored)."""
+    return [p for _, p in _entries(path) if os.path.isdir(p)]
+
+
+def checkpoints_in(path: str | os.PathLike) -> list[tuple[int, str]]:
+    """``(env_steps, path)`` of every checkpoint under the save path ``path``, oldest first: step directories and
+    torch_ppo's earlier checkpoint files."""
+    return _entries(path)
+
+
+def _entries(path: str | os.PathLike) -> list[tuple[int, str]]:
+    path = os.fspath(path)
+    if not os.path.isdir(path):
+        return []
+    found = []
+    for name in os.listdir(path):
+        full = os.path.join(path, name)
+        if _STEP_NAME.match(name) and os.path.isdir(full):
+            found.append((int(name), full))
+        elif (legacy := LEGACY_TORCH_FILE.match(name)) and os.path.isfile(full):
+            found.append((int(legacy.group(1)), full))
+    return sorted(found)
+
+
+def latest_step(path: str | os.PathLike) -> int | None:
+    """Env steps of the newest completed checkpoint under ``path`` (read from its name; nothing is loaded)."""
+    found = _entries(path)
+    return found[-1][0] if found else None
+
+
+def holds(save_path: str | os.PathLike | None, checkpoint_path: str | os.PathLike | None) -> bool:
+    """Whether the checkpoint ``checkpoint_path`` lies in the save path ``save_path`` (a run resumed from its own
+    folder, whose starting step is saved already)."""
+    if save_path is None or checkpoint_path is None:
+        return False
+    return os.path.dirname(os.path.abspath(checkpoint_path)) == os.path.abspath(os.fspath(save_path))
+
+
+def checked_paths(
+    save_checkpoint_path: Any, restore_checkpoint_path: str | os.PathLike | None
+) -> tuple[str | os.PathLike | None, str | None]:
+    """A trainer's ``save_checkpoint_path`` (checked to be a path) and ``restore_checkpoint_path`` resolved to the
+    checkpoint it names (``FileNotFoundError`` naming it where there is none)."""
+    if save_checkpoint_path is not None and not isinstance(save_checkpoint_path, str | os.PathLike):
+        raise TypeError(f"save_checkpoint_path must be a path, got {save_checkpoint_path!r}")
+    return save_checkpoint_path, None if restore_checkpoint_path is None else resolve(restore_checkpoint_path)
+
+
+def is_step_directory(path: str | os.PathLike) -> bool:
+    """Whether ``path`` is one checkpoint's step directory (it holds a manifest, or the config item of a JAX
+    checkpoint written before manifests) rather than a save path."""
+    return os.path.isfile(os.path.join(path, MANIFEST)) or os.path.isdir(os.path.join(path, _LEGACY_STEP_ITEM))
+
+
+def resolve(path: str | os.PathLike) -> str:
+    """The checkpoint ``path`` names: a step directory (or a checkpoint file of torch_ppo's earlier layout) itself,
+    or the newest one under a save path. Raises ``FileNotFoundError`` naming the path where there is none."""
+    path = os.path.abspath(os.fspath(path))
+    if not os.path.exists(path):
+        # The same step under another number of digits: 100 for 000000000100 (a path built with str(step)).
+        parent, name = os.path.split(path)
+        if _STEP_NAME.match(name):
+            same_step = [p for steps, p in _entries(parent) if steps == int(name) and os.path.isdir(p)]
+            if same_step:
+                return same_step[0]
+        raise FileNotFoundError(f"no checkpoint at {path!r}: the path does not exist")
+    if os.path.isfile(path) or is_step_directory(path):
+        return path
+    found = _entries(path)
+    if not found:
+        raise FileNotFoundError(f"no checkpoint at {path!r}: it holds no completed checkpoint")
+    return found[-1][1]
+
+
+# ---------------------------------------------------------------------------------------------- writing
+
+
+@contextlib.contextmanager
+def writing_step_directory(path: str | os.PathLike, env_steps: int) -> Iterator[str]:
+    """A temporary directory to write one checkpoint's items into; renamed to its step directory when the block
+    ends without an exception (replacing an earlier checkpoint of the same step), removed otherwise."""
+    path = os.path.abspath(os.fspath(path))
+    os.makedirs(path, exist_ok=True)
+    name = step_name(env_steps)
+    temporary = tempfile.mkdtemp(prefix=f".tmp_{name}_", suffix=".part", dir=path)
+    try:
+        yield temporary
+        final = os.path.join(path, name)
+        if os.path.isdir(final):
+            shutil.rmtree(final)
+        os.replace(temporary, final)
+    except BaseException:
+        shutil.rmtree(temporary, ignore_errors=True)
+        raise
+
+
+def write_file(path: str, data: bytes) -> None:
+    """Writes ``data`` to ``path`` and flushes it to the disk."""
+    with open(path, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def write_manifest(step_dir: str, trainer: str, env_steps: int, items: Iterable[str]) -> None:
+    """Writes the manifest of ``step_dir``: the trainer, the step and the digest of every file of ``items`` (files
+    or directories inside ``step_dir``), atomically, as the last file of the checkpoint."""
+    files: dict[str, str] = {}
+    for item in items:
+        files.update(_digests(step_dir, item))
+    manifest = {"format": MANIFEST_FORMAT, "trainer": trainer, "env_steps": int(env_steps), "files": files}
+    temporary = os.path.join(step_dir, f".{MANIFEST}.tmp")
+    write_file(temporary, json.dumps(manifest, indent=1, sort_keys=True).encode())
+    os.replace(temporary, os.path.join(step_dir, MANIFEST))
+
+
+def prune(path: str | os.PathLike, max_to_keep: int | None) -> None:
+    """Deletes all but the newest ``max_to_keep`` checkpoints under ``path`` (``None``: keeps all)."""
+    if max_to_keep is None:
+        return
+    found = _entries(path)
+    for _, old in found[: max(len(found) - max_to_keep, 0)]:
+        if os.path.isdir(old):
+            shutil.rmtree(old)
+        else:
+            os.remove(old)
+
+
+def remove_stale_temporaries(path: str | os.PathLike, older_than_s: float = STALE_TMP_S) -> list[str]:
+    """Deletes the temporary files and directories that killed saves left in ``path``; returns their paths.
+
+    Only those untouched for ``older_than_s`` seconds go: a save still running elsewhere (another process writing
+    into the same folder) keeps writing, so its modification time stays recent.
+    """
+    path = os.fspath(path)
+    if not os.path.isdir(path):
+        return []
+    now, removed = time.time(), []
+    for name in os.listdir(path):
+        if not _TEMPORARY.match(name):
+            continue
+        full = os.path.join(path, name)
+        try:
+            if now - _last_modified(full) < older_than_s:
+                continue
+            if os.path.isdir(full):
+                shutil.rmtree(full)
+            else:
+                os.remove(full)
+            removed.append(full)
+        except FileNotFoundError:  # renamed or removed by its writer meanwhile
+            continue
+    return removed
+
+
+def _last_modified(path: str) -> float:
+    if not os.path.isdir(path):
+        return os.stat(path).st_mtime
+    times = [os.stat(path).st_mtime]
+    for root, _, files in os.walk(path):
+        times.extend(os.stat(os.path.join(root, f)).st_mtime for f in files)
+    return max(times)
+
+
+# --------------------------------------------------------------------------------------------- verifying
+
+
+def read_manifest(step_dir: str) -> dict[str, Any] | None:
+    """The manifest of ``step_dir`` (``None`` for a checkpoint written without one)."""
+    manifest = _read_json(step_dir, MANIFEST)
+    if manifest is not None and manifest.get("format") != MANIFEST_FORMAT:
+        raise CheckpointError(
+            f"checkpoint at {step_dir!r} is corrupt: its {MANIFEST} has format {manifest.get('format')!r}, expected "
+            f"{MANIFEST_FORMAT!r}"
+        )
+    return manifest
+
+
+def _read_json(step_dir: str, name: str) -> Any:
+    """The JSON file ``name`` of ``step_dir`` (``None`` where there is none); ``CheckpointError`` where it is
+    unreadable."""
+    path = os.path.join(step_dir, name)
+    if not os.path.isfile(path):
+        return None
+    try:
+        with open(path) as f:
+            content = json.load(f)
+        if not isinstance(content, dict):
+            raise ValueError(f"a JSON {type(content).__name__}, not an object")
+        return content
+    except (OSError, ValueError) as e:
+        raise CheckpointError(f"checkpoint at {step_dir!r} is corrupt: cannot read its {name} ({e})") from e
+
+
+def verify_files(step_dir: str, item: str) -> None:
+    """Checks the files of ``item`` against the digests written with them, before anything reads them (a
+    checkpoint without digests, from a save cut short before its manifest or an old version, is not checked)."""
+    expected = _expected_digests(step_dir)
+    if expected is None:
+        return
+    prefix = item + "/"
+    for name in sorted(n for n in expected if n == item or n.startswith(prefix)):
+        path = os.path.join(step_dir, name)
+        actual = _file_digest(path) if os.path.isfile(path) else None
+        if actual != expected[name]:
+            what = "is missing" if actual is None else "differs from what was saved (its SHA-256 does not match)"
+            raise CheckpointError(f"checkpoint file {path!r} {what}: the checkpoint is corrupt; restore an earlier one")
+
+
+def _expected_digests(step_dir: str) -> dict[str, str] | None:
+    manifest = read_manifest(step_dir)
+    if manifest is not None:
+        return manifest["files"]
+    per_item = _read_json(step_dir, LEGACY_FILE_CHECKSUMS)
+    if per_item is None:
+        return None
+    return {f"{item}/{name}": digest for item, files in per_item.items() for name, digest in files.items()}
+
+
+def _digests(step_dir: str, item: str) -> dict[str, str]:
+    """``{path relative to step_dir: SHA-256}`` of the file ``item`` or of every file under the directory."""
+    top = os.path.join(step_dir, item)
+    if os.path.isfile(top):
+        return {item: _file_digest(top)}
+    out = {}
+    for root, _, files in os.walk(top):
+        for name in files:
+            path = os.path.join(root, name)
+            out[os.path.relpath(path, step_dir).replace(os.sep, "/")] = _file_digest(path)
+    return out
+
+
+def _file_digest(path: str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+# ---------------------------------------------------------------------------------------- loaded policies
+
+
+def check_policy_input(where: str, observation: Any, expected: Any, arrays: str = "arrays") -> None:
+    """Raises ``ValueError`` naming both when a policy loaded from the checkpoint at ``where`` is given observations
+    of another size than it was trained on (instead of a matrix-multiply error deep in the network). ``expected``
+    is the observation size, or for dict observations ``{key: size or shape}`` (per env); ``arrays`` names what the
+    observations are. Shapes are static (under ``jit`` too), so the check costs nothing per step."""
+    if isinstance(expected, Mapping):
+        if not hasattr(observation, "get"):
+            raise ValueError(
+                f"the policy loaded from {where!r} takes dict observations with keys {sorted(expected)}; "
+                f"got {type(observation).__name__}"
+            )
+        for key, size in expected.items():
+            shape = tuple(size) if isinstance(size, tuple | list) else (size,)
+            value = observation.get(key)
+            got = tuple(getattr(value, "shape", ()))
+            if value is None or got[len(got) - len(shape) :] != shape:
+                raise ValueError(
+                    f"the policy loaded from {where!r} takes observations[{key!r}] of shape {shape} (per env); "
+                    f"got {'no such key' if value is None else f'shape {got}'}"
+                )
+        return
+    got = tuple(getattr(observation, "shape", ()))
+    if not got or got[-1] != expected:
+        raise ValueError(
+            f"the policy loaded from {where!r} takes observations of size {expected} ({arrays} [..., {expected}]); "
+            f"got shape {got}: they come from another environment"
+        )

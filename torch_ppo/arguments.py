@@ -1,0 +1,304 @@
+"""``torch_ppo.train``'s arguments: its signature, what each means (``TRAIN_DOC``, the text ``help(train)`` shows)
+and their checks.
+
+The hyperparameters are declared once, by the schema both trainers share (``brax_core.training.agents.ppo.config``):
+``SIGNATURE`` is its fields, in order and with their defaults, with torch_ppo's own arguments (``TORCH_ARGUMENTS``)
+among them, and the schema checks their values, so the messages are the JAX trainer's. ``parse`` checks the
+torch-only arguments and the process count and returns one typed ``TrainArguments``, before anything is built.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import os
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import torch
+
+from brax_bridge import TorchEnv
+from brax_core import envs
+from brax_core.envs.base import Env
+from brax_core.training import resume
+from brax_core.training.agents.ppo.config import PPOConfig
+from brax_core.training.run import checkpoints as run_checkpoints
+from brax_core.training.validation import boolean as _bool
+from brax_core.training.validation import callable_arg as _callable
+from brax_core.training.validation import positive_int as _positive_int
+from torch_ppo.evaluation import EVAL_BACKENDS
+from torch_ppo.networks import resolve_kernel_init
+
+TRAIN_DOC = """Trains a PPO agent with PyTorch on a brax_core environment stepped through ``brax_bridge.TorchEnv``.
+
+Arguments have the names, meanings and defaults of ``brax_core.training.agents.ppo.train.train`` (see its docstring)
+and are checked by the same schema (``brax_core.training.agents.ppo.config.PPOConfig``), so bad values are refused
+with the JAX trainer's messages. In particular ``num_timesteps`` is the *total* step count, and a run restored from
+a checkpoint counts from the checkpoint's steps. Only what the JAX trainer takes as a ``network_factory`` is given
+here directly: ``policy_hidden_layer_sizes``, ``value_hidden_layer_sizes``, ``activation`` (a name such as
+``'swish'`` or a callable), ``num_quantiles`` (the distributional critic's outputs) and the other
+``make_ppo_networks`` options with its names, defaults and meanings (``distribution_type``, ``noise_std_type``,
+``init_noise_std``, ``state_dependent_std``, ``mean_clip_scale``, ``policy_obs_key``/``value_obs_key`` for dict
+observations, and the ``*_kernel_init_fn``/``_kwargs`` pairs, given by Brax's initialiser names or the
+``jax.nn.initializers`` functions; ``delta_orthogonal``, a convolution initialiser, has no torch counterpart).
+The ``ADAPTIVE_KL`` learning-rate schedule changes Adam's learning rate (a tensor, so no host read) at every
+minibatch from the minibatch's mean ``KL(behaviour || current)``, averaged over processes, and updates the
+observation statistics after a batch's SGD, as the JAX trainer does; the clipped value loss compares with the
+values the critic gave the batch before its SGD. ``use_pmap_on_reset`` is accepted and changes nothing: the
+bridge resets all envs in one compiled call. Torch additions: ``device`` (default: the
+TorchEnv's device, else CPU), ``torch_compile`` (compile the loss with ``torch.compile``), ``num_threads`` (torch's
+intra-op threads on CPU while training, restored on return; ``None`` keeps torch's setting). The default is 1: JAX's
+physics runs on its own thread pool on the same cores, and torch's OpenMP workers waiting at barriers behind it slow
+small ops down many times over (benchmarks/RESULTS.md). ``environment``/``eval_env`` may also be ready
+``TorchEnv``s (with ``num_envs`` per process). On a CPU the training env's step compiles at LLVM level 0 (faster to
+compile, slower to run) for runs too short for level 1 to repay its compile, and the evaluation
+at the level the JAX trainer would choose for ``num_timesteps`` on this environment (see
+``brax_core.compile.auto_level_for_run``: a physics step alone repays level 1 sooner than a trainer's whole
+program); a ready ``TorchEnv`` keeps its own ``cpu_opt_level``. ``restore_params`` takes ``TorchPPOParams`` or the
+JAX trainer's ``PPOTrainingParams``.
+``wrap_env_fn`` is the JAX trainer's: a Brax-style wrapper ``fn(env, episode_length=, action_repeat=,
+randomization_fn=)`` that replaces ``brax_core.envs.training.wrap`` for the training and evaluation envs (see
+``TorchEnv``'s ``wrap_env_fn`` for what it must return); MuJoCo Playground's ``wrap_for_brax_training`` means
+brax_core's own wrappers. A ready ``TorchEnv`` brings its own wrappers and episode length (an ``episode_length``
+that differs from it is refused). ``max_checkpoints_to_keep`` is a deprecated alias of ``max_to_keep``.
+``vision`` and ``augment_pixels`` exist for the JAX trainer's signature; torch_ppo has no image networks, so only
+``False`` is accepted.
+
+Evaluation (``eval_backend``, a torch addition): ``'jax'`` copies the actor's weights into brax_core's networks
+of the same layout and runs the JAX trainer's evaluation (its env, ``make_eval_env``, and its compiled rollout)
+in one call per evaluation; ``'torch'`` has the torch actor step a separate ``TorchEnv`` of ``num_eval_envs``
+envs through the bridge, a call per env step (several times slower than the one JAX call; benchmarks/RESULTS.md,
+"PPO parity"). Both report the same
+``eval/*`` metrics. ``None`` (the default) means ``'jax'``, except for an ``eval_env`` that is a ready ``TorchEnv``
+or an actor brax_core's networks cannot express (an activation function known to torch only), which go
+through the bridge; ``'jax'`` refuses those.
+
+Resuming (``restore_checkpoint_path``) follows the JAX trainer: the checkpoint's saved configuration (env,
+networks, training hyperparameters) must equal this call's unless the differing fields are named in
+``allow_config_changes`` (``True``: any; sizes never), and with the same ``num_timesteps``, ``num_evals``,
+``num_resets_per_eval`` and ``training_metrics_steps`` the resumed run continues the saved run's schedule (same
+evaluation points and final step count; the same parameters bit for bit on CPU). ``progress_fn`` and
+``policy_params_fn`` run after their step's checkpoint is saved; one that raises between evaluations has the
+run saved first (single process), and its exception carries a note naming it.
+
+Launched by ``torchrun`` with several processes, each owns ``num_envs / world_size`` envs (see
+``torch_ppo.distributed``).
+
+Returns:
+  ``(make_policy, params, metrics)``: ``make_policy(params, deterministic=False)`` gives
+  ``policy(observation, generator=None) -> (action, extras)``; ``params`` is
+"""
+
+# torch_ppo.train's arguments beyond the schema's fields, ``(name, default, annotation)``, each group placed after the
+# schema field (or argument) named by its key: the order of the signature, which callers may rely on positionally.
+TORCH_ARGUMENTS: dict[str, tuple[tuple[str, Any, str], ...]] = {
+    "": (("environment", inspect.Parameter.empty, "Any"),),
+    "use_pmap_on_reset": (
+        ("progress_fn", lambda *args: None, "Callable[[int, Metrics], None]"),
+        ("policy_params_fn", lambda *args: None, "Callable[..., None]"),
+        ("randomization_fn", None, "Callable[..., Any] | None"),
+        ("wrap_env_fn", None, "Callable[..., Any] | None"),
+    ),
+    "num_evals": (("eval_env", None, "Any"), ("eval_backend", None, "str | None")),
+    "training_metrics_steps": (
+        ("save_checkpoint_path", None, "str | os.PathLike | None"),
+        ("restore_checkpoint_path", None, "str | os.PathLike | None"),
+        ("restore_params", None, "Any | None"),
+        ("restore_value_fn", True, "bool"),
+    ),
+    "value_obs_key": (
+        ("policy_network_kernel_init_fn", "lecun_uniform", "Any"),
+        ("policy_network_kernel_init_kwargs", None, "Mapping[str, Any] | None"),
+        ("value_network_kernel_init_fn", "lecun_uniform", "Any"),
+        ("value_network_kernel_init_kwargs", None, "Mapping[str, Any] | None"),
+        ("mean_kernel_init_fn", None, "Any"),
+        ("mean_kernel_init_kwargs", None, "Mapping[str, Any] | None"),
+        ("device", None, "Any"),
+    ),
+    "torch_compile": (
+        ("num_threads", 1, "int | None"),
+        ("max_checkpoints_to_keep", None, "int | None"),
+        ("vision", False, "bool"),
+        ("augment_pixels", False, "bool"),
+        ("allow_config_changes", False, "bool | Sequence[str]"),
+    ),
+}
+
+
+def _signature() -> inspect.Signature:
+    """The schema's fields in their order with their defaults, and ``TORCH_ARGUMENTS`` among them."""
+    keyword = inspect.Parameter.POSITIONAL_OR_KEYWORD
+    own = lambda after: [  # noqa: E731
+        inspect.Parameter(name, keyword, default=default, annotation=annotation)
+        for name, default, annotation in TORCH_ARGUMENTS.get(after, ())
+    ]
+    parameters = own("")
+    for field in dataclasses.fields(PPOConfig):
+        default = inspect.Parameter.empty if field.default is dataclasses.MISSING else field.default
+        parameters.append(inspect.Parameter(field.name, keyword, default=default, annotation=field.type))
+        parameters += own(field.name)
+    return inspect.Signature(parameters, return_annotation="tuple[Callable[..., Any], TorchPPOParams, Metrics]")
+
+
+SIGNATURE = _signature()
+
+# PPOModules' options beyond sizes, activation and normalisation: schema fields, then the kernel initialisers.
+_SCHEMA_NETWORK_OPTIONS = (
+    "distribution_type",
+    "noise_std_type",
+    "init_noise_std",
+    "state_dependent_std",
+    "mean_clip_scale",
+    "policy_obs_key",
+    "value_obs_key",
+)
+_KERNEL_INITS = ("policy_network_kernel_init", "value_network_kernel_init", "mean_kernel_init")
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainArguments:
+    """``train``'s arguments once checked: the hyperparameters as the schema validated them, and how to run."""
+
+    hp: PPOConfig
+    environment: str | Env | TorchEnv
+    eval_env: Env | TorchEnv | None
+    eval_backend: str | None
+    progress_fn: Callable[[int, Mapping[str, Any]], None]
+    policy_params_fn: Callable[..., None]
+    randomization_fn: Callable[..., Any] | None
+    wrap_env_fn: Callable[..., Any] | None
+    restore_params: Any | None
+    restore_value_fn: bool
+    restore_checkpoint_path: str | None
+    save_checkpoint_path: str | os.PathLike | None
+    allow_config_changes: bool | tuple[str, ...]
+    # ``<layer>_kernel_init_fn`` and ``<layer>_kernel_init_kwargs`` for the policy, value and mean layers.
+    kernel_inits: Mapping[str, Any]
+    device: torch.device
+    num_threads: int | None
+
+    @property
+    def network_options(self) -> dict[str, Any]:
+        """``PPOModules``' keyword arguments beyond sizes, activation and normalisation."""
+        return {**{name: getattr(self.hp, name) for name in _SCHEMA_NETWORK_OPTIONS}, **self.kernel_inits}
+
+
+def parse(arguments: Mapping[str, Any], device: torch.device, world_size: int) -> TrainArguments:
+    """``train``'s keyword arguments, checked before anything is built (errors name the argument)."""
+    environment = arguments["environment"]
+    if isinstance(environment, str):
+        envs.get_environment_class(environment)  # unknown names raise here, listing the registered ones
+    elif envs.is_env(environment):
+        environment = envs.as_env(environment)  # a Playground MjxEnv becomes a brax_core Env here
+    elif not isinstance(environment, TorchEnv):
+        raise TypeError(
+            "environment must be a brax_core Env, a MuJoCo Playground MjxEnv, a registered environment name "
+            f"('playground:<task>' too) or a brax_bridge.TorchEnv, got {environment!r}"
+        )
+    for name in ("vision", "augment_pixels"):
+        if arguments[name] is not False:
+            raise ValueError(
+                f"{name}={arguments[name]!r}: torch_ppo has no networks for image observations; train pixel "
+                "observations with the JAX trainer (brax_core.training.agents.ppo.train, e.g. with "
+                "networks_vision.make_ppo_networks_vision)"
+            )
+    fields = {field.name: arguments[field.name] for field in dataclasses.fields(PPOConfig)}
+    if arguments["max_checkpoints_to_keep"] is not None:  # older name of max_to_keep
+        fields["max_to_keep"] = arguments["max_checkpoints_to_keep"]
+    hp = PPOConfig(**fields)
+    # Kernel initialisers are outside the schema (a name and its keyword arguments): resolved once here so a bad
+    # one fails before any env compiles.
+    kernel_inits = {}
+    for prefix in _KERNEL_INITS:
+        fn, kwargs = arguments[f"{prefix}_fn"], arguments[f"{prefix}_kwargs"]
+        if fn is not None:
+            resolve_kernel_init(f"{prefix}_fn", fn, f"{prefix}_kwargs", kwargs)
+        elif kwargs:
+            raise ValueError(f"{prefix}_kwargs needs {prefix}_fn")
+        kernel_inits.update({f"{prefix}_fn": fn, f"{prefix}_kwargs": kwargs})
+    restore_value_fn = _bool("restore_value_fn", arguments["restore_value_fn"])
+    progress_fn, policy_params_fn = resume.checked_callbacks(arguments["progress_fn"], arguments["policy_params_fn"])
+    allow_config_changes = resume.check_allow("allow_config_changes", arguments["allow_config_changes"])
+    randomization_fn = arguments["randomization_fn"]
+    if randomization_fn is not None:
+        _callable("randomization_fn", randomization_fn)
+    wrap_env_fn = _checked_wrap_env_fn(arguments["wrap_env_fn"], environment)
+    eval_backend, eval_env = _checked_evaluation(arguments["eval_backend"], arguments["eval_env"])
+    if hp.num_envs % world_size != 0:
+        raise ValueError(f"num_envs ({hp.num_envs}) must be divisible by the number of processes ({world_size})")
+    if hp.batch_size % world_size != 0:
+        raise ValueError(f"batch_size ({hp.batch_size}) must be divisible by the number of processes ({world_size})")
+    num_threads = arguments["num_threads"]
+    if num_threads is not None:
+        num_threads = _positive_int("num_threads", num_threads)
+    save_checkpoint_path, restore_checkpoint_path = run_checkpoints.checked_paths(
+        arguments["save_checkpoint_path"], arguments["restore_checkpoint_path"]
+    )
+    return TrainArguments(
+        hp=hp,
+        environment=environment,
+        eval_env=eval_env,
+        eval_backend=eval_backend,
+        progress_fn=progress_fn,
+        policy_params_fn=policy_params_fn,
+        randomization_fn=randomization_fn,
+        wrap_env_fn=wrap_env_fn,
+        restore_params=arguments["restore_params"],
+        restore_value_fn=restore_value_fn,
+        restore_checkpoint_path=restore_checkpoint_path,
+        save_checkpoint_path=save_checkpoint_path,
+        allow_config_changes=allow_config_changes,
+        kernel_inits=kernel_inits,
+        device=device,
+        num_threads=num_threads,
+    )
+
+
+def _checked_wrap_env_fn(wrap_env_fn: Any, environment: Any) -> Callable[..., Any] | None:
+    """The JAX trainer's ``wrap_env_fn`` (``None``: brax_core's wrappers, which Playground's wrapper means too)."""
+    if wrap_env_fn is None:
+        return None
+    _callable("wrap_env_fn", wrap_env_fn)
+    if envs.playground.is_playground_training_wrapper(wrap_env_fn):
+        return None  # brax_core's own wrappers do what Playground's do, as in the JAX trainer
+    if isinstance(environment, TorchEnv):
+        raise ValueError(
+            "wrap_env_fn cannot apply to a ready TorchEnv (it is wrapped already): pass wrap_env_fn to TorchEnv, "
+            "or give train the env itself"
+        )
+    return wrap_env_fn
+
+
+def _checked_evaluation(eval_backend: Any, eval_env: Any) -> tuple[str | None, Env | TorchEnv | None]:
+    """``eval_backend`` and ``eval_env``, checked against each other."""
+    if eval_backend is not None and eval_backend not in EVAL_BACKENDS:
+        raise ValueError(f"eval_backend must be one of {', '.join(EVAL_BACKENDS)} or None, got {eval_backend!r}")
+    if eval_backend == "jax" and isinstance(eval_env, TorchEnv):
+        raise ValueError(
+            "eval_backend='jax' evaluates on a brax_core env, but eval_env is a TorchEnv: pass the env itself (a "
+            "name or an Env), or eval_backend='torch' (or None) to step the TorchEnv through the bridge"
+        )
+    if eval_env is None or isinstance(eval_env, TorchEnv):
+        return eval_backend, eval_env
+    if not envs.is_env(eval_env):
+        raise TypeError(
+            "eval_env must be a brax_core Env, a MuJoCo Playground MjxEnv, a brax_bridge.TorchEnv or None, "
+            f"got {eval_env!r}"
+        )
+    return eval_backend, envs.as_env(eval_env)
+
+
+def resolve_device(device: Any, environment: Any) -> torch.device:
+    """The device to train on: ``device`` checked (a ready ``TorchEnv``'s own when ``None``; else the CPU)."""
+    if device is not None:
+        try:
+            device = torch.device(device)
+        except (TypeError, RuntimeError) as err:
+            raise ValueError(
+                f"device must be None, 'cpu', 'cuda' or 'cuda:<index>' (or a torch.device); got {device!r}"
+            ) from err
+    if isinstance(environment, TorchEnv):
+        if device is not None and device != environment.device:
+            raise ValueError(f"device={device!r} differs from the TorchEnv's device {environment.device}")
+        return environment.device
+    return torch.device("cpu") if device is None else device

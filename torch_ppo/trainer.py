@@ -1,0 +1,285 @@
+"""torch_ppo's side of a run (``brax_core.training.run.driver.Backend``): the networks, Adam, the envs and the
+evaluator of one process, built from ``TrainArguments``, restored from parameters or a checkpoint, stepped by
+``update.collect`` and ``update.PPOUpdate``, evaluated and saved."""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+from tensordict import TensorDictBase
+from torch import nn
+
+from brax_core.training import resume
+from brax_core.training.agents.ppo import adaptive_kl
+from torch_ppo import checkpoint, distributed, environments, update
+from torch_ppo.arguments import TrainArguments
+from torch_ppo.networks import PPOModules, make_actor
+from torch_ppo.params import TorchPPOParams, load_params, make_inference_fn, params_of
+from torch_ppo.policy_transfer import jax_params_to_torch
+
+
+class Trainer:
+    """One process's training run (see the module docstring); ``env_steps`` is where it starts."""
+
+    def __init__(self, args: TrainArguments, dist: distributed.DistributedContext):
+        hp = self.hp = args.hp
+        self.args, self.dist, self.device = args, dist, args.device
+        self.local_envs = hp.num_envs // dist.world_size
+        self.num_unrolls = hp.batch_size * hp.num_minibatches // hp.num_envs
+        self.env_seed = hp.seed + 7919 * dist.rank
+        self.env = environments.make_env(
+            args.environment,
+            self.local_envs,
+            hp.episode_length,
+            hp.action_repeat,
+            self.device,
+            self.env_seed,
+            args.randomization_fn,
+            args.wrap_env_fn,
+            hp.num_timesteps,
+        )
+        self.action_repeat = self.env.action_repeat  # a ready TorchEnv brings its own
+        self.steps_per_training_step = hp.batch_size * hp.unroll_length * hp.num_minibatches * self.action_repeat
+        obs_size, action_size = self._sizes()
+        with torch.random.fork_rng(devices=[]):  # initial weights from the seed alone, same on every rank
+            torch.manual_seed(hp.seed)
+            self.modules = PPOModules(
+                obs_size,
+                action_size,
+                hp.policy_hidden_layer_sizes,
+                hp.value_hidden_layer_sizes,
+                hp.activation,
+                hp.normalize_observations,
+                use_distributional_critic=hp.use_distributional_critic,
+                num_quantiles=hp.num_quantiles,
+                **args.network_options,
+            ).to(self.device)
+            self.modules.normalizer.set_update_rule(
+                hp.normalize_observations_mode, hp.normalize_observations_std_eps, hp.normalize_until_count
+            )
+        self.generator = torch.Generator(device=self.device).manual_seed(hp.seed * 1_000_003 + dist.rank)
+        self.eval_generator = torch.Generator(device=self.device).manual_seed(hp.seed * 1_000_003 + 999_983)
+        loss_module: nn.Module = update.LossModule(self.modules, update.loss_config(hp), hp.torch_compile)
+        if dist.enabled:
+            loss_module = nn.parallel.DistributedDataParallel(
+                loss_module, broadcast_buffers=False, process_group=dist.group
+            )
+        self.update = update.PPOUpdate(
+            self.modules,
+            loss_module,
+            _adam(self.modules, hp.learning_rate, hp.learning_rate_schedule == adaptive_kl.NAME, self.device),
+            hp,
+            local_batch=hp.batch_size // dist.world_size,
+            generator=self.generator,
+            dist=dist,
+        )
+        self.make_policy = make_inference_fn(self.modules)
+        self.env_steps = 0
+        self.saved_env_state = None
+        self.obs: Any = None
+        self.evaluator: environments.Evaluator | None = None
+        self.tracker: update.EpisodeTracker | None = None
+        if args.restore_params is not None:
+            self._restore_params(args.restore_params, args.restore_value_fn)
+        if args.restore_checkpoint_path is not None:
+            self._restore_checkpoint(self._checkpoint_every_rank_restores(args.restore_checkpoint_path))
+
+    # ---------------------------------------------------------------- set-up
+
+    def _sizes(self) -> tuple[int | dict[str, Any], int]:
+        """The training env's observation and action sizes, checked against the observation keys and the
+        evaluation env's size before anything compiles (the size comes from tracing the env's reset)."""
+        hp, eval_env = self.hp, self.args.eval_env
+        obs_size = self.env.observation_size
+        if isinstance(obs_size, Mapping):
+            for name in ("policy_obs_key", "value_obs_key"):
+                if getattr(hp, name) not in obs_size:
+                    raise ValueError(
+                        f"{name}={getattr(hp, name)!r} is not among the env's observation keys {sorted(obs_size)}"
+                    )
+            obs_size = dict(obs_size)
+        else:
+            obs_size = int(obs_size)
+        if eval_env is not None and hp.num_evals > 0:
+            size = checkpoint.size_json(eval_env.observation_size)
+            if size != checkpoint.size_json(obs_size):
+                raise ValueError(
+                    f"eval_env has observation_size {size!r} but the training environment's is "
+                    f"{checkpoint.size_json(obs_size)!r}; the networks read observations of the training environment's "
+                    "size"
+                )
+        return obs_size, int(self.env.action_size)
+
+    def _restore_params(self, params: Any, with_value: bool) -> None:
+        first = params[0] if isinstance(params, tuple | list) else getattr(params, "normalizer_params", None)
+        # torch_ppo's normaliser statistics are a plain dict; the JAX trainer's are a RunningStatisticsState.
+        if not isinstance(first, dict):
+            params = jax_params_to_torch(params)  # the JAX trainer's params
+        shapes = lambda m: (  # noqa: E731
+            {k: tuple(torch.as_tensor(v).shape) for k, v in m.items()}
+            if isinstance(m, Mapping)
+            else tuple(torch.as_tensor(m).shape)
+        )
+        got, want = shapes(params[0]["mean"]), shapes(self.modules.normalizer.stats()["mean"])
+        if got != want:
+            raise ValueError(
+                f"restore_params were trained on observations of shape {got} but this environment's are {want}: "
+                "they belong to another environment"
+            )
+        if not with_value:
+            params = TorchPPOParams(params[0], params[1], {})
+        load_params(self.modules, params)
+
+    def _checkpoint_every_rank_restores(self, path: str) -> str:
+        """Rank 0's newest checkpoint, on every rank: a folder resolved by each rank alone could name different
+        checkpoints (one still being written elsewhere), and ranks resuming at different step counts would wait
+        on each other's collectives forever."""
+        chosen = distributed.broadcast_object(self.dist, path)
+        if not os.path.exists(chosen):
+            raise FileNotFoundError(
+                f"restore_checkpoint_path: process {self.dist.rank} cannot read {chosen!r}, the checkpoint process 0 "
+                "restores; with several processes or machines the checkpoint folder must be one every process reads"
+            )
+        return chosen
+
+    def _restore_checkpoint(self, path: str) -> None:
+        state = checkpoint.load(path, map_location=self.device)
+        requested = self.run_config(0)
+        changed = resume.check_config(
+            state["path"],
+            checkpoint.comparable(state["config"]),
+            checkpoint.comparable(requested),
+            self.args.allow_config_changes,
+        )
+        for name, (saved, now) in changed.items():
+            logging.warning("resuming from %s with %s changed from %r to %r", state["path"], name, saved, now)
+        try:
+            self.modules.load_state_dict(state["modules"])
+            self.update.optimizer.load_state_dict(state["optimizer"])
+        except (RuntimeError, ValueError, KeyError) as e:
+            raise ValueError(f"checkpoint {state['path']!r} does not fit these networks: {e}") from e
+        self.env_steps = int(state["env_steps"])
+        rng_states = state["rng_state"]
+        self.generator.set_state(rng_states[min(self.dist.rank, len(rng_states) - 1)].cpu())
+        per_rank = state.get("env_states")
+        if per_rank is not None and len(per_rank) == self.dist.world_size:
+            self.saved_env_state = per_rank[self.dist.rank]  # every rank continues its own envs
+        elif self.dist.rank == 0:
+            self.saved_env_state = state.get("env_state")
+
+    def run_config(self, env_steps: int) -> dict[str, Any]:
+        """The run's configuration as checkpoints record it, at ``env_steps``."""
+        return checkpoint.run_config(self.args, self.modules, self.env.episode_length, self.action_repeat, env_steps)
+
+    def build_envs(self) -> None:
+        """Builds the evaluator (rank 0), compiles the envs and the evaluation, and resets (or restores) the envs."""
+        if self.hp.num_evals > 0 and self.dist.is_main:
+            self.evaluator = environments.make_evaluator(self.args, self.env, self.modules, self.device)
+        environments.compile_programs(self.env, self.evaluator)
+        self.obs = self.env.reset(seed=self.env_seed).get("observation")
+        if self.saved_env_state is not None:
+            try:
+                self.obs = self.env.load_state_dict(self.saved_env_state)
+            except ValueError:
+                pass  # saved from another env layout: training continues from the fresh reset
+        self.actor = make_actor(self.modules, deterministic=False, generator=self.generator)
+        self.tracker = update.EpisodeTracker(self.env) if self.hp.log_training_metrics else None
+
+    # ---------------------------------------------------------------- the run driver's backend
+
+    def collect(self) -> TensorDictBase:
+        """One training step's batch of unrolls from the envs' current state (the actor's draws)."""
+        rollout, self.obs = update.collect(
+            self.env,
+            self.modules,
+            self.actor.module[-1],
+            self.obs,
+            num_unrolls=self.num_unrolls,
+            unroll_length=self.hp.unroll_length,
+            keep_distribution=self.update.adaptive_kl,
+            tracker=self.tracker,
+        )
+        return rollout
+
+    def train(self, num_steps: int) -> None:
+        for _ in range(num_steps):
+            self.update(self.collect())
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+    def reset_envs(self, env_steps: int) -> None:
+        reset_seed = (self.env_seed * 1_000_003 + env_steps) % (2**31 - 1)
+        self.obs = self.env.reset(seed=reset_seed).get("observation")
+
+    def skip_evaluations(self, count: int) -> None:
+        self.evaluator.runs = count  # the unbroken run's evaluation seeds continue
+
+    def training_metrics(self) -> dict[str, float]:
+        """The update's metric means and the training episodes' sums since the last read, over every process (the
+        only host read of a training call)."""
+        update_metrics = self.update.read_metrics()
+        episode = self.tracker.totals() if self.tracker is not None else {}
+        values = [*update_metrics.values(), *episode.values()]
+        if values and self.dist.enabled:
+            packed = torch.stack(values)
+            scale = [1.0 / self.dist.world_size] * len(update_metrics) + [1.0] * len(episode)
+            torch.distributed.all_reduce(packed, group=self.dist.group)
+            values = list(packed * torch.tensor(scale, device=packed.device))
+        host = torch.stack(values).tolist() if values else []
+        out = dict(zip(update_metrics, host[: len(update_metrics)], strict=True))
+        if self.tracker is not None:
+            totals = dict(zip(episode, host[len(update_metrics) :], strict=True))
+            out["episode_count"] = totals.pop("count")
+            out.update({f"episode_sum/{name}": total for name, total in totals.items()})
+        return out
+
+    def evaluate(self, training_metrics: Mapping[str, float]) -> dict[str, float]:
+        self.modules.eval()
+        metrics = self.evaluator.run(self.modules, self.hp.deterministic_eval, self.eval_generator)
+        self.modules.train()
+        return {**training_metrics, **metrics}
+
+    def params(self) -> TorchPPOParams:
+        return params_of(self.modules)
+
+    def save(self, env_steps: int) -> None:
+        """Writes the checkpoint of ``env_steps``; every rank takes part under DDP (rank 0 writes)."""
+        if self.args.save_checkpoint_path is None:
+            return
+        env_state = self.env.state_dict() if self.obs is not None else None
+        rng_states, env_states = checkpoint.gather_process_states(self.dist, self.generator.get_state(), env_state)
+        if self.dist.is_main:
+            checkpoint.save(
+                self.args.save_checkpoint_path,
+                {
+                    "config": self.run_config(env_steps),
+                    "modules": self.modules.state_dict(),
+                    "optimizer": self.update.optimizer.state_dict(),
+                    "env_steps": env_steps,
+                    "rng_state": rng_states,
+                    "env_state": env_state,
+                    **({"env_states": env_states} if env_states is not None else {}),
+                },
+                max_to_keep=self.hp.max_to_keep,
+            )
+        if self.dist.enabled:
+            # No rank goes on until the checkpoint exists: a rank that resumes from this folder next must find it.
+            torch.distributed.barrier(group=self.dist.group)
+
+
+def _adam(modules: PPOModules, learning_rate: float, adaptive: bool, device: torch.device) -> torch.optim.Adam:
+    """Adam over ``modules``' parameters, its rate a tensor that ``ADAPTIVE_KL`` changes in place (``adaptive``)."""
+    if adaptive:
+        # A tensor learning rate on the device (float32 as on the JAX side); on CUDA only the capturable Adam reads
+        # it without a host sync.
+        lr = torch.tensor(learning_rate, dtype=torch.float32, device=device)
+        capturable = device.type == "cuda"
+        return torch.optim.Adam(modules.parameters(), lr=lr, eps=1e-8, capturable=capturable, foreach=capturable)
+    # foreach: one call per Adam stage for all parameters instead of a Python loop over them (on the CPU the
+    # default); it applies the same operations to each tensor, so the updates are bit for bit the same.
+    return torch.optim.Adam(modules.parameters(), lr=learning_rate, eps=1e-8, foreach=True)
+

@@ -1,0 +1,278 @@
+"""torch_ppo's training step: ``collect`` a batch of unrolls, then ``PPOUpdate`` on it (normaliser, then SGD).
+
+``collect`` steps every env ``num_unrolls * unroll_length`` times under ``torch.inference_mode`` into one TensorDict
+``[rows, unroll_length]`` with TorchRL's keys. ``PPOUpdate`` reads it as a ``Batch`` of named tensors and takes
+``num_updates_per_batch`` passes over it, each a shuffle and one Adam step per minibatch of ``batch_size`` rows. The
+update is one function of fixed-shape tensors: the networks, Adam's state and the metric sums change in place, and
+nothing is read back to the host or branched on (so the whole update can be captured in one CUDA graph).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+from tensordict import TensorDict, TensorDictBase
+from torch import nn
+
+from brax_core.training.agents.ppo import adaptive_kl
+from brax_core.training.agents.ppo.config import PPOConfig
+from torch_ppo.distributed import DistributedContext
+from torch_ppo.losses import LossConfig, LossTerms, ppo_loss_from_tensors
+from torch_ppo.networks import PPOModules
+
+METRIC_NAMES = ("total_loss", "policy_loss", "v_loss", "entropy_loss", "approx_kl")
+# What collection keeps of every step (the loss's inputs, the action and done); the last five under "next".
+_COLLECTED_NEXT = ("final_observation", "reward", "terminated", "truncated", "done")
+_COLLECTED = ("observation", "action", "raw_action", "action_log_prob", *_COLLECTED_NEXT)
+
+# The ADAPTIVE_KL rule on tensors (no host read): ``adapt_learning_rate(lr, kl_mean, desired_kl, min_lr, max_lr)``.
+adapt_learning_rate = functools.partial(
+    adaptive_kl.adapted_learning_rate,
+    where=torch.where,
+    at_least=lambda x, bound: torch.clamp(x, min=bound),
+    at_most=lambda x, bound: torch.clamp(x, max=bound),
+)
+
+
+class EpisodeTracker:
+    """Sums of the wrappers' episode metrics over episodes that ended (tensors, no host reads per step)."""
+
+    def __init__(self, env: Any):
+        self.env = env
+        self.sums: dict[str, torch.Tensor] = {}
+        self.count = torch.zeros((), device=env.device)
+
+    def update(self) -> None:
+        info = self.env.episode_info(copy=False)
+        done = info.get("episode_done").reshape(-1).to(torch.float32)
+        for name, value in info.get("episode_metrics").items():
+            total = (value.reshape(-1) * done).sum()
+            self.sums[name] = self.sums[name] + total if name in self.sums else total
+        self.count = self.count + done.sum()
+
+    def totals(self) -> dict[str, torch.Tensor]:
+        """Sums per metric and the episode ``count`` since the last call (tensors); starts a new interval."""
+        out = {**self.sums, "count": self.count}
+        self.sums, self.count = {}, torch.zeros((), device=self.env.device)
+        return out
+
+
+@torch.inference_mode()
+def collect(
+    env: Any,
+    modules: PPOModules,
+    sampler: Any,
+    observation: Any,
+    *,
+    num_unrolls: int,
+    unroll_length: int,
+    keep_distribution: bool,
+    tracker: EpisodeTracker | None,
+) -> tuple[TensorDictBase, Any]:
+    """``num_unrolls`` unrolls of ``unroll_length`` steps of every env of ``env`` from ``observation``, with the
+    policy's samples drawn by ``sampler``: ``(TensorDict [num_unrolls * envs, unroll_length], the last observation)``.
+    ``keep_distribution`` also keeps the policy's ``loc`` and ``scale``; ``tracker`` sums the episodes that end.
+
+    Plain tensors per step, stacked once per unroll: per-step TensorDict plumbing (the actor's modules, select,
+    stacking TensorDicts) cost more than the policy itself at these sizes.
+    """
+    policy = modules.policy
+    columns: dict[str, list[Any]] = {}
+    for _ in range(num_unrolls):
+        steps: dict[str, list[Any]] = {name: [] for name in _COLLECTED}
+        if keep_distribution:
+            steps["loc"], steps["scale"] = [], []
+        for _ in range(unroll_length):
+            loc, scale = policy(observation)
+            action, raw_action, log_prob = sampler.sample(loc, scale)
+            nxt = env.step(action).get("next")
+            for name, value in (
+                ("observation", observation),
+                ("action", action),
+                ("raw_action", raw_action),
+                ("action_log_prob", log_prob),
+                *((name, nxt.get(name)) for name in _COLLECTED_NEXT),
+            ):
+                steps[name].append(value)
+            if keep_distribution:
+                steps["loc"].append(loc)
+                steps["scale"].append(scale)
+            if tracker is not None:
+                tracker.update()
+            observation = nxt.get("observation")
+        for name, values in steps.items():
+            columns.setdefault(name, []).append(torch.stack(values, dim=1))
+    data = {name: parts[0] if len(parts) == 1 else torch.cat(parts, dim=0) for name, parts in columns.items()}
+    data["next"] = {name: data.pop(name) for name in _COLLECTED_NEXT}
+    return TensorDict(data, batch_size=[num_unrolls * env.num_envs, unroll_length], device=env.device), observation
+
+
+@dataclasses.dataclass(frozen=True)
+class Batch:
+    """The loss's inputs by name, ``[rows, T, ...]`` as collected (or time-major in a minibatch): the behaviour's
+    values, ``loc`` and ``scale`` are ``None`` where the loss does not compare with them."""
+
+    observation: Any
+    final_observation: Any
+    raw_action: torch.Tensor
+    behaviour_log_prob: torch.Tensor
+    reward: torch.Tensor
+    truncation: torch.Tensor
+    termination: torch.Tensor
+    old_value: torch.Tensor | None = None
+    old_loc: torch.Tensor | None = None
+    old_scale: torch.Tensor | None = None
+
+    @classmethod
+    def of(cls, rollout: TensorDictBase) -> Batch:
+        """The inputs of a collected ``[rows, T]`` TensorDict (episode-end flags as floats)."""
+        reward = rollout.get(("next", "reward")).squeeze(-1)
+        flag = lambda key: rollout.get(("next", key)).squeeze(-1).to(reward.dtype)  # noqa: E731
+        return cls(
+            observation=rollout.get("observation"),
+            final_observation=rollout.get(("next", "final_observation")),
+            raw_action=rollout.get("raw_action"),
+            behaviour_log_prob=rollout.get("action_log_prob"),
+            reward=reward,
+            truncation=flag("truncated"),
+            termination=flag("terminated"),
+            old_loc=rollout.get("loc", None),
+            old_scale=rollout.get("scale", None),
+        )
+
+    def map(self, fn: Callable[[Any], Any]) -> Batch:
+        """``fn`` applied to every input present."""
+        return Batch(**{name: None if value is None else fn(value) for name, value in self.inputs().items()})
+
+    def inputs(self) -> dict[str, Any]:
+        """The inputs as ``ppo_loss_from_tensors``' keyword arguments."""
+        return {field.name: getattr(self, field.name) for field in dataclasses.fields(self)}
+
+
+class LossModule(nn.Module):
+    """The PPO loss as a module over plain tensors, so DDP can wrap it and torch.compile can trace it."""
+
+    def __init__(self, modules: PPOModules, config: LossConfig, compile_loss: bool):
+        super().__init__()
+        self.modules_ = modules
+        self.config = config
+        fn = functools.partial(ppo_loss_from_tensors, modules, config)
+        self._fn = torch.compile(fn, dynamic=False) if compile_loss else fn
+
+    def forward(self, **inputs: torch.Tensor | None) -> LossTerms:
+        return self._fn(**inputs)
+
+
+def loss_config(hp: PPOConfig) -> LossConfig:
+    """The loss settings of the hyperparameters ``hp``."""
+    return LossConfig(**{name: getattr(hp, name) for name in LossConfig._fields})
+
+
+def clip_global_norm_(params: Sequence[nn.Parameter], max_norm: float) -> None:
+    """optax.clip_by_global_norm: scale every gradient by ``max_norm / norm`` when ``norm >= max_norm``."""
+    grads = [p.grad for p in params if p.grad is not None]
+    # One call for every per-tensor norm (the same vector_norm per tensor, without a Python call each).
+    norm = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)))
+    scale = torch.where(norm < max_norm, torch.ones_like(norm), max_norm / norm)
+    torch._foreach_mul_(grads, scale)
+
+
+class PPOUpdate:
+    """The PPO update of one collected batch (this process's rows): ``update(rollout)``.
+
+    Before SGD the critic's values of the batch are taken for the clipped value loss, and the observation
+    statistics fold in the batch (after SGD instead with ``ADAPTIVE_KL``, so the behaviour distribution stays
+    comparable with the current policy's, as in the JAX trainer); then ``num_updates_per_batch`` passes of minibatch
+    Adam steps. Each step adds its metrics (``metric_names``) to ``metric_sums``; ``read_metrics`` takes their means.
+    Under DDP the loss module averages gradients and the normaliser and ``ADAPTIVE_KL`` combine every process's
+    batch.
+    """
+
+    def __init__(
+        self,
+        modules: PPOModules,
+        loss_module: nn.Module,
+        optimizer: torch.optim.Optimizer,
+        hp: PPOConfig,
+        *,
+        local_batch: int,
+        generator: torch.Generator,
+        dist: DistributedContext,
+    ):
+        self.modules, self.loss_module, self.optimizer, self.hp = modules, loss_module, optimizer, hp
+        self.local_batch, self.generator, self.dist = local_batch, generator, dist
+        self.device = generator.device
+        self.adaptive_kl = hp.learning_rate_schedule == adaptive_kl.NAME
+        self.old_values = hp.clipping_epsilon_value is not None and not hp.use_distributional_critic
+        self.metric_names = METRIC_NAMES + (("kl_mean", "learning_rate") if self.adaptive_kl else ())
+        self.metric_sums = torch.zeros(len(self.metric_names), device=self.device)
+        self.metric_count = 0  # minibatch steps since the last read (a count of the static loop, not a tensor)
+        self._params = list(modules.parameters())
+
+    def __call__(self, rollout: TensorDictBase) -> None:
+        group = self.dist.group if self.dist.enabled else None
+        batch = Batch.of(rollout)
+        if self.old_values:
+            # The critic's values before this batch's SGD, with the normaliser the actor used (one batched pass).
+            with torch.no_grad():
+                batch = dataclasses.replace(batch, old_value=self.modules.value(batch.observation).squeeze(-1))
+        if not self.adaptive_kl:
+            self.modules.normalizer.update(batch.observation, group)
+        hp, rows = self.hp, batch.reward.shape[0]
+        for _ in range(hp.num_updates_per_batch):
+            # The inputs shuffled once per pass; a minibatch is then a view (indexing per minibatch cost more).
+            order = self.minibatch_order(rows)
+            minibatch_rows = rows // hp.num_minibatches
+            shuffled = batch.map(lambda x, o=order, r=minibatch_rows: x[o].reshape(hp.num_minibatches, r, *x.shape[1:]))
+            for i in range(hp.num_minibatches):
+                minibatch = shuffled.map(lambda x, i=i: x[i].transpose(0, 1))
+                noise = self.entropy_noise((hp.unroll_length, self.local_batch, self.modules.action_size))
+                terms = self.loss_module(**minibatch.inputs(), entropy_noise=noise)
+                self.optimizer.zero_grad(set_to_none=True)
+                terms.total_loss.backward()
+                if hp.max_grad_norm is not None:
+                    clip_global_norm_(self._params, hp.max_grad_norm)
+                learning_rate = self.adapt_learning_rate(terms.kl_mean) if self.adaptive_kl else None
+                self.optimizer.step()
+                with torch.no_grad():  # one stacked sum for all names: two ops per minibatch, not two per name
+                    step = [learning_rate if n == "learning_rate" else getattr(terms, n) for n in self.metric_names]
+                    self.metric_sums += torch.stack(step)
+                self.metric_count += 1
+        if self.adaptive_kl:
+            self.modules.normalizer.update(batch.observation, group)
+
+    def read_metrics(self) -> dict[str, torch.Tensor]:
+        """The means of the metrics over the minibatch steps since the last read (tensors); starts a new interval."""
+        means = self.metric_sums / max(self.metric_count, 1)
+        self.metric_sums, self.metric_count = torch.zeros_like(self.metric_sums), 0
+        return dict(zip(self.metric_names, means.unbind(0), strict=True))
+
+    # The two random draws of SGD, as methods so that a check of the data-parallel update can fix them (the same
+    # minibatches and entropy samples in one process as split over several).
+    def minibatch_order(self, rows: int) -> torch.Tensor:
+        """The row permutation of one pass over the batch."""
+        return torch.randperm(rows, generator=self.generator, device=self.device)
+
+    def entropy_noise(self, shape: tuple[int, ...]) -> torch.Tensor:
+        """The standard-normal sample of one minibatch's entropy estimate, ``[unroll_length, rows, action_size]``."""
+        return torch.randn(shape, generator=self.generator, device=self.device)
+
+    def adapt_learning_rate(self, kl_mean: torch.Tensor) -> torch.Tensor:
+        """Applies the ADAPTIVE_KL rule to Adam's tensor rate in place, from the minibatch's KL averaged over
+        processes; returns the new rate."""
+        kl = kl_mean.detach().clone()
+        if self.dist.enabled:
+            torch.distributed.all_reduce(kl, group=self.dist.group)
+            kl = kl / self.dist.world_size
+        lr = self.optimizer.param_groups[0]["lr"]
+        hp = self.hp
+        lr.copy_(
+            adapt_learning_rate(
+                lr, kl, hp.desired_kl, hp.learning_rate_schedule_min_lr, hp.learning_rate_schedule_max_lr
+            )
+        )
+        return lr.detach().clone()
