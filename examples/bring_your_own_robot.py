@@ -4,8 +4,10 @@ TorchRL and Gymnasium code.
 1. ``Cart``, written here: MJCF text loaded with ``mjcf.loads``, with its own reward, termination and reset.
    brax_core's JAX PPO trains it.
 2. ``Arm3``, from ``my_robot.py``: MJCF loaded from a file path. torch_ppo trains it with domain randomisation
-   (each env's joint damping drawn by ``randomize_damping``).
-3. The trained torch policy acting on one ``TorchEnv`` of ``Arm3`` from TorchRL code (``BraxBridgeEnv``), then from
+   (each env's joint damping drawn by ``randomize_damping``) and a network of your own: ``residual_networks``, a
+   LayerNorm/ELU residual policy and value module given as ``network_factory``; ``torch_ppo.load_policy`` rebuilds
+   the trained policy from its checkpoint with the same factory.
+3. The reloaded torch policy acting on one ``TorchEnv`` of ``Arm3`` from TorchRL code (``BraxBridgeEnv``), then from
    Gymnasium code (``VectorEnv``): the physics stays in JAX, the libraries see torch tensors.
 4. The command line takes the same file: the commands are printed, and ``--cli`` runs them.
 
@@ -21,11 +23,13 @@ import functools
 import os
 import subprocess
 import sys
+import tempfile
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import torch
+from torch import nn
 
 import torch_ppo
 from brax_bridge import TorchEnv
@@ -104,21 +108,60 @@ def train_cart_with_jax(tiny: bool) -> list[tuple[int, float]]:
     return reports
 
 
-def train_arm_with_torch(tiny: bool) -> tuple[list[tuple[int, float]], Any]:
-    """torch_ppo on ``Arm3`` with each training env's joint damping randomised; returns the reports and the trained
-    deterministic policy (``policy(obs) -> (action, extras)`` on torch tensors)."""
+class ResidualBlock(nn.Module):
+    """``x + Linear(ELU(LayerNorm(x)))``: a pre-norm residual block."""
+
+    def __init__(self, width: int):
+        super().__init__()
+        self.norm = nn.LayerNorm(width)
+        self.linear = nn.Linear(width, width)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.linear(nn.functional.elu(self.norm(x)))
+
+
+def residual_mlp(in_size: int, out_size: int, width: int, blocks: int) -> nn.Module:
+    """Linear in, ``blocks`` residual blocks, LayerNorm and ELU, linear out."""
+    return nn.Sequential(
+        nn.Linear(in_size, width),
+        *(ResidualBlock(width) for _ in range(blocks)),
+        nn.LayerNorm(width),
+        nn.ELU(),
+        nn.Linear(width, out_size),
+    )
+
+
+def residual_networks(
+    observation_size: int, action_size: int, width: int = 64, blocks: int = 2
+) -> tuple[nn.Module, nn.Module]:
+    """A ``network_factory`` for torch_ppo: the policy gives ``2 * action_size`` numbers per observation (the mean of
+    each action, then its scale before the softplus), the value one."""
+    policy = residual_mlp(observation_size, 2 * action_size, width, blocks)
+    return policy, residual_mlp(observation_size, 1, width, blocks)
+
+
+def tiny_residual_networks(observation_size: int, action_size: int) -> tuple[nn.Module, nn.Module]:
+    return residual_networks(observation_size, action_size, width=8, blocks=1)
+
+
+def train_arm_with_torch(tiny: bool, checkpoints: str) -> tuple[list[tuple[int, float]], Any, Any]:
+    """torch_ppo on ``Arm3`` with each training env's joint damping randomised and the residual networks, saved to
+    ``checkpoints``; returns the reports, the trained deterministic policy (``policy(obs) -> (action, extras)`` on
+    torch tensors) and the same policy rebuilt from the checkpoint by ``torch_ppo.load_policy``."""
+    factory = tiny_residual_networks if tiny else residual_networks
     sizes = dict(num_timesteps=320, num_envs=8, batch_size=8, num_minibatches=2, unroll_length=5, num_evals=2,
-                 num_eval_envs=8, episode_length=20, policy_hidden_layer_sizes=(8,),
-                 value_hidden_layer_sizes=(8,)) if tiny else dict(
+                 num_eval_envs=8, episode_length=20) if tiny else dict(
         num_timesteps=1_000_000, num_envs=128, batch_size=256, num_minibatches=8, unroll_length=20, num_evals=6,
         num_eval_envs=128, episode_length=100)
     reports: list[tuple[int, float]] = []
     make_policy, params, _ = torch_ppo.train(
         my_robot.Arm3(), learning_rate=1e-3, entropy_cost=1e-3, discounting=0.97, normalize_observations=True,
-        randomization_fn=my_robot.randomize_damping,
+        randomization_fn=my_robot.randomize_damping, network_factory=factory, save_checkpoint_path=checkpoints,
         progress_fn=lambda step, metrics: reports.append((step, float(metrics["eval/episode_reward"]))), **sizes)
-    print(f"Arm3, torch PPO with randomised damping: evaluation reward {reports[0][1]:.1f} -> {reports[-1][1]:.1f}")
-    return reports, make_policy(params, deterministic=True)
+    print(f"Arm3, torch PPO with randomised damping and residual networks: evaluation reward {reports[0][1]:.1f} -> "
+          f"{reports[-1][1]:.1f}")
+    reloaded = torch_ppo.load_policy(checkpoints, network_factory=factory)  # the newest checkpoint
+    return reports, make_policy(params, deterministic=True), reloaded
 
 
 def drive_from_torchrl_and_gymnasium(policy: Any, num_envs: int, steps: int) -> dict[str, Any]:
@@ -177,11 +220,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--cli", action="store_true", help="also run the brax-bridge commands (in runs/)")
     args = parser.parse_args(argv)
     cart_reports = train_cart_with_jax(args.tiny)
-    arm_reports, policy = train_arm_with_torch(args.tiny)
+    with tempfile.TemporaryDirectory() as checkpoints:
+        arm_reports, policy, reloaded = train_arm_with_torch(args.tiny, checkpoints)
+    observations = torch.randn(16, 15)
     result: dict[str, Any] = {
         "cart_reports": cart_reports,
         "arm_reports": arm_reports,
-        "bridge": drive_from_torchrl_and_gymnasium(policy, num_envs=4, steps=5 if args.tiny else 100),
+        "reloaded_actions_match": torch.equal(policy(observations)[0], reloaded(observations)[0]),
+        "bridge": drive_from_torchrl_and_gymnasium(reloaded, num_envs=4, steps=5 if args.tiny else 100),
     }
     commands = command_lines(args.tiny)
     result["cli"] = []

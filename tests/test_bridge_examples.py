@@ -51,6 +51,8 @@ def test_bring_your_own_robot_trains_both_envs_and_drives_the_policy_from_torchr
     assert all(-30.0 < reward <= 0.0 for _, reward in result["cart_reports"])
     # Arm3: the fingertip is never more than 0.58 m from a target, and the action costs at most 0.03 a step.
     assert all(-12.3 < reward < 0.0 for _, reward in result["arm_reports"])
+    # The residual network's policy, rebuilt from its checkpoint by torch_ppo.load_policy, acts as the trained one.
+    assert result["reloaded_actions_match"]
     bridge = result["bridge"]
     assert bridge["torchrl_steps"] == (4, 5) and -3.05 < bridge["torchrl_return"] < 0.0
     assert bridge["gymnasium_observation"] == (4, 15) and -3.05 < bridge["gymnasium_return"] < 0.0

@@ -50,7 +50,7 @@ def load_params(modules: PPOModules, params: Any) -> PPOModules:
         if value_params is None and isinstance(params, (tuple, list)) and len(params) == 3:
             value_params = params[2]
         if value_params is not None:
-            modules.value.mlp.load_state_dict(value_params)
+            modules.value.load_params_state_dict(value_params)
     return modules
 
 
