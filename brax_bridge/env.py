@@ -1038,21 +1038,12 @@ def _check_wrapped(env: Any, num_envs: int) -> None:
 
 def _refuse_training_wrappers(env: Env) -> None:
     """TorchEnv adds the training wrappers itself; an env that already has them would be wrapped twice."""
-    training_wrappers = (
-        _training.VmapWrapper,
-        _training.EpisodeWrapper,
-        _training.AutoResetWrapper,
-        _training.DomainRandomizationVmapWrapper,
-    )
-    layer = env
-    while isinstance(layer, _envs.Wrapper):
-        if isinstance(layer, training_wrappers):
-            raise ValueError(
-                f"env is already wrapped for training ({type(layer).__name__}, as brax_core.envs.training.wrap "
-                "does); TorchEnv adds those wrappers itself: pass the unwrapped env (env.unwrapped, or the env "
-                "before wrap(...)) and give episode_length, action_repeat and randomization_fn to TorchEnv"
-            )
-        layer = layer.env
+    if _training.training_wrappers(env):
+        raise ValueError(
+            f"env is {_training.describe_wrapping(env)}, as brax_core.envs.training.wrap does; TorchEnv adds those "
+            "wrappers itself: pass the unwrapped env (env.unwrapped, or the env before wrap(...)) and give "
+            "episode_length, action_repeat and randomization_fn to TorchEnv"
+        )
 
 
 def _field_items(data: Any) -> list[tuple[str, Any]]:

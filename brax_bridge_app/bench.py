@@ -38,7 +38,7 @@ class BenchmarksNotFound(RuntimeError):
 
 def search_roots() -> list[str]:
     """Where ``benchmarks/`` may be: the checkout the package was imported from, then the working directory."""
-    checkout = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    checkout = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # <checkout>/brax_bridge_app/bench.py
     return list(dict.fromkeys([checkout, os.getcwd()]))
 
 

@@ -54,6 +54,10 @@ DEVICE_HELP = (
     "where both trainers' physics and networks run: auto (CUDA where JAX and torch both have it, else the CPU), "
     "cpu, cuda or cuda:N"
 )
+ENV_HELP = (
+    "environment: a registered name (see `brax-bridge envs`), playground:<task>, or your own brax_core Env class or "
+    "factory as module.path:Name or path/to/file.py:Name"
+)
 PRESET_HELP = (
     "hyperparameter preset: an env's name, or ant-gpu, humanoid-gpu or halfcheetah-gpu for Brax's GPU recipes "
     "(default: the env's own)"
@@ -124,6 +128,8 @@ def with_hparams(fn):
 
 
 def _check_env(env: str | None) -> str:
+    """``--env`` checked (a user's env imported and built, nothing compiled); returns it as the run folder records
+    it (a file path made absolute)."""
     from brax_bridge_app import envinfo
 
     if not env:
@@ -131,13 +137,16 @@ def _check_env(env: str | None) -> str:
     problem = envinfo.check_name(env)
     if problem is not None:
         raise _fail(f"--env {problem}")
-    return env
+    return envinfo.canonical(env)
 
 
-def _folder_name(env: str) -> str:
-    """``env`` as part of a default folder name (``playground:CheetahRun`` -> ``playground_CheetahRun``: a colon
-    is not allowed in Windows paths and splits ``PATH``-like lists)."""
-    return env.replace(":", "_")
+def _check_run_env(config: dict[str, Any], flag: str) -> None:
+    """The env of a run folder's ``config.json`` can still be built (a user's module or file may have moved)."""
+    from brax_bridge_app import envinfo
+
+    problem = envinfo.check_name(config["env"], config.get(envinfo.IMPORT_DIR))
+    if problem is not None:
+        raise _fail(f"{flag}: the run's env cannot be built: {problem}")
 
 
 def _check_trainer(trainer: str) -> str:
@@ -218,9 +227,14 @@ def _print_summary(summary: dict[str, Any], run_dir: str) -> None:
 
 @app.command("envs")
 def envs_command(
-    names: Annotated[list[str] | None, typer.Argument(help="only these environments (default: all)")] = None,
+    names: Annotated[
+        list[str] | None,
+        typer.Argument(help="only these environments (default: all registered); playground:<task>, "
+                       "module.path:Name and path/to/file.py:Name are described too"),
+    ] = None,
 ) -> None:
-    """List the registered environments: observation and action sizes, default episode length, dt.
+    """List the registered environments, or describe the named ones: observation and action sizes, default
+    episode length, dt.
 
     Sizes come from the model and from abstract evaluation of reset (no physics is compiled or stepped).
     """
@@ -240,7 +254,7 @@ def envs_command(
             table.add_row(info.name, "-", "-", "-", "-")
             continue
         table.add_row(info.name, str(info.observation_size), str(info.action_size), str(info.episode_length),
-                      f"{info.dt:g}")
+                      "-" if info.dt is None else f"{info.dt:g}")
     console.print(table)
     for info in broken:
         console.print(f"[yellow]{info.name}: unavailable ({info.error})[/]")
@@ -252,7 +266,7 @@ def envs_command(
 @app.command("train")
 @with_hparams
 def train_command(
-    env: Annotated[str | None, typer.Option(help="environment name (see `brax-bridge envs`)")] = None,
+    env: Annotated[str | None, typer.Option(help=ENV_HELP)] = None,
     trainer: Annotated[
         str | None, typer.Option(help="jax (brax_core PPO) or torch (torch_ppo through the bridge) (default: jax)")
     ] = None,
@@ -280,7 +294,7 @@ def train_command(
     hyperparameter flags with --allow-changes). --config FILE reads the settings from a file (a run's
     config.json, or YAML); --logger adds TensorBoard or Weights & Biases.
     """
-    from brax_bridge_app import loggers, runs
+    from brax_bridge_app import envinfo, loggers, runs
 
     logger_names = _check_loggers(logger)
     if resume is not None:
@@ -299,7 +313,8 @@ def train_command(
         device = _check_device(settings["device"] or "auto")
         resolved, used = _resolve(env, settings["preset"], hp, configured)
         stamp = time.strftime("%Y%m%d-%H%M%S")
-        run_dir = str(out) if out is not None else os.path.join("runs", f"{_folder_name(env)}-{trainer}-{stamp}")
+        folder = f"{envinfo.folder_name(env)}-{trainer}-{stamp}"
+        run_dir = str(out) if out is not None else os.path.join("runs", folder)
         config = runs.make_config(env, trainer, seed, resolved, used, device)
     console.print(f"training [bold]{config['trainer']}[/] PPO on [bold]{config['env']}[/] "
                   f"({config['hyperparameters']['num_timesteps']:,} env steps, preset {config['preset']}) -> {run_dir}")
@@ -328,7 +343,9 @@ def _resume_config(resume: Path, env, trainer, preset, hp, allow_changes: bool =
         config = rundir.read_config(run_dir)
     except rundir.RunDirError as err:
         raise _fail(f"--resume: {err}") from None
-    if env is not None and env != config["env"]:
+    from brax_bridge_app import envinfo
+
+    if env is not None and envinfo.canonical(env) != config["env"]:
         raise _fail(f"--env {env} differs from the resumed run's env {config['env']!r}; leave it out with --resume")
     if trainer is not None and trainer != config["trainer"]:
         raise _fail(f"--trainer {trainer} differs from the resumed run's {config['trainer']!r}")
@@ -351,6 +368,7 @@ def _resume_config(resume: Path, env, trainer, preset, hp, allow_changes: bool =
             configuration.run_config(config)  # the rules between fields, for the changed values
         except hparams.HParamError as err:
             raise _fail(str(err)) from None
+    _check_run_env(config, "--resume")
     config["versions"] = rundir.versions()
     config.setdefault("resumed", []).append(time.strftime("%Y-%m-%dT%H:%M:%S%z"))
     return config, run_dir
@@ -359,7 +377,7 @@ def _resume_config(resume: Path, env, trainer, preset, hp, allow_changes: bool =
 @app.command("compare")
 @with_hparams
 def compare_command(
-    env: Annotated[str | None, typer.Option(help="environment name (see `brax-bridge envs`)")] = None,
+    env: Annotated[str | None, typer.Option(help=ENV_HELP)] = None,
     out: Annotated[Path | None, typer.Option(help="report folder (default: runs/compare_<env>)")] = None,
     seeds: Annotated[
         str | None, typer.Option(help=f"comma-separated seeds, each trained by both trainers; a verdict needs at "
@@ -384,7 +402,7 @@ def compare_command(
     The report gives each trainer's interquartile mean (IQM) with a 95 % bootstrap interval and a verdict from the
     probability of improvement; compare.png draws the IQM curves with their bands against env steps and wall time.
     """
-    from brax_bridge_app import comparison, report, stats
+    from brax_bridge_app import comparison, envinfo, report, stats
 
     # The runs' processes get this environment as it is now, before this process starts JAX.
     with comparison.no_accelerator_memory_held() as child_env:
@@ -402,7 +420,7 @@ def compare_command(
             raise _fail(f"--threshold must be a finite number; got {threshold}")
         device = _check_device(settings["device"] or "auto")
         resolved, used = _resolve(env, settings["preset"], hp, configured)
-        out_dir = str(out) if out is not None else os.path.join("runs", f"compare_{_folder_name(env)}")
+        out_dir = str(out) if out is not None else os.path.join("runs", f"compare_{envinfo.folder_name(env)}")
         os.makedirs(out_dir, exist_ok=True)
         notes = []
         if len(seed_list) < MIN_SEEDS:
@@ -458,6 +476,7 @@ def eval_command(
     placement = runtime.place(device)
     try:
         config = rundir.read_config(str(run_dir))
+        _check_run_env(config, "RUN_DIR")
         with runtime.placed(placement):
             policy = evaluate.load_policy(str(run_dir), config, deterministic, placement)
     except rundir.RunDirError as err:

@@ -11,9 +11,8 @@ import functools
 from collections.abc import Mapping
 from typing import Any
 
-from brax_bridge_app import hparams
+from brax_bridge_app import envinfo, hparams
 from brax_bridge_app.hparams import HParamError
-from brax_core import envs
 from brax_core.training.agents.ppo import networks as ppo_networks
 from brax_core.training.agents.ppo import presets as ppo_presets
 from brax_core.training.agents.ppo.config import (
@@ -92,7 +91,7 @@ def run_config(run: Mapping[str, Any]) -> PPOConfig:
 
 
 def env_default_episode_length(env_name: str) -> int:
-    return int(getattr(envs.get_environment_class(env_name), "default_episode_length", 1000))
+    return envinfo.default_episode_length(env_name)
 
 
 def jax_kwargs(config: PPOConfig) -> dict[str, Any]:

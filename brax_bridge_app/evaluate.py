@@ -13,9 +13,8 @@ import jax.numpy as jnp
 import numpy as np
 from rich.console import Console
 
-from brax_bridge_app import rundir, runtime, trainers
+from brax_bridge_app import envinfo, rundir, runtime, trainers
 from brax_core import compile as compile_options
-from brax_core import envs
 from brax_core.envs import training
 from brax_core.io import html, image
 
@@ -61,7 +60,7 @@ def run_episodes(
     """
     hp = config["hyperparameters"]
     repeat = int(hp["action_repeat"])
-    base = envs.get_environment(config["env"])
+    base = envinfo.of_run(config)
     env = training.VmapWrapper(training.EpisodeWrapper(base, int(hp["episode_length"]), repeat))
     steps = -(-int(hp["episode_length"]) // repeat)
     keys = jax.random.split(jax.random.PRNGKey(seed), episodes + 1)
@@ -122,10 +121,6 @@ def _pose(pipeline_state: Any) -> tuple[jax.Array, jax.Array, jax.Array]:
     return pipeline_state.qpos[0], pipeline_state.xpos[0], pipeline_state.xquat[0]
 
 
-def env_dt(config: Mapping[str, Any]) -> float:
-    return float(envs.get_environment(config["env"]).dt) * int(config["hyperparameters"]["action_repeat"])
-
-
 def render(run_dir: str, config: Mapping[str, Any], result: Episodes, video: str, console: Console) -> dict:
     """Writes the first episode as ``episode.html`` and, unless ``video`` is ``none``, ``episode.<video>``.
 
@@ -135,9 +130,10 @@ def render(run_dir: str, config: Mapping[str, Any], result: Episodes, video: str
     if result.xpos is None:
         console.print(f"[yellow]--render: {config['env']} has no MuJoCo model, so there is nothing to draw[/]")
         return written
-    model = envs.get_environment(config["env"]).mj_model
+    base = envinfo.of_run(config)
+    model = base.mj_model
     trajectory = Trajectory(result.qpos, result.xpos, result.xquat)
-    dt = env_dt(config)
+    dt = float(base.dt) * int(config["hyperparameters"]["action_repeat"])
     written["html"] = html.save(os.path.join(run_dir, f"{rundir.EPISODE}.html"), model, trajectory, dt=dt)
     console.print(f"HTML viewer: {written['html']} (open in a browser; works offline)")
     if video != "none":

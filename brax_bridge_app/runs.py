@@ -22,7 +22,7 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from brax_bridge_app import hparams, plots, rundir, runtime, trainers
+from brax_bridge_app import envinfo, hparams, plots, rundir, runtime, trainers
 
 # Files in a run folder that describe the run's policy, written after training (`eval`) or at its end: a fresh run
 # in the same folder removes them first (and the rendered episode, `rundir.EPISODE` in any format).
@@ -90,7 +90,7 @@ def make_config(
     env: str, trainer: str, seed: int, hp: Mapping[str, Any], preset: str | None, device: str = "auto"
 ) -> dict[str, Any]:
     return {
-        "env": env,
+        **envinfo.recorded(env),
         "trainer": trainer,
         "seed": seed,
         "preset": preset,

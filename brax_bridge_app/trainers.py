@@ -15,8 +15,7 @@ import jax.numpy as jnp
 import torch
 
 import torch_ppo
-from brax_bridge_app import configuration, hparams, runtime
-from brax_core import envs
+from brax_bridge_app import configuration, envinfo, hparams, runtime
 from brax_core.training.agents.ppo import checkpoint as jax_checkpoint
 from brax_core.training.agents.ppo import train as ppo_train
 from torch_ppo import checkpoint as torch_checkpoint
@@ -54,7 +53,7 @@ class JaxTrainer(Trainer):
 
     def train(self, config: Mapping[str, Any], placement: runtime.Placement, **run_kwargs: Any) -> Any:
         kwargs = configuration.jax_kwargs(configuration.run_config(config))
-        environment = envs.get_environment(config["env"])
+        environment = envinfo.of_run(config)
         # The JAX trainer trains on JAX's default device when one is set.
         with runtime.placed(placement):
             return ppo_train.train(environment=environment, **run_kwargs, **kwargs)
@@ -73,9 +72,11 @@ class TorchTrainer(Trainer):
 
     def train(self, config: Mapping[str, Any], placement: runtime.Placement, **run_kwargs: Any) -> Any:
         kwargs = configuration.torch_kwargs(configuration.run_config(config))
-        # By name: the bridge shares one compiled step among TorchEnvs of one configuration (training, evaluation).
+        # A registered name stays a name: the bridge shares one compiled step among TorchEnvs of one configuration
+        # (training, evaluation). A user's env is handed over built.
+        environment = envinfo.of_run(config) if envinfo.is_user_env(config["env"]) else config["env"]
         with runtime.placed(placement):
-            return torch_ppo.train(environment=config["env"], device=placement.torch_device, **run_kwargs, **kwargs)
+            return torch_ppo.train(environment=environment, device=placement.torch_device, **run_kwargs, **kwargs)
 
     def latest_step(self, path: str) -> int | None:
         return torch_checkpoint.latest_step(path)

@@ -1,9 +1,12 @@
 """The bridge's examples run end to end at a tiny size (`main(["--tiny"])`) on the `fast` env (the differentiable one
-on its own smooth point mass)."""
+on its own smooth point mass; the robot examples on their own models)."""
 
 import importlib.util
+import json
 import os
 
+import jax
+import numpy as np
 import pytest
 
 EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples")
@@ -36,3 +39,60 @@ def test_torchrl_training_loop_runs_collector_and_ppo():
     before, after = result["eval_reward_before"], result["eval_reward_after"]
     assert after > 0.9 * BEST_PER_STEP_20 and after >= before, (before, after)
     assert result["copies"] == 0
+
+
+def test_bring_your_own_robot_trains_both_envs_and_drives_the_policy_from_torchrl_and_gymnasium():
+    pytest.importorskip("torchrl")
+    pytest.importorskip("gymnasium")
+    result = _load("bring_your_own_robot").main(["--tiny"])
+    for reports in (result["cart_reports"], result["arm_reports"]):
+        assert reports[0][0] == 0 and reports[-1][0] >= 320 and len(reports) == 2
+    # Cart over a 20-step episode: at most 1.3 m from the goal (then it has left the rail) and slow at first.
+    assert all(-30.0 < reward <= 0.0 for _, reward in result["cart_reports"])
+    # Arm3: the fingertip is never more than 0.58 m from a target, and the action costs at most 0.03 a step.
+    assert all(-12.3 < reward < 0.0 for _, reward in result["arm_reports"])
+    # The residual network's policy, rebuilt from its checkpoint by torch_ppo.load_policy, acts as the trained one.
+    assert result["reloaded_actions_match"]
+    bridge = result["bridge"]
+    assert bridge["torchrl_steps"] == (4, 5) and -3.05 < bridge["torchrl_return"] < 0.0
+    assert bridge["gymnasium_observation"] == (4, 15) and -3.05 < bridge["gymnasium_return"] < 0.0
+    assert result["cli"] == []  # printed only, without --cli
+
+
+def test_my_robots_randomisation_gives_each_env_its_own_damping():
+    module = _load("my_robot")
+    env = module.Arm3()
+    sys, in_axes = module.randomize_damping(env.sys, jax.random.split(jax.random.PRNGKey(0), 5))
+    scale = np.asarray(sys.dof_damping) / np.asarray(env.sys.dof_damping)
+    assert scale.shape == (5, 3) and np.all((scale >= 0.5) & (scale <= 2.0))
+    np.testing.assert_allclose(scale, scale[:, :1] * np.ones((1, 3)), rtol=1e-6)  # one factor per env
+    assert len(set(np.round(scale[:, 0], 6))) == 5
+    assert in_axes.dof_damping == 0 and in_axes.body_mass is None
+
+
+def test_real_robot_arm_runs_at_a_tiny_size():
+    pytest.importorskip("gymnasium")  # the arm's MJCF ships with it
+    result = _load("real_robot_arm").main(["--tiny"])
+    assert (result["observation_size"], result["action_size"]) == (23, 7)
+    steps = [step for step, _, _ in result["reports"]]
+    assert steps[0] == 0 and steps[-1] >= 320
+    # 20 steps of minus the tip's distance (no point the tip can reach is 2.0 m from a target) and at most 0.35 of
+    # action cost
+    assert all(-47.0 < reward < 0.0 for _, reward, _ in result["reports"])
+
+
+@pytest.mark.slow
+def test_bring_your_own_robots_commands_train_and_evaluate(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = _load("bring_your_own_robot").main(["--tiny", "--cli"])
+    assert result["cli"] == [0, 0, 0]
+    evaluated = json.loads((tmp_path / "runs" / "arm3-torch" / "eval.json").read_text())
+    assert len(evaluated["returns"]) == 4 and evaluated["mean_length"] == 20.0
+
+
+@pytest.mark.slow
+def test_real_robot_arm_learns_to_reach():
+    pytest.importorskip("gymnasium")
+    result = _load("real_robot_arm").main([])
+    rewards = [reward for _, reward, _ in result["reports"]]
+    assert rewards[-1] > rewards[0] + 20.0, rewards

@@ -13,7 +13,19 @@ from cli_runner import TINY, invoke
 from cli_runner import error_text as _error_text
 from PIL import Image
 
-from brax_bridge_app import bench, configuration, envinfo, hparams, plots, report, rundir, runs, runtime, stats
+from brax_bridge_app import (
+    bench,
+    configuration,
+    envinfo,
+    hparams,
+    plots,
+    report,
+    rundir,
+    runs,
+    runtime,
+    stats,
+    trainers,
+)
 from brax_core import envs
 from brax_core.io import image
 from brax_core.training.agents.ppo import checkpoint as jax_checkpoint
@@ -404,8 +416,6 @@ def test_a_placement_off_jaxs_default_device_sets_it(monkeypatch):
 
 
 def test_the_trainers_are_the_schemas_and_an_unknown_one_is_named():
-    from brax_bridge_app import trainers
-
     assert tuple(trainers.TRAINERS) == tuple(hparams.TRAINERS) == ("jax", "torch")
     assert {name: t.name for name, t in trainers.TRAINERS.items()} == {"jax": "jax", "torch": "torch"}
     with pytest.raises(hparams.HParamError, match="--trainer must be one of: jax, torch; got 'tf'"):

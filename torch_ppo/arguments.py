@@ -20,12 +20,14 @@ import torch
 from brax_bridge import TorchEnv
 from brax_core import envs
 from brax_core.envs.base import Env
+from brax_core.envs.wrappers import training as env_training
 from brax_core.training import resume
 from brax_core.training.agents.ppo.config import PPOConfig
 from brax_core.training.run import checkpoints as run_checkpoints
 from brax_core.training.validation import boolean as _bool
 from brax_core.training.validation import callable_arg as _callable
 from brax_core.training.validation import positive_int as _positive_int
+from torch_ppo import network_factory as custom_networks
 from torch_ppo.evaluation import EVAL_BACKENDS
 from torch_ppo.networks import resolve_kernel_init
 
@@ -41,6 +43,14 @@ here directly: ``policy_hidden_layer_sizes``, ``value_hidden_layer_sizes``, ``ac
 ``init_noise_std``, ``state_dependent_std``, ``mean_clip_scale``, ``policy_obs_key``/``value_obs_key`` for dict
 observations, and the ``*_kernel_init_fn``/``_kwargs`` pairs, given by Brax's initialiser names or the
 ``jax.nn.initializers`` functions; ``delta_orthogonal``, a convolution initialiser, has no torch counterpart).
+Networks of your own: ``network_factory=fn``, where ``fn(observation_size, action_size)`` returns
+``(policy_module, value_module)``, two ``torch.nn.Module``s over normalised observations ``[batch,
+observation_size]``; the policy module gives ``[batch, 2 * action_size]`` (the mean of each action dimension, then
+its scale before the softplus: the JAX trainer's layout) and the value module ``[batch]`` or ``[batch, 1]``. The
+normaliser, the tanh-squashed normal distribution, the losses, DDP, checkpoints and resume stay as they are; a
+module of the wrong output size is refused before training, and the options of torch_ppo's own networks above must
+keep their defaults beside it. Its actor evaluates through the bridge (``eval_backend='jax'`` is refused) and
+``torch_ppo.load_policy(path, network_factory=fn)`` rebuilds it from a checkpoint (see ``torch_ppo.network_factory``).
 The ``ADAPTIVE_KL`` learning-rate schedule changes Adam's learning rate (a tensor, so no host read) at every
 minibatch from the minibatch's mean ``KL(behaviour || current)``, averaged over processes, and updates the
 observation statistics after a batch's SGD, as the JAX trainer does; the clipped value loss compares with the
@@ -93,6 +103,10 @@ Returns:
 # schema field (or argument) named by its key: the order of the signature, which callers may rely on positionally.
 TORCH_ARGUMENTS: dict[str, tuple[tuple[str, Any, str], ...]] = {
     "": (("environment", inspect.Parameter.empty, "Any"),),
+    # Where the JAX trainer takes its network_factory.
+    "learning_rate_schedule_max_lr": (
+        ("network_factory", None, "Callable[[int, int], tuple[torch.nn.Module, torch.nn.Module]] | None"),
+    ),
     "use_pmap_on_reset": (
         ("progress_fn", lambda *args: None, "Callable[[int, Metrics], None]"),
         ("policy_params_fn", lambda *args: None, "Callable[..., None]"),
@@ -174,13 +188,18 @@ class TrainArguments:
     allow_config_changes: bool | tuple[str, ...]
     # ``<layer>_kernel_init_fn`` and ``<layer>_kernel_init_kwargs`` for the policy, value and mean layers.
     kernel_inits: Mapping[str, Any]
+    network_factory: custom_networks.NetworkFactory | None
     device: torch.device
     num_threads: int | None
 
     @property
     def network_options(self) -> dict[str, Any]:
         """``PPOModules``' keyword arguments beyond sizes, activation and normalisation."""
-        return {**{name: getattr(self.hp, name) for name in _SCHEMA_NETWORK_OPTIONS}, **self.kernel_inits}
+        return {
+            **{name: getattr(self.hp, name) for name in _SCHEMA_NETWORK_OPTIONS},
+            **self.kernel_inits,
+            "network_factory": self.network_factory,
+        }
 
 
 def parse(arguments: Mapping[str, Any], device: torch.device, world_size: int) -> TrainArguments:
@@ -189,7 +208,7 @@ def parse(arguments: Mapping[str, Any], device: torch.device, world_size: int) -
     if isinstance(environment, str):
         envs.get_environment_class(environment)  # unknown names raise here, listing the registered ones
     elif envs.is_env(environment):
-        environment = envs.as_env(environment)  # a Playground MjxEnv becomes a brax_core Env here
+        environment = _unwrapped_env("environment", envs.as_env(environment))  # a Playground MjxEnv: a brax_core Env
     elif not isinstance(environment, TorchEnv):
         raise TypeError(
             "environment must be a brax_core Env, a MuJoCo Playground MjxEnv, a registered environment name "
@@ -224,6 +243,7 @@ def parse(arguments: Mapping[str, Any], device: torch.device, world_size: int) -
         _callable("randomization_fn", randomization_fn)
     wrap_env_fn = _checked_wrap_env_fn(arguments["wrap_env_fn"], environment)
     eval_backend, eval_env = _checked_evaluation(arguments["eval_backend"], arguments["eval_env"])
+    network_factory = _checked_network_factory(arguments, hp, eval_backend)
     if hp.num_envs % world_size != 0:
         raise ValueError(f"num_envs ({hp.num_envs}) must be divisible by the number of processes ({world_size})")
     if hp.batch_size % world_size != 0:
@@ -249,6 +269,7 @@ def parse(arguments: Mapping[str, Any], device: torch.device, world_size: int) -
         save_checkpoint_path=save_checkpoint_path,
         allow_config_changes=allow_config_changes,
         kernel_inits=kernel_inits,
+        network_factory=network_factory,
         device=device,
         num_threads=num_threads,
     )
@@ -269,6 +290,38 @@ def _checked_wrap_env_fn(wrap_env_fn: Any, environment: Any) -> Callable[..., An
     return wrap_env_fn
 
 
+def _checked_network_factory(
+    arguments: Mapping[str, Any], hp: PPOConfig, eval_backend: str | None
+) -> custom_networks.NetworkFactory | None:
+    """``network_factory``, refused beside an option of torch_ppo's own networks set away from its default (it
+    would be ignored) and beside what its modules cannot give (see ``torch_ppo.network_factory``)."""
+    network_factory = arguments["network_factory"]
+    if network_factory is None:
+        return None
+    custom_networks.check_factory(network_factory)
+    for name in custom_networks.BUILT_IN_OPTIONS:
+        value = getattr(hp, name) if name in PPOConfig.__dataclass_fields__ else arguments[name]
+        default = SIGNATURE.parameters[name].default
+        if value != default:
+            raise ValueError(
+                f"{name}={value!r} sets torch_ppo's own networks, which network_factory replaces: leave {name} at "
+                f"its default ({default!r}) and build that into network_factory's modules, or drop network_factory"
+            )
+    for name, allowed in (("distribution_type", "tanh_normal"), ("use_distributional_critic", False)):
+        if getattr(hp, name) != allowed:
+            raise ValueError(
+                f"{name}={getattr(hp, name)!r} needs torch_ppo's own networks: network_factory's policy module gives "
+                f"the 'tanh_normal' distribution's parameters and its value module one value; with network_factory "
+                f"leave {name}={allowed!r}"
+            )
+    if eval_backend == "jax":
+        raise ValueError(
+            "eval_backend='jax' rebuilds the actor from brax_core's networks, which cannot rebuild network_factory's "
+            "modules: pass eval_backend='torch' (or None, which evaluates a network_factory's actor through the bridge)"
+        )
+    return network_factory
+
+
 def _checked_evaluation(eval_backend: Any, eval_env: Any) -> tuple[str | None, Env | TorchEnv | None]:
     """``eval_backend`` and ``eval_env``, checked against each other."""
     if eval_backend is not None and eval_backend not in EVAL_BACKENDS:
@@ -285,7 +338,21 @@ def _checked_evaluation(eval_backend: Any, eval_env: Any) -> tuple[str | None, E
             "eval_env must be a brax_core Env, a MuJoCo Playground MjxEnv, a brax_bridge.TorchEnv or None, "
             f"got {eval_env!r}"
         )
-    return eval_backend, envs.as_env(eval_env)
+    return eval_backend, _unwrapped_env("eval_env", envs.as_env(eval_env))
+
+
+def _unwrapped_env(name: str, env: Env) -> Env:
+    """``env``, refused when it is wrapped for training already: torch_ppo wraps its envs itself (there is no
+    ``wrap_env=False`` as in the JAX trainer), and a second wrapping fails deep inside JAX."""
+    if env_training.training_wrappers(env):
+        unwrapped = type(env.unwrapped).__name__
+        raise ValueError(
+            f"{name} is {env_training.describe_wrapping(env)}; torch_ppo.train wraps its envs itself "
+            "(brax_core.envs.training.wrap inside its TorchEnv, or wrap_env_fn) and takes no wrap_env=False as the "
+            f"JAX trainer does: pass the env before wrapping ({name}.unwrapped: the {unwrapped} env) "
+            "with episode_length, action_repeat and randomization_fn given to train, or a ready brax_bridge.TorchEnv"
+        )
+    return env
 
 
 def resolve_device(device: Any, environment: Any) -> torch.device:

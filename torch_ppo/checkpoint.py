@@ -31,8 +31,9 @@ from brax_core.training import resume
 from brax_core.training.run import checkpoints as run_checkpoints
 from brax_core.training.run.checkpoints import STALE_TMP_S, CheckpointError, latest_step, resolve, step_directories
 from torch_ppo import distributed
+from torch_ppo.network_factory import NetworkFactory
 from torch_ppo.networks import PPOModules
-from torch_ppo.params import make_inference_fn, params_of
+from torch_ppo.params import TorchPolicy, make_inference_fn, params_of
 
 __all__ = [
     "FORMAT",
@@ -130,18 +131,46 @@ def load(path: str | os.PathLike, map_location: Any = "cpu") -> dict[str, Any]:
     return state
 
 
-def load_policy(path: str | os.PathLike, deterministic: bool = True, device: Any = "cpu"):
-    """Rebuilds the inference function from a checkpoint alone: ``policy(observation) -> (action, extras)``."""
+def load_policy(
+    path: str | os.PathLike,
+    deterministic: bool = True,
+    device: Any = "cpu",
+    network_factory: NetworkFactory | None = None,
+) -> TorchPolicy:
+    """Rebuilds the inference function from a checkpoint: ``policy(observation) -> (action, extras)``.
+
+    Args:
+      path: a step directory, a checkpoint file of the earlier layout, or a save path (its newest checkpoint).
+      deterministic: the distribution's mode (else a sample).
+      device: where the networks run.
+      network_factory: the ``network_factory`` the run trained with, for a checkpoint of networks of your own
+        (the checkpoint records its name, not its code); ``None`` for torch_ppo's own networks.
+    """
     state = load(path, map_location=device)
     config = state["config"]
-    network = config["network"]
-    if network.get("activation") is None:
+    network = dict(config["network"])
+    recorded = network.pop("network_factory", None)
+    if recorded is not None and network_factory is None:
+        raise CheckpointError(
+            f"checkpoint {state['path']!r} was trained with network_factory={recorded}, modules of your own that a "
+            "checkpoint holds the weights of but not the code: pass load_policy(path, network_factory=...) that "
+            "function"
+        )
+    if recorded is None and network_factory is not None:
+        raise ValueError(
+            f"network_factory={network_factory!r}: checkpoint {state['path']!r} holds torch_ppo's own networks, "
+            "which it rebuilds alone; leave network_factory None"
+        )
+    if recorded is None and network.get("activation") is None:
         raise CheckpointError(
             f"checkpoint {state['path']!r} was trained with an unnamed activation callable; rebuild the networks "
             "with that callable and load_params instead"
         )
-    modules = PPOModules(**network).to(device)
-    modules.load_state_dict(state["modules"])
+    modules = PPOModules(**network, network_factory=network_factory).to(device)
+    try:
+        modules.load_state_dict(state["modules"])
+    except RuntimeError as err:
+        raise ValueError(f"checkpoint {state['path']!r} does not fit these networks: {err}") from err
     policy = make_inference_fn(modules)(params_of(modules), deterministic=deterministic)
     expected = network["observation_size"]
 

@@ -11,7 +11,7 @@ and steps/s):
   costs what the JAX trainer's costs: one call, instead of a bridge step and a torch forward per env step.
 * ``BridgeEvaluator``: the torch actor drives a separate ``TorchEnv``, a step at a time; used for an ``eval_env``
   that is a ready ``TorchEnv``, for an actor brax_core's networks cannot express (an activation known to torch
-  only), and with ``train(..., eval_backend="torch")``.
+  only, or the modules of a ``network_factory``), and with ``train(..., eval_backend="torch")``.
 """
 
 from __future__ import annotations

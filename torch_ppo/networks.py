@@ -19,6 +19,7 @@ from tensordict import TensorDictBase
 from tensordict.nn import TensorDictModule, TensorDictModuleBase, TensorDictSequential
 from torch import nn
 
+from torch_ppo import network_factory as custom
 from torch_ppo.normalizer import DictNormalizer, RunningNormalizer
 
 Activation = str | Callable[[torch.Tensor], torch.Tensor]
@@ -238,6 +239,9 @@ class PolicyNetwork(nn.Module):
     by ``mean_clip_scale * x / (1 + |x|)`` when set) and the std from ``std_param`` (``noise_std_type='scalar'``),
     ``exp(std_logparam)`` (``'log'``) or a ``std_dense`` head (``state_dependent_std``: its exponential for
     ``'log'``, its raw output for ``'scalar'``); actions are the samples themselves.
+
+    ``body``, a module of the user's own (``torch_ppo.network_factory``), takes the ``'tanh_normal'`` MLP's place:
+    it gives the ``2 * action_size`` outputs.
     """
 
     def __init__(
@@ -256,6 +260,7 @@ class PolicyNetwork(nn.Module):
         mean_kernel_init: KernelInit | None = None,
         obs_key: str | None = None,
         min_std: float = MIN_STD,
+        body: nn.Module | None = None,
     ):
         super().__init__()
         if distribution_type not in DISTRIBUTION_TYPES:
@@ -271,6 +276,12 @@ class PolicyNetwork(nn.Module):
         self.mean_clip_scale = None if mean_clip_scale is None else float(mean_clip_scale)
         self.min_std = float(min_std)
         self.squash = distribution_type == "tanh_normal"
+        self.custom = body is not None
+        if self.custom:
+            if not self.squash:
+                raise ValueError("a policy module of the user's own gives the 'tanh_normal' distribution's parameters")
+            self.mlp = body  # the name of the MLP it replaces, so that every path reading the policy's layers holds
+            return
         if self.squash:
             self.mlp = MLP(observation_size, [*hidden_layer_sizes, 2 * self.action_size], activation, kernel_init)
             return
@@ -286,7 +297,8 @@ class PolicyNetwork(nn.Module):
     def forward(self, observation: Any) -> tuple[torch.Tensor, torch.Tensor]:
         x = self.normalizer(_select(observation, self.obs_key))
         if self.squash:
-            loc, raw_scale = self.mlp(x).split(self.action_size, dim=-1)
+            out = custom.call_batched(self.mlp, x) if self.custom else self.mlp(x)
+            loc, raw_scale = out.split(self.action_size, dim=-1)
             return loc, F.softplus(raw_scale) + self.min_std
         hidden = self.mlp(x)
         loc = self.mean(hidden)
@@ -324,6 +336,9 @@ class PolicyNetwork(nn.Module):
         return {k: v for k, v in self.state_dict().items() if not k.startswith("normalizer.")}
 
     def load_params_state_dict(self, state: Mapping[str, torch.Tensor]) -> None:
+        if self.custom:
+            _load_custom(self.mlp, state, "policy")
+            return
         if self.squash:
             self.mlp.load_state_dict(state)
             return
@@ -341,7 +356,8 @@ class ValueNetwork(nn.Module):
     """observation -> state value (last dim 1, as TorchRL's ``state_value``).
 
     With ``num_quantiles`` (the distributional critic) the MLP outputs that many quantiles of the return;
-    ``quantiles`` gives them and the state value is their mean.
+    ``quantiles`` gives them and the state value is their mean. ``body``, a module of the user's own
+    (``torch_ppo.network_factory``) giving ``[batch]`` or ``[batch, 1]``, takes the MLP's place.
     """
 
     def __init__(
@@ -353,22 +369,45 @@ class ValueNetwork(nn.Module):
         kernel_init: KernelInit | None = None,
         obs_key: str | None = None,
         num_quantiles: int | None = None,
+        body: nn.Module | None = None,
     ):
         super().__init__()
         self.normalizer = normalizer
         self.obs_key = obs_key
         self.num_quantiles = num_quantiles
+        self.custom = body is not None
+        if self.custom:
+            self.mlp = body
+            return
         self.mlp = MLP(observation_size, [*hidden_layer_sizes, num_quantiles or 1], activation, kernel_init)
 
     def forward(self, observation: Any) -> torch.Tensor:
-        out = self.mlp(self.normalizer(_select(observation, self.obs_key)))
+        x = self.normalizer(_select(observation, self.obs_key))
+        if self.custom:
+            out = custom.call_batched(self.mlp, x)
+            return out.unsqueeze(-1) if out.dim() < x.dim() else out  # [batch] -> [batch, 1]
+        out = self.mlp(x)
         return out.mean(-1, keepdim=True) if self.num_quantiles else out
+
+    def load_params_state_dict(self, state: Mapping[str, torch.Tensor]) -> None:
+        if self.custom:
+            _load_custom(self.mlp, state, "value")
+        else:
+            self.mlp.load_state_dict(state)
 
     def quantiles(self, observation: Any) -> torch.Tensor:
         """``[..., num_quantiles]`` quantiles at the levels ``(i + 0.5) / num_quantiles``."""
         if not self.num_quantiles:
             raise ValueError("quantiles needs a distributional critic (built with use_distributional_critic=True)")
         return self.mlp(self.normalizer(_select(observation, self.obs_key)))
+
+
+def _load_custom(module: nn.Module, state: Mapping[str, torch.Tensor], role: str) -> None:
+    """Parameters into a module of the user's own; parameters of another network are refused by name."""
+    try:
+        module.load_state_dict(state)
+    except RuntimeError as err:
+        raise ValueError(f"the {role} parameters do not fit network_factory's {role} module: {err}") from err
 
 
 # --- normal and tanh-squashed normal ---------------------------------------------------------------------------
@@ -452,6 +491,9 @@ class PPOModules(nn.Module):
     normaliser keeps statistics per key and the policy and value networks read ``policy_obs_key`` and
     ``value_obs_key`` (asymmetric actor-critic). The other network options are ``make_ppo_networks``' and mean
     the same; kernel initialisers are given by Brax's names (or the ``jax.nn.initializers`` function).
+
+    ``network_factory`` (``torch_ppo.network_factory``) builds the policy and value modules instead, from flat
+    observations; the normaliser and the ``'tanh_normal'`` distribution stay torch_ppo's.
     """
 
     def __init__(
@@ -477,8 +519,26 @@ class PPOModules(nn.Module):
         mean_kernel_init_kwargs: Mapping[str, Any] | None = None,
         use_distributional_critic: bool = False,
         num_quantiles: int = 32,
+        network_factory: custom.NetworkFactory | None = None,
     ):
         super().__init__()
+        bodies = (None, None)
+        self.network_factory = None if network_factory is None else custom.name_of(network_factory)
+        if network_factory is not None:
+            custom.check_factory(network_factory)
+            if isinstance(observation_size, Mapping):
+                raise ValueError(
+                    "network_factory builds networks over flat observations; this env's are a dict of "
+                    f"{sorted(observation_size)}: train it with torch_ppo's own networks (policy_obs_key, "
+                    "value_obs_key)"
+                )
+            if distribution_type != "tanh_normal" or use_distributional_critic:
+                raise ValueError(
+                    "network_factory's modules give the 'tanh_normal' distribution's parameters and one value: "
+                    f"distribution_type={distribution_type!r} and use_distributional_critic="
+                    f"{use_distributional_critic!r} apply to torch_ppo's own networks only"
+                )
+            bodies = custom.build(network_factory, int(observation_size), int(action_size))
         check_network_options(
             distribution_type=distribution_type,
             noise_std_type=noise_std_type,
@@ -538,6 +598,7 @@ class PPOModules(nn.Module):
             kernel_init=policy_init,
             mean_kernel_init=mean_init,
             obs_key=policy_key,
+            body=bodies[0],
         )
         self.num_quantiles = int(num_quantiles)
         self.value = ValueNetwork(
@@ -548,6 +609,7 @@ class PPOModules(nn.Module):
             value_init,
             value_key,
             int(num_quantiles) if use_distributional_critic else None,
+            body=bodies[1],
         )
         self._options = {
             "distribution_type": distribution_type,
@@ -566,7 +628,16 @@ class PPOModules(nn.Module):
         }
 
     def config(self) -> dict:
-        """Constructor arguments, JSON-ready (activation and initialisers by name)."""
+        """Constructor arguments, JSON-ready (activation and initialisers by name; a ``network_factory`` by its
+        ``module.qualname``, beside the sizes and the normaliser: the options of torch_ppo's own networks do not
+        apply to it)."""
+        if self.network_factory is not None:
+            return {
+                "observation_size": self.observation_size,
+                "action_size": self.action_size,
+                "normalize_observations": self.normalizer.enabled,
+                "network_factory": self.network_factory,
+            }
         policy_mlp = self.policy.mlp
         policy_sizes = [getattr(policy_mlp, n).out_features for n in policy_mlp.layer_names]
         if self.policy.squash:

@@ -3,8 +3,8 @@
 ``TorchPPOParams(normalizer_params, policy_params, value_params)`` has the JAX side's field names and order. Each
 field is a plain ``dict`` of tensors (normaliser statistics ``count/mean/summed_variance/std``, with a dict per key
 for dict observations; MLP state dicts with keys ``hidden_i.weight`` / ``hidden_i.bias``, and for the ``'normal'``
-policy ``mlp.hidden_i.*``, ``mean.*`` and ``std_param``, ``std_logparam`` or ``std_dense.*``), detached copies that
-later training never mutates.
+policy ``mlp.hidden_i.*``, ``mean.*`` and ``std_param``, ``std_logparam`` or ``std_dense.*``; with a
+``network_factory``, its modules' own state dicts), detached copies that later training never mutates.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ def load_params(modules: PPOModules, params: Any) -> PPOModules:
         if value_params is None and isinstance(params, (tuple, list)) and len(params) == 3:
             value_params = params[2]
         if value_params is not None:
-            modules.value.mlp.load_state_dict(value_params)
+            modules.value.load_params_state_dict(value_params)
     return modules
 
 

@@ -16,11 +16,15 @@
 Weights are copied (these are one-off conversions, not a hot path), so the results never alias training state.
 Plain parameters (either trainer's ``params``, or the pair) do not record the networks' activation, so with them
 ``activation`` must be given; a checkpoint path, ``PPOModules`` or a torch policy record it.
+
+Only torch_ppo's own networks cross: the modules of a ``network_factory`` are the user's own code, which brax_core's
+networks cannot rebuild, so every torch-to-JAX function refuses them (``CUSTOM_NETWORK``).
 """
 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -38,6 +42,14 @@ from torch_ppo.normalizer import RunningNormalizer
 from torch_ppo.params import TorchPPOParams, params_of, policy_params_of
 
 _NORMALIZER_FIELDS = ("count", "mean", "summed_variance", "std")
+# The parameter names of torch_ppo's own networks (either distribution's policy, and the value MLP).
+_OWN_LAYOUT = re.compile(r"(mlp\.)?hidden_\d+\.(weight|bias)|(mean|std_dense)\.(weight|bias)|std_param|std_logparam")
+CUSTOM_NETWORK = (
+    "{what} cannot be transferred to JAX: brax_core's networks rebuild torch_ppo's own networks only, and these "
+    "come from a network_factory (modules of your own code); evaluate it in torch (eval_backend='torch') and deploy "
+    "it with torch.export or ONNX, or train with torch_ppo's own networks (policy_hidden_layer_sizes, activation, ...) "
+    "to use it from JAX"
+)
 
 
 # --- activations by name ----------------------------------------------------------------------------------------
@@ -206,11 +218,14 @@ def jax_params_to_torch(params: Any) -> TorchPPOParams:
 def torch_params_to_jax(params: Any) -> Any:
     """``TorchPPOParams`` (or ``PPOModules``) as ``brax_core``'s ``PPOTrainingParams``."""
     if isinstance(params, PPOModules):
+        _refuse_custom(params)
         params = params_of(params)
     normalizer_params, policy_params = policy_params_of(params)
     value_params = getattr(params, "value_params", None)
     if value_params is None and isinstance(params, (tuple, list)) and len(params) == 3:
         value_params = params[2]
+    _check_own_layout(policy_params, "policy")
+    _check_own_layout(value_params or {}, "value")
     return ppo_networks.PPOTrainingParams(
         normalizer_params=_torch_normalizer_to_jax(normalizer_params),
         policy_params=_state_dict_to_flax_policy(policy_params),
@@ -399,6 +414,7 @@ def jax_policy_factory(
         options = _network_options(params.network)
         params = (params.normalizer.stats(), params.network.params_state_dict())
     if isinstance(params, PPOModules):
+        _refuse_custom(params)
         activation = _known_activation(params.policy, activation)
         options = _network_options(params.policy)
         config = params.config()
@@ -468,8 +484,24 @@ def _policy_pair(params: Any) -> tuple[Mapping[str, Any], Mapping[str, torch.Ten
     if isinstance(params, TorchDeterministicPolicy):
         return params.normalizer.stats(), params.network.params_state_dict()
     if isinstance(params, PPOModules):
+        _refuse_custom(params)
         return params.normalizer.stats(), params.policy.params_state_dict()
-    return policy_params_of(params)
+    normalizer_params, policy_state = policy_params_of(params)
+    _check_own_layout(policy_state, "policy")
+    return normalizer_params, policy_state
+
+
+def _refuse_custom(modules: PPOModules) -> None:
+    if modules.network_factory is not None:
+        raise ValueError(CUSTOM_NETWORK.format(what=f"an actor of network_factory={modules.network_factory}"))
+
+
+def _check_own_layout(state: Mapping[str, Any], role: str) -> None:
+    """Refuses parameters that are not torch_ppo's own networks' (those of a network_factory's module)."""
+    foreign = sorted(k for k in state if not _OWN_LAYOUT.fullmatch(k))
+    if foreign:
+        shown = ", ".join(foreign[:4]) + (" ..." if len(foreign) > 4 else "")
+        raise ValueError(CUSTOM_NETWORK.format(what=f"{role} parameters named {shown}"))
 
 
 def _unwrapped(params: Any) -> Any:

@@ -24,6 +24,12 @@ Metrics = dict[str, float]
 def train(*args: Any, **kwargs: Any) -> tuple[Callable[..., Any], TorchPPOParams, Metrics]:
     # The signature is the hyperparameter schema's fields with torch_ppo's own arguments among them
     # (arguments.SIGNATURE, which help(train) and inspect.signature show); bound here as a def would bind it.
+    if "wrap_env" in kwargs:  # the JAX trainer's argument, which a ported call may carry
+        raise TypeError(
+            f"torch_ppo.train takes no wrap_env (got wrap_env={kwargs['wrap_env']!r}): it wraps environment itself "
+            "with brax_core.envs.training.wrap, as the JAX trainer's wrap_env=True does; pass the env before wrapping, "
+            "a wrapper callable as wrap_env_fn, or a ready brax_bridge.TorchEnv"
+        )
     bound = arguments.SIGNATURE.bind(*args, **kwargs)
     bound.apply_defaults()
     given = bound.arguments

@@ -396,3 +396,38 @@ def _leading_batch_size(sys_v: mjx.Model, in_axes: Any) -> int | None:
     if len(sizes) > 1:
         raise ValueError(f"randomization_fn returned batched fields of different sizes: {sorted(sizes)}")
     return sizes.pop() if sizes else None
+
+
+# The wrappers ``wrap`` (and the trainers' evaluation) put around a single env; those that batch it.
+TRAINING_WRAPPERS = (EpisodeWrapper, VmapWrapper, DomainRandomizationVmapWrapper, AutoResetWrapper, EvalWrapper)
+BATCHING_WRAPPERS = (VmapWrapper, DomainRandomizationVmapWrapper)
+
+
+def training_wrappers(env: Env) -> list[str]:
+    """The class names of the training wrappers around ``env``, outermost first (empty for an env never wrapped
+    for training; other wrappers are looked through)."""
+    names = []
+    while isinstance(env, Wrapper):
+        if isinstance(env, TRAINING_WRAPPERS):
+            names.append(type(env).__name__)
+        env = env.env
+    return names
+
+
+def is_batched(env: Env) -> bool:
+    """Whether a wrapper around ``env`` batches it (``VmapWrapper``, ``DomainRandomizationVmapWrapper``, or a
+    wrapper of that name from Brax or MuJoCo Playground)."""
+    while isinstance(env, Wrapper):
+        if isinstance(env, BATCHING_WRAPPERS) or "VmapWrapper" in type(env).__name__:
+            return True
+        env = env.env
+    return False
+
+
+def describe_wrapping(env: Env) -> str:
+    """``env`` in words for error messages: its class and the training wrappers around it."""
+    name = type(env.unwrapped).__name__
+    wrappers = training_wrappers(env)
+    if not wrappers:
+        return f"a single {name} env that brax_core.envs.training.wrap never wrapped"
+    return f"already wrapped for training ({' around '.join(wrappers)} around {name})"

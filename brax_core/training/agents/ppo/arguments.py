@@ -17,6 +17,7 @@ import jax
 
 from brax_core import envs
 from brax_core.envs.base import Env
+from brax_core.envs.wrappers import training as env_training
 from brax_core.training import resume
 from brax_core.training.agents.ppo import checkpoint
 from brax_core.training.agents.ppo import networks as ppo_networks
@@ -215,6 +216,9 @@ def validated(arguments: Mapping[str, Any], find_devices: Callable[[int | None],
             raise TypeError(f"eval_env must be a brax_core Env, a MuJoCo Playground MjxEnv or None, got {eval_env!r}")
         eval_env = envs.as_env(eval_env)
     wrap_env = _checked_wrap_env(arguments["wrap_env"], arguments["wrap_env_fn"])
+    _check_wrapping("environment", environment, wrap_env)
+    if eval_env is not None:
+        _check_wrapping("eval_env", eval_env, wrap_env)
     devices = find_devices(max_devices_per_host)
     evaluate = hp.num_evals > 0 and run_evals
     _check_device_split(hp, len(devices), evaluate)
@@ -275,6 +279,25 @@ def _checked_wrap_env(wrap_env: Any, wrap_env_fn: Any) -> bool | Callable[..., E
     if not (isinstance(wrap_env, bool) or callable(wrap_env)):
         raise ValueError(f"wrap_env must be True, False or a wrapper callable, got {wrap_env!r}")
     return wrap_env
+
+
+def _check_wrapping(name: str, env: Env, wrap_env: bool | Callable[..., Env]) -> None:
+    """Refuses an env that ``wrap_env`` would wrap twice, or train on unbatched: both fail later, deep inside JAX
+    (an already batched env's reset given one key per env, an unbatched one under ``shard_map``)."""
+    what = env_training.describe_wrapping(env)
+    unwrapped = type(env.unwrapped).__name__
+    if wrap_env is not False and env_training.training_wrappers(env):
+        given = "True" if wrap_env is True else "a wrapper callable"
+        raise ValueError(
+            f"wrap_env={given} wraps {name} for training, but {name} is {what}: pass wrap_env=False to train on it "
+            f"as it is, or pass the env before wrapping ({name}.unwrapped: the {unwrapped} env) with wrap_env={given}"
+        )
+    if wrap_env is False and not env_training.is_batched(env):
+        raise ValueError(
+            f"wrap_env=False trains on {name} as it is, which must be batched and auto-resetting, but {name} is "
+            f"{what}: pass wrap_env=True (the default) to have train wrap it, or wrap it yourself with "
+            "brax_core.envs.training.wrap(env, episode_length=..., action_repeat=...) and keep wrap_env=False"
+        )
 
 
 def _check_device_split(hp: PPOConfig, device_count: int, evaluate: bool) -> None:
