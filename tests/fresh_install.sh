@@ -20,7 +20,9 @@ step "fresh virtualenv $TEST_VENV"
 rm -rf "$TEST_VENV"
 "$PYTHON" -m venv "$TEST_VENV"
 VENV_PYTHON=$ROOT/$TEST_VENV/bin/python
-pip_install() { "$VENV_PYTHON" -m pip install --disable-pip-version-check -q "$@"; }
+# --no-compile: pip would byte-compile every file of every package (torch alone: three quarters of its install
+# time); Python compiles the modules a run imports, when it first imports them.
+pip_install() { "$VENV_PYTHON" -m pip install --disable-pip-version-check --no-compile -q "$@"; }
 pip_install torch==2.13.0
 "$VENV_PYTHON" -m pip wheel --disable-pip-version-check -q --no-deps -w "$TEST_VENV/dist" .
 WHEEL=$(ls "$ROOT/$TEST_VENV"/dist/brax_bridge-*.whl)
