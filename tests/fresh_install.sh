@@ -21,7 +21,10 @@ rm -rf "$TEST_VENV"
 "$PYTHON" -m venv "$TEST_VENV"
 VENV_PYTHON=$ROOT/$TEST_VENV/bin/python
 # --no-compile: pip would byte-compile every file of every package (torch alone: three quarters of its install
-# time); Python compiles the modules a run imports, when it first imports them.
+# time); Python compiles the modules a run imports when it first imports them, and keeps them in this throwaway
+# virtualenv even where the environment says not to write bytecode (without that, every process of the checks and
+# the suite would compile torch and JAX from source again).
+unset PYTHONDONTWRITEBYTECODE
 pip_install() { "$VENV_PYTHON" -m pip install --disable-pip-version-check --no-compile -q "$@"; }
 pip_install torch==2.13.0
 "$VENV_PYTHON" -m pip wheel --disable-pip-version-check -q --no-deps -w "$TEST_VENV/dist" .
