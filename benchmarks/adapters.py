@@ -12,7 +12,7 @@ at ``--num-envs`` envs; and Gymnasium's own ``InvertedPendulum-v5`` (native MuJo
 median of ``--repeats`` is reported.
 
     pip install -e ".[gymnasium,sb3,rsl-rl,torchrl,bench]"
-    python benchmarks/adapters.py [--num-envs 1024] [--steps 200] [--repeats 3] [--write benchmarks/RESULTS.md]
+    python benchmarks/adapters.py [--num-envs 1024] [--steps 200] [--repeats 3] [--write]
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from collections.abc import Callable
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 import torch  # noqa: E402
+from _results import add_write_option, replace_section  # noqa: E402  (benchmarks/ is first on sys.path)
 
 import brax_bridge  # noqa: E402
 from brax_bridge import gymnasium as bridge_gym  # noqa: E402
@@ -175,7 +176,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--num-envs", type=int, default=1024)
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--write", default=None)
+    add_write_option(parser)
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
 
@@ -209,13 +210,8 @@ def main(argv: list[str] | None = None) -> None:
         lines.append(f"| {name} | {n} | {rate:,.0f} | {rate / reference:.2f}x |")
     body = "\n".join(lines)
     print(body)
-    if args.write:
-        text = open(args.write).read()
-        section = f"{SECTION}\n\n{body}\n"
-        pattern = re.compile(rf"^{re.escape(SECTION)}\n.*?(?=^## |\Z)", re.S | re.M)
-        text = pattern.sub(lambda _: section + "\n", text) if pattern.search(text) else text.rstrip() + "\n\n" + section
-        with open(args.write, "w") as f:
-            f.write(text)
+    if args.write is not None:
+        print(f"wrote {SECTION!r} to {replace_section(args.write, SECTION, body)}")
 
 
 if __name__ == "__main__":

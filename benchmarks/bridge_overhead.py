@@ -8,7 +8,7 @@ Repetitions of (a) and (b) alternate so that load from other processes hits both
 The copy counter (``brax_bridge.stats()``) is read around (b)'s timed loop.
 
     python benchmarks/bridge_overhead.py                     # inverted_pendulum and ant, 1024 envs, CPU
-    python benchmarks/bridge_overhead.py --write-results     # also rewrites "## Bridge overhead" in RESULTS.md
+    python benchmarks/bridge_overhead.py --write-results     # also rewrites its section of its results page
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ import statistics
 import sys
 import time
 import timeit
-from pathlib import Path
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
@@ -29,6 +28,7 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
+from _results import replace_section  # noqa: E402  (benchmarks/ is first on sys.path)
 from tensordict import TensorDict  # noqa: E402
 
 import brax_bridge  # noqa: E402  (first: configures GPU memory sharing before JAX starts)
@@ -37,7 +37,6 @@ from brax_bridge import env as bridge_env  # noqa: E402
 from brax_core import envs  # noqa: E402
 from brax_core.envs.wrappers import training  # noqa: E402
 
-RESULTS = Path(__file__).with_name("RESULTS.md")
 SECTION = "## Bridge overhead"
 
 
@@ -190,18 +189,6 @@ def render(rows: list[dict], missing: dict[str, str], costs: dict[str, float], c
     return "\n".join(lines)
 
 
-def write_section(text: str) -> None:
-    """Replaces this benchmark's section of RESULTS.md (others' sections untouched); re-reads the file first."""
-    current = RESULTS.read_text() if RESULTS.exists() else "# Benchmark results\n"
-    start = current.find(SECTION + "\n")
-    if start < 0:
-        updated = current.rstrip("\n") + "\n\n" + text
-    else:
-        end = current.find("\n## ", start + len(SECTION))
-        updated = current[:start] + text + ("" if end < 0 else current[end + 1 :])
-    RESULTS.write_text(updated.rstrip("\n") + "\n")
-
-
 def main(argv: list[str] | None = None) -> list[dict]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--envs", nargs="+", default=["inverted_pendulum", "ant"])
@@ -211,7 +198,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--hidden", type=int, nargs="+", default=[64, 64])
     parser.add_argument("--torch-threads", type=int, default=1,
                         help="torch intra-op threads; OpenMP workers spin against XLA's threads on few cores")
-    parser.add_argument("--write-results", action="store_true")
+    parser.add_argument(
+        "--write-results", action="store_true", help="replace this benchmark's section of its results page"
+    )
     args = parser.parse_args(argv)
     torch.set_num_threads(args.torch_threads)
 
@@ -234,7 +223,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     command = "python benchmarks/bridge_overhead.py " + " ".join(argv if argv is not None else sys.argv[1:])
     text = render(rows, missing, costs, command.strip(), args.hidden, args.torch_threads)
     if args.write_results:
-        write_section(text)
+        print(f"wrote {SECTION!r} to {replace_section(None, SECTION, text.removeprefix(SECTION))}")
     print(text)
     return rows
 

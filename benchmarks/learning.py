@@ -15,9 +15,10 @@ The figures per env:
 
 Usage:
   python benchmarks/learning.py [--envs ant humanoid] [--trainers jax torch] [--seeds 0 1 2] [--minutes 10]
-                                [--out benchmarks/learning] [--write benchmarks/RESULTS.md]
+                                [--out benchmarks/learning] [--write]
 
-``--write`` replaces the ``## Learning`` section of the results file, leaving the other sections alone.
+``--write`` replaces the ``## Learning`` section of its results page (``benchmarks/results/learning.md``), leaving
+the other sections alone.
 """
 
 from __future__ import annotations
@@ -32,7 +33,11 @@ import sys
 import time
 from typing import Any
 
-from _results import first_reaching, replace_section  # benchmarks/ is the script's directory, first on sys.path
+from _results import (  # benchmarks/ is the script's directory, first on sys.path
+    add_write_option,
+    first_reaching,
+    replace_section,
+)
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
@@ -228,7 +233,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seeds", nargs="+", type=int, default=[0])
     parser.add_argument("--minutes", type=float, default=10.0, help="wall-time budget per run")
     parser.add_argument("--out", default="benchmarks/learning")
-    parser.add_argument("--write", default=None, help="results file whose ## Learning section to replace")
+    add_write_option(parser)
     parser.add_argument(
         "--report-only", action="store_true", help="train nothing: table and figures from --out's results.json"
     )
@@ -297,7 +302,7 @@ def main(argv: list[str] | None = None) -> None:
         f"`{args.out}/<env>.png`.\n\n" + table(results)
     )
     print(body)
-    if args.write:
+    if args.write is not None:
         replace_section(args.write, SECTION, body, keep=("Read with:",), keep_before_table=True)
 
 

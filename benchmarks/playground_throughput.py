@@ -32,12 +32,10 @@ import functools
 import io
 import os
 import platform
-import re
 import statistics
 import time
 from collections.abc import Callable
 from importlib import metadata
-from pathlib import Path
 from typing import Any
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
@@ -46,12 +44,12 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
+from _results import add_write_option, replace_section  # noqa: E402  (benchmarks/ is first on sys.path)
 
 import brax_bridge  # noqa: E402  (first: configures GPU memory sharing before JAX starts)
 from brax_bridge import env as bridge_env  # noqa: E402
 from brax_bridge.torchrl import BraxBridgeEnv  # noqa: E402
 
-RESULTS = Path(__file__).with_name("RESULTS.md")
 SECTION = "## MuJoCo Playground throughput"
 TASK = "CheetahRun"
 FUSED = "(c) fused `lax.scan`, JAX policy"
@@ -280,29 +278,12 @@ def render(
     return "\n".join(lines)
 
 
-def write_section(text: str, path: Path) -> None:
-    """Replaces this benchmark's section of ``path`` (others' sections untouched), or appends it."""
-    current = path.read_text() if path.exists() else "# Benchmark results\n"
-    pattern = re.compile(rf"^{re.escape(SECTION)}\n.*?(?=^## |\Z)", re.S | re.M)
-    if pattern.search(current):
-        updated = pattern.sub(lambda _: text + "\n", current)
-    else:
-        updated = current.rstrip("\n") + "\n\n" + text
-    path.write_text(updated.rstrip("\n") + "\n")
-
-
 def main(argv: list[str] | None = None) -> dict[str, float]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--num-envs", type=int, default=1024)
     parser.add_argument("--steps", type=int, default=150, help="timed steps per repetition (and of the warm-up)")
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument(
-        "--write",
-        nargs="?",
-        const=str(RESULTS),
-        default=None,
-        help=f"replace or add the section {SECTION!r} in this file (default {RESULTS})",
-    )
+    add_write_option(parser)
     args = parser.parse_args(argv)
     for name in ("num_envs", "steps", "repeats"):
         if getattr(args, name) < 1:
@@ -327,8 +308,8 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
         info,
     )
     print(text)
-    if args.write:
-        write_section(text, Path(args.write))
+    if args.write is not None:
+        print(f"wrote {SECTION!r} to {replace_section(args.write, SECTION, text.removeprefix(SECTION))}")
     return {name: args.num_envs / s for name, s in per_step.items()}
 
 

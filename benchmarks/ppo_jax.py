@@ -4,7 +4,7 @@ Each configuration runs in a fresh subprocess with an empty compile cache (a col
 one after the other in one invocation, so the figures are comparable with each other:
 
   python benchmarks/ppo_jax.py                       # preset at CPU opt levels 1 (default) and 0
-  python benchmarks/ppo_jax.py --write               # also replace the "## JAX PPO" section of RESULTS.md
+  python benchmarks/ppo_jax.py --write               # also replace its section of benchmarks/results/
 
 Reported per run: start-up (from calling ``train`` to the first evaluation: tracing and compiling), wall time
 and env steps until the first evaluation reward >= the target, and training throughput once compiled.
@@ -21,14 +21,14 @@ import sys
 import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-RESULTS = os.path.join(HERE, "RESULTS.md")
+from _results import replace_section  # benchmarks/ is the script's directory, first on sys.path
+
 SECTION = "## JAX PPO"
 # Brax runs beside brax_core only in its own virtualenv (Brax 0.14.2's PPO fails at start on jax 0.10), which
 # benchmarks/vs_brax.py builds; this table points there.
 BRAX_REFERENCE = (
     "Brax 0.14.2's own PPO against this one, side by side in alternating fresh processes (Brax in a virtualenv "
-    'with jax 0.7.2): `benchmarks/vs_brax.py`, section "Against Brax\'s PPO".'
+    "with jax 0.7.2): `benchmarks/vs_brax.py`, section [Against Brax's PPO](against-brax.md#against-braxs-ppo)."
 )
 
 CHILD = r"""
@@ -125,26 +125,12 @@ def markdown(env_name: str, target: float, runs: list[dict], command: str) -> st
     return "\n".join(lines)
 
 
-def write_section(text: str) -> None:
-    """Replaces (or appends) only this benchmark's section, re-reading the file right before writing."""
-    current = open(RESULTS).read() if os.path.exists(RESULTS) else "# Benchmark results\n"
-    lines = current.splitlines(keepends=True)
-    start = next((i for i, line in enumerate(lines) if line.strip() == SECTION), None)
-    if start is None:
-        new = current.rstrip("\n") + "\n\n" + text
-    else:
-        end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
-        new = "".join(lines[:start]) + text + ("\n" if end < len(lines) else "") + "".join(lines[end:])
-    with open(RESULTS, "w") as f:
-        f.write(new)
-
-
 def main(argv: list[str] | None = None) -> list[dict]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--env", default="inverted_pendulum")
     parser.add_argument("--target", type=float, default=950.0)
     parser.add_argument("--opt-levels", default="1,0", help="comma-separated XLA CPU opt levels (first is the base)")
-    parser.add_argument("--write", action="store_true", help=f"replace the '{SECTION}' section of RESULTS.md")
+    parser.add_argument("--write", action="store_true", help="replace this benchmark's section of its results page")
     args = parser.parse_args(argv)
     runs = []
     for level in args.opt_levels.split(","):
@@ -155,7 +141,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     text = markdown(args.env, args.target, runs, command.strip())
     print(text)
     if args.write:
-        write_section(text)
+        print(f"wrote {SECTION!r} to {replace_section(None, SECTION, text.removeprefix(SECTION))}")
     return runs
 
 

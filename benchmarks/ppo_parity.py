@@ -13,11 +13,11 @@ second run of the same configuration). The figures are
 
 Usage:
   python benchmarks/ppo_parity.py [--env inverted_pendulum] [--seeds 0 1 2] [--target 950] [--torch-threads N]
-                                  [--set num_envs=1024 batch_size=256 ...] [--write benchmarks/RESULTS.md]
+                                  [--set num_envs=1024 batch_size=256 ...] [--write]
 
-``--set`` overrides preset values for both trainers (Python literals). ``--write`` replaces the section of the
-results file this configuration writes (``## PPO parity``, or ``## PPO parity, 1024 envs`` for ``--set
-num_envs=1024``), leaving the other sections alone.
+``--set`` overrides preset values for both trainers (Python literals). ``--write`` replaces the section of
+``benchmarks/results/training-speed.md`` this configuration writes (``## PPO parity``, or ``## PPO parity, 1024
+envs`` for ``--set num_envs=1024``), leaving the other sections alone.
 
 ``--throughput`` measures only training speed on the env's preset: each trainer trains ``--readings`` intervals of
 ``--interval`` training steps with no evaluation, reporting ``training/sps`` per interval; the first interval
@@ -39,7 +39,7 @@ import sys
 import time
 from typing import Any
 
-from _results import replace_section  # benchmarks/ is the script's directory, first on sys.path
+from _results import add_write_option, replace_section  # benchmarks/ is the script's directory, first on sys.path
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
@@ -270,7 +270,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--target", type=float, default=950.0)
     parser.add_argument("--set", nargs="+", default=[], metavar="KEY=VALUE", help="override preset values")
     parser.add_argument("--torch-threads", type=int, default=None, help="torch_ppo's num_threads (default: its own)")
-    parser.add_argument("--write", default=None, help="results file whose section to replace")
+    add_write_option(parser)
     parser.add_argument("--json", default=None, help="also dump the raw figures here")
     parser.add_argument("--from-json", default=None, help="re-render a previous run's figures (no training)")
     parser.add_argument("--command", default=None, help="with --from-json: the command that produced them")
@@ -319,7 +319,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.json:
         with open(args.json, "w") as f:
             json.dump({str(k): v for k, v in runs.items()}, f, indent=1)
-    if args.write:
+    if args.write is not None:
         heading = _section(args)
         replace_section(args.write, heading, text.removeprefix(heading), keep=("Reading",))
 

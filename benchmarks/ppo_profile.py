@@ -18,7 +18,7 @@ networks regressed with Adam on minibatches of the same size in this interpreter
 brax_core runs at the LLVM level its trainer picks for the configuration's full run length
 (``compile.auto_level_for_run``), not for the shortened run, so the figures are the full run's.
 
-    python benchmarks/ppo_profile.py --configs 1 --write benchmarks/RESULTS.md --json /tmp/ppo_profile.json
+    python benchmarks/ppo_profile.py --configs 1 --write --json /tmp/ppo_profile.json
 
 Not part of ``make test``; nothing imports it. Brax runs in ``vs_brax.py``'s virtualenv.
 """
@@ -34,7 +34,7 @@ import time
 from typing import Any
 
 import vs_brax
-from _results import replace_section  # benchmarks/ is the script's directory, first on sys.path
+from _results import add_write_option, replace_section  # benchmarks/ is the script's directory, first on sys.path
 
 SECTION = "## Where PPO's training step spends its time"
 # Brax's make_ppo_networks defaults, used by configurations that name no network.
@@ -219,7 +219,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--steps", type=int, default=4, help="training steps per run (>= 3; the first is skipped)")
     parser.add_argument("--venv", default=os.path.expanduser("~/.cache/brax_bridge/vs_brax_venv"))
-    parser.add_argument("--write", default=None, help="results file whose section to insert or replace")
+    add_write_option(parser)
     parser.add_argument("--json", default=None, help="also dump the raw figures here")
     args = parser.parse_args(argv)
     bad = sorted(set(args.configs) - {1, 2, 3})
@@ -243,7 +243,7 @@ def main(argv: list[str] | None = None) -> None:
         ]
     )
     print(f"\n{SECTION}\n\n{body}")
-    if args.write:
+    if args.write is not None:
         # The hand-written comparison with earlier figures and the reading are carried over.
         replace_section(args.write, SECTION, body, keep=("Before:", "Reading"))
 

@@ -42,7 +42,7 @@ Not part of ``make test``; nothing imports it. A run of configuration 1 takes se
 2-core CPU, configuration 3 far longer.
 
     python benchmarks/vs_brax.py --seeds 0 --configs 2
-    python benchmarks/vs_brax.py --seeds 0 1 2 --configs 1 2 --write benchmarks/RESULTS.md --json /tmp/vs_brax.json
+    python benchmarks/vs_brax.py --seeds 0 1 2 --configs 1 2 --write --json /tmp/vs_brax.json
     python benchmarks/vs_brax.py --brax-on-ours --configs 3 --seeds 0 1 2 --json /tmp/brax_on_ours.json
 """
 
@@ -60,6 +60,12 @@ import sys
 import tempfile
 import time
 from typing import Any
+
+from _results import (  # benchmarks/ is the script's directory, first on sys.path
+    add_write_option,
+    old_section,
+    replace_section,
+)
 
 SECTION = "## Against Brax's PPO"
 MACHINE = "2-core CPU without a GPU"
@@ -535,19 +541,12 @@ def section_markdown(results: list[dict[str, Any]]) -> str:
 
 def _write_section(path: str, text: str) -> None:
     """Replaces the section's head and the configurations just measured; keeps other configurations' tables."""
-    body = open(path).read() if os.path.exists(path) else "# Benchmark results\n"
-    pattern = re.compile(rf"^{re.escape(SECTION)}\n.*?(?=^## |\Z)", re.S | re.M)
-    old = pattern.search(body)
     subsection = re.compile(r"^### Configuration (\d+):.*?(?=^### Configuration |\Z)", re.S | re.M)
-    tables = {int(m.group(1)): m.group(0).rstrip("\n") for m in subsection.finditer(old.group(0))} if old else {}
+    tables = {int(m.group(1)): m.group(0).rstrip("\n") for m in subsection.finditer(old_section(path, SECTION))}
     new_head = text[: subsection.search(text).start()] if subsection.search(text) else text
     tables.update({int(m.group(1)): m.group(0).rstrip("\n") for m in subsection.finditer(text)})
-    merged = new_head.rstrip("\n") + "\n\n" + "\n\n".join(tables[k] for k in sorted(tables)) + "\n"
-    body = pattern.sub(lambda _: merged + "\n", body) if old else body.rstrip("\n") + "\n\n" + merged
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        f.write(body)
-    os.replace(tmp, path)
+    merged = new_head.removeprefix(SECTION).strip("\n") + "\n\n" + "\n\n".join(tables[k] for k in sorted(tables))
+    print(f"wrote {SECTION!r} to {replace_section(path, SECTION, merged)}")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -556,7 +555,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--configs", type=int, nargs="+", default=[1, 2, 3, 4], help="which configurations: 1-4")
     parser.add_argument("--no-warm", action="store_true", help="skip the warm-cache run of each configuration")
     parser.add_argument("--venv", default=os.path.expanduser("~/.cache/brax_bridge/vs_brax_venv"))
-    parser.add_argument("--write", default=None, help="results file whose section to insert or replace")
+    add_write_option(parser)
     parser.add_argument("--json", default=None, help="also dump the raw figures here")
     parser.add_argument("--from-json", default=None, help="render (and --write) a previous run's figures, no runs")
     parser.add_argument(
@@ -592,7 +591,7 @@ def main(argv: list[str] | None = None) -> None:
         results = _measure(args, argv)
     text = section_markdown(results)
     print("\n" + text)
-    if args.write:
+    if args.write is not None:
         _write_section(args.write, text)
 
 

@@ -20,6 +20,7 @@ import inspect  # noqa: E402
 import logging  # noqa: E402
 import math  # noqa: E402
 import time  # noqa: E402
+from collections.abc import Callable  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Annotated, Any  # noqa: E402
 
@@ -27,7 +28,7 @@ import typer  # noqa: E402
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from brax_bridge_app import hparams, rundir  # noqa: E402
+from brax_bridge_app import helpformat, hparams, rundir  # noqa: E402
 
 # Each command imports the application modules it runs (and with them JAX, MuJoCo and torch) only when it runs,
 # so `brax-bridge --help` answers without loading them; hparams (with the schema it reads) and rundir are plain
@@ -42,10 +43,20 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
-    context_settings={"help_option_names": ["-h", "--help"]},
+    # click's help layout (helpformat): whole flag names and reflowed paragraphs at any terminal width.
+    rich_markup_mode=None,
+    cls=helpformat.CommandList,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": helpformat.MAX_WIDTH},
 )
 
-HP_PANEL = "Hyperparameters (override the preset)"
+
+def command(name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Registers a command whose ``--help`` lists its options in sections (``helpformat.SectionedCommand``)."""
+    return app.command(name, cls=helpformat.SectionedCommand)
+
+
+HP_PANEL = "Hyperparameters: {}"
+DEVICE_METAVAR = "auto|cpu|cuda|cuda:N"
 # compare's default seeds: enough runs per trainer for the statistics to give a verdict (stats.MIN_SEEDS; the
 # command line imports no JAX or SciPy to build its help, so the number is repeated here and a test ties the two).
 MIN_SEEDS = 5
@@ -58,6 +69,7 @@ ENV_HELP = (
     "environment: a registered name (see `brax-bridge envs`), playground:<task>, or your own brax_core Env class or "
     "factory as module.path:Name or path/to/file.py:Name"
 )
+TRAINER_METAVAR = "|".join(hparams.TRAINERS)
 PRESET_HELP = (
     "hyperparameter preset: an env's name, or ant-gpu, humanoid-gpu or halfcheetah-gpu for Brax's GPU recipes "
     "(default: the env's own)"
@@ -81,30 +93,39 @@ def _fail(message: str) -> typer.BadParameter:
 
 _METAVARS = {"int": "INT", "float": "FLOAT", "sizes": "N,N,...", "name": "KEY"}
 _ONLY = {("jax",): " (JAX trainer only)", ("torch",): " (torch trainer only)"}
+# A set of choices longer than this is listed in the help text, under a NAME metavar.
+_METAVAR_CHOICES = 24
 
 
 def _hp_parameters() -> list[inspect.Parameter]:
-    """One keyword parameter (and so one flag) per schema field; ``None`` means "keep the preset's value"."""
+    """One keyword parameter (and so one flag) per schema field, in the ``--help`` section of its group
+    (``hparams.GROUPS``); ``None`` means "keep the preset's value"."""
     params = []
-    for spec in hparams.FIELDS:
-        # The preset's value applies unless the flag is given; the command-line default only without a preset.
-        default = hparams.default(spec.name)
-        text = spec.help + _ONLY.get(spec.trainers, "")
-        if spec.kind in ("int", "float") and spec.accepted(flags=True):
-            text += f"; {spec.accepted(flags=True)}" + (", or 0: none" if spec.name in hparams.ZERO_MEANS_NONE else "")
-        if default is not None:
-            text += f" (no preset: {_show(default)})"
-        if spec.kind == "bool":
-            option = typer.Option(f"{spec.flag}/--no-{spec.flag[2:]}", help=text, rich_help_panel=HP_PANEL,
-                                  show_default=False)
-            annotation = bool | None
-        else:
-            metavar = _METAVARS.get(spec.kind) or "|".join(spec.choices)
-            option = typer.Option(spec.flag, help=text, rich_help_panel=HP_PANEL, show_default=False, metavar=metavar)
-            annotation = {"int": int | None, "float": float | None}.get(spec.kind, str | None)
-        params.append(inspect.Parameter(spec.name, inspect.Parameter.KEYWORD_ONLY, default=None,
-                                        annotation=Annotated[annotation, option]))
+    for group, specs in hparams.grouped().items():
+        for spec in specs:
+            params.append(inspect.Parameter(spec.name, inspect.Parameter.KEYWORD_ONLY, default=None,
+                                            annotation=_hp_annotation(spec, HP_PANEL.format(group))))
     return params
+
+
+def _hp_annotation(spec: hparams.FieldSpec, panel: str) -> Any:
+    # The preset's value applies unless the flag is given; the command-line default only without a preset.
+    default = hparams.default(spec.name)
+    text = spec.help + _ONLY.get(spec.trainers, "")
+    choices = "|".join(spec.choices)
+    if spec.kind in ("int", "float") and spec.accepted(flags=True):
+        text += f"; {spec.accepted(flags=True)}" + (", or 0: none" if spec.name in hparams.ZERO_MEANS_NONE else "")
+    elif spec.choices and len(choices) > _METAVAR_CHOICES:
+        text += f"; one of {', '.join(spec.choices)}"
+    if default is not None:
+        text += f" (no preset: {_show(default)})"
+    if spec.kind == "bool":
+        option = typer.Option(f"{spec.flag}/--no-{spec.flag[2:]}", help=text, rich_help_panel=panel,
+                              show_default=False)
+        return Annotated[bool | None, option]
+    metavar = _METAVARS.get(spec.kind) or (choices if len(choices) <= _METAVAR_CHOICES else "NAME")
+    option = typer.Option(spec.flag, help=text, rich_help_panel=panel, show_default=False, metavar=metavar)
+    return Annotated[{"int": int | None, "float": float | None}.get(spec.kind, str | None), option]
 
 
 def _show(value: Any) -> str:
@@ -225,7 +246,7 @@ def _print_summary(summary: dict[str, Any], run_dir: str) -> None:
             console.print("no checkpoint was saved before the stop (one is written at every evaluation)")
 
 
-@app.command("envs")
+@command("envs")
 def envs_command(
     names: Annotated[
         list[str] | None,
@@ -263,12 +284,14 @@ def envs_command(
         console.print(f"MuJoCo Playground tasks (describe one with `brax-bridge envs NAME`): {', '.join(playground)}")
 
 
-@app.command("train")
+@command("train")
 @with_hparams
 def train_command(
     env: Annotated[str | None, typer.Option(help=ENV_HELP)] = None,
     trainer: Annotated[
-        str | None, typer.Option(help="jax (brax_core PPO) or torch (torch_ppo through the bridge) (default: jax)")
+        str | None,
+        typer.Option(metavar=TRAINER_METAVAR, help="jax (brax_core PPO, the default) or torch (torch_ppo through the "
+                     "bridge)"),
     ] = None,
     preset: Annotated[str | None, typer.Option(help=PRESET_HELP)] = None,
     out: Annotated[Path | None, typer.Option(help="run folder (default: runs/<env>-<trainer>-<time>)")] = None,
@@ -276,7 +299,7 @@ def train_command(
     resume: Annotated[
         Path | None, typer.Option(help="continue the run in this folder from its checkpoint", file_okay=False)
     ] = None,
-    device: Annotated[str | None, typer.Option(help=DEVICE_HELP + " (default: auto)")] = None,
+    device: Annotated[str | None, typer.Option(metavar=DEVICE_METAVAR, help=DEVICE_HELP + " (default: auto)")] = None,
     allow_changes: Annotated[
         bool, typer.Option(help="with --resume: let hyperparameter flags change the checkpoint's configuration")
     ] = False,
@@ -293,6 +316,8 @@ def train_command(
     checkpoint there; --resume DIR continues it exactly (only --num-timesteps may change on resume, and other
     hyperparameter flags with --allow-changes). --config FILE reads the settings from a file (a run's
     config.json, or YAML); --logger adds TensorBoard or Weights & Biases.
+
+    Every hyperparameter flag overrides the preset's value.
     """
     from brax_bridge_app import envinfo, loggers, runs
 
@@ -374,7 +399,7 @@ def _resume_config(resume: Path, env, trainer, preset, hp, allow_changes: bool =
     return config, run_dir
 
 
-@app.command("compare")
+@command("compare")
 @with_hparams
 def compare_command(
     env: Annotated[str | None, typer.Option(help=ENV_HELP)] = None,
@@ -384,8 +409,11 @@ def compare_command(
                                  f"least {MIN_SEEDS} (default: {DEFAULT_SEEDS})")
     ] = None,
     preset: Annotated[str | None, typer.Option(help=PRESET_HELP)] = None,
-    trainers: Annotated[str | None, typer.Option(help="which trainers to run (default: jax,torch)")] = None,
-    device: Annotated[str | None, typer.Option(help=DEVICE_HELP + " (default: auto)")] = None,
+    trainers: Annotated[
+        str | None, typer.Option(metavar="NAMES", help="which trainers to run: jax, torch, or both comma-separated "
+                                 "(default: jax,torch)")
+    ] = None,
+    device: Annotated[str | None, typer.Option(metavar=DEVICE_METAVAR, help=DEVICE_HELP + " (default: auto)")] = None,
     threshold: Annotated[
         float | None, typer.Option(help="eval reward whose first reaching each run times (seconds and env steps)")
     ] = None,
@@ -401,6 +429,8 @@ def compare_command(
     Runs go seed by seed, the trainer that goes first alternating, each in its own folder (<out>/<trainer>-seed<k>/).
     The report gives each trainer's interquartile mean (IQM) with a 95 % bootstrap interval and a verdict from the
     probability of improvement; compare.png draws the IQM curves with their bands against env steps and wall time.
+
+    Every hyperparameter flag overrides the preset's value.
     """
     from brax_bridge_app import comparison, envinfo, report, stats
 
@@ -453,7 +483,7 @@ def _parse_seeds(text: str) -> list[int]:
     return seeds
 
 
-@app.command("eval")
+@command("eval")
 def eval_command(
     run_dir: Annotated[
         Path, typer.Argument(help="a run folder written by `brax-bridge train`", file_okay=False, metavar="RUN_DIR")
@@ -462,8 +492,8 @@ def eval_command(
     render: Annotated[bool, typer.Option(help="write an HTML viewer and a video of the first episode")] = False,
     deterministic: Annotated[bool, typer.Option("--deterministic/--stochastic", help="policy mode or samples")] = True,
     seed: Annotated[int, typer.Option(help="seed of the evaluation episodes")] = 0,
-    video: Annotated[str, typer.Option(help="video format with --render: mp4, gif or none")] = "gif",
-    device: Annotated[str, typer.Option(help=DEVICE_HELP)] = "auto",
+    video: Annotated[str, typer.Option(metavar="mp4|gif|none", help="video format with --render")] = "gif",
+    device: Annotated[str, typer.Option(metavar=DEVICE_METAVAR, help=DEVICE_HELP)] = "auto",
 ) -> None:
     """Load a run's checkpoint, run N episodes and report mean/std return; --render writes viewers."""
     from brax_bridge_app import evaluate, runtime
@@ -500,9 +530,11 @@ def eval_command(
     rundir.write_json(os.path.join(str(run_dir), rundir.EVAL), summary)
 
 
-@app.command("bench")
+@command("bench")
 def bench_command(
-    size: Annotated[str, typer.Option(help="small (seconds), medium (minutes) or large")] = "small",
+    size: Annotated[
+        str, typer.Option(metavar="small|medium|large", help="small (seconds), medium (minutes) or large")
+    ] = "small",
     out: Annotated[Path | None, typer.Option(help="also write the results as JSON here", dir_okay=False)] = None,
 ) -> None:
     """Run the benchmark suite (benchmarks/*.py of a source checkout) at a chosen size and print the tables.

@@ -42,6 +42,48 @@ COMMAND_LINE_DEFAULTS: dict[str, Any] = {
 }
 
 
+# The sections of `--help` that list the hyperparameter flags, in order, each with its fields in order. A field
+# missing here is listed under OTHER.
+GROUPS: dict[str, tuple[str, ...]] = {
+    "run length and batch sizes": (
+        "num_timesteps", "episode_length", "action_repeat", "num_envs", "unroll_length", "batch_size",
+        "num_minibatches", "num_updates_per_batch", "num_resets_per_eval",
+    ),
+    "optimisation": (
+        "learning_rate", "max_grad_norm", "learning_rate_schedule", "desired_kl", "learning_rate_schedule_min_lr",
+        "learning_rate_schedule_max_lr",
+    ),
+    "losses": (
+        "discounting", "gae_lambda", "reward_scaling", "entropy_cost", "clipping_epsilon", "clipping_epsilon_value",
+        "vf_loss_coefficient", "normalize_advantage", "bootstrap_on_timeout", "use_distributional_critic",
+    ),
+    "observation normalisation": (
+        "normalize_observations", "normalize_observations_std_eps", "normalize_observations_mode",
+        "normalize_until_count",
+    ),
+    "networks": (
+        "policy_hidden_layer_sizes", "value_hidden_layer_sizes", "activation", "num_quantiles", "policy_obs_key",
+        "value_obs_key",
+    ),
+    "policy distribution": (
+        "distribution_type", "noise_std_type", "init_noise_std", "state_dependent_std", "mean_clip_scale",
+    ),
+    "evaluation": ("num_evals", "num_eval_envs", "deterministic_eval"),
+    "logging and checkpoints": ("log_training_metrics", "training_metrics_steps", "max_to_keep"),
+    "execution": ("use_pmap_on_reset", "torch_compile"),
+}
+OTHER = "other"
+
+
+def grouped() -> dict[str, list[FieldSpec]]:
+    """Every flag's field under its group (``GROUPS``'s order, then ``OTHER`` for fields no group names)."""
+    groups: dict[str, list[FieldSpec]] = {group: [BY_NAME[name] for name in names if name in BY_NAME]
+                                          for group, names in GROUPS.items()}
+    named = {name for names in GROUPS.values() for name in names}
+    groups[OTHER] = [spec for spec in FIELDS if spec.name not in named]
+    return {group: specs for group, specs in groups.items() if specs}
+
+
 # Optional numbers whose flag takes 0 for None (a flag cannot be given "None").
 ZERO_MEANS_NONE = ("max_grad_norm", "clipping_epsilon_value", "normalize_until_count", "mean_clip_scale")
 

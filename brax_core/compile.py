@@ -1,7 +1,7 @@
 """XLA compile options shared by every compiled entry point (trainers, the bridge, evaluation).
 
 On a CPU, compiling MJX dominates short runs. LLVM's optimisation level trades compile time for step speed: level 0
-compiles in about half the time of level 1 but steps several times slower (benchmarks/RESULTS.md, "Compile
+compiles in about half the time of level 1 but steps several times slower (benchmarks/results/startup.md, "Compile
 options"). So level 0 pays off only for runs that are short next to the physics' cost, and a model with contacts
 costs far more per step: ``auto_level_for_run`` makes that choice for the JAX PPO and, with the
 break-even of a physics step compiled alone, for torch_ppo's training env (``brax_bridge.TorchEnv``'s
@@ -34,12 +34,13 @@ CACHE_ENV_VAR = "BRAX_BRIDGE_JAX_CACHE"
 # Compiles shorter than this are not written: loading them would save little and they would crowd the folder.
 _CACHE_MIN_COMPILE_SECONDS = 0.5
 # Up to this many env steps a run compiles at level 0 (``auto_level_for_run``). Contacts lower the bar: their steps
-# cost so much more that level 1 repays its longer compile sooner (RESULTS.md, "Compile options").
+# cost so much more that level 1 repays its longer compile sooner (benchmarks/results/startup.md, "Compile
+# options").
 _QUICK_COMPILE_STEPS = 1_000_000
 _QUICK_COMPILE_STEPS_WITH_CONTACTS = 100_000
 # The same choice for a physics step compiled alone (the bridge's step, which torch_ppo drives): its compile is a
 # fraction of a whole training program's, so level 1 repays it after fewer env steps (break-even points in
-# RESULTS.md, "Compile options").
+# benchmarks/results/startup.md, "Compile options").
 _QUICK_STEP_COMPILE_STEPS = 250_000
 _QUICK_STEP_COMPILE_STEPS_WITH_CONTACTS = 50_000
 
@@ -123,7 +124,7 @@ def cpu_fusion_emitters_option() -> bool:
 def reset_compiler_options(platform: str) -> dict[str, Any] | None:
     """``compiler_options`` for an env's batched reset: LLVM level 0 unless the user chose a level. A reset runs once
     per batch of episodes, not per step, so its compile time is what counts (level 0 compiles it in a fraction of
-    level 1's time: RESULTS.md, "Compile options")."""
+    level 1's time: benchmarks/results/startup.md, "Compile options")."""
     return compiler_options(platform, auto_level=0)
 
 

@@ -94,9 +94,30 @@ def test_site_builds_strict_with_the_api_pages(tmp_path):
         html = (site / page / "index.html").read_text(encoding="utf-8")
         missing = [name for name in names if name not in html]
         assert not missing, f"{page}: the generated page lacks {missing}"
-    # The pages that include a file of the repository hold its text.
+    # The pages that include a file of the repository hold its text: every section of every results page, under
+    # the anchor that links to it, and the summary's links to every topic page.
     assert "Where each concept lives" in (site / "architecture" / "index.html").read_text(encoding="utf-8")
-    assert "PPO parity" in (site / "results" / "all" / "index.html").read_text(encoding="utf-8")
+    from markdown.extensions.toc import slugify
+
+    summary = (site / "results" / "index.html").read_text(encoding="utf-8")
+    for topic in sorted((ROOT / "benchmarks" / "results").glob("*.md")):
+        assert f'href="{topic.stem}/"' in summary, f"the results summary does not link to {topic.stem}"
+        html = (site / "results" / topic.stem / "index.html").read_text(encoding="utf-8")
+        for heading in re.findall(r"^## (.+)$", topic.read_text(encoding="utf-8"), re.M):
+            anchor = slugify(heading.replace("`", ""), "-")
+            assert f'id="{anchor}"' in html, f"results/{topic.stem}: no section {heading!r} (#{anchor})"
+
+
+def test_every_results_page_is_a_page_of_the_site():
+    """Each topic page of benchmarks/results/ is included whole by the page of the same name in docs/results/,
+    and the summary page includes the index, so that the site shows every measurement and never a stale copy."""
+    topics = sorted(page.name for page in (ROOT / "benchmarks" / "results").glob("*.md"))
+    assert topics, "benchmarks/results holds no page"
+    assert sorted(page.name for page in (DOCS / "results").glob("*.md")) == topics
+    for name in topics:
+        text = (DOCS / "results" / name).read_text(encoding="utf-8")
+        assert f'--8<-- "benchmarks/results/{name}"' in text, f"docs/results/{name} does not include its page"
+    assert '--8<-- "benchmarks/RESULTS.md"' in (DOCS / "results.md").read_text(encoding="utf-8")
 
 
 def test_strict_build_fails_on_a_broken_link_and_an_unknown_reference(tmp_path):

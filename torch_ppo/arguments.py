@@ -59,7 +59,7 @@ bridge resets all envs in one compiled call. Torch additions: ``device`` (defaul
 TorchEnv's device, else CPU), ``torch_compile`` (compile the loss with ``torch.compile``), ``num_threads`` (torch's
 intra-op threads on CPU while training, restored on return; ``None`` keeps torch's setting). The default is 1: JAX's
 physics runs on its own thread pool on the same cores, and torch's OpenMP workers waiting at barriers behind it slow
-small ops down many times over (benchmarks/RESULTS.md). ``environment``/``eval_env`` may also be ready
+small ops down many times over (benchmarks/results/startup.md). ``environment``/``eval_env`` may also be ready
 ``TorchEnv``s (with ``num_envs`` per process). On a CPU the training env's step compiles at LLVM level 0 (faster to
 compile, slower to run) for runs too short for level 1 to repay its compile, and the evaluation
 at the level the JAX trainer would choose for ``num_timesteps`` on this environment (see
@@ -77,11 +77,10 @@ that differs from it is refused). ``max_checkpoints_to_keep`` is a deprecated al
 Evaluation (``eval_backend``, a torch addition): ``'jax'`` copies the actor's weights into brax_core's networks
 of the same layout and runs the JAX trainer's evaluation (its env, ``make_eval_env``, and its compiled rollout)
 in one call per evaluation; ``'torch'`` has the torch actor step a separate ``TorchEnv`` of ``num_eval_envs``
-envs through the bridge, a call per env step (several times slower than the one JAX call; benchmarks/RESULTS.md,
-"PPO parity"). Both report the same
-``eval/*`` metrics. ``None`` (the default) means ``'jax'``, except for an ``eval_env`` that is a ready ``TorchEnv``
-or an actor brax_core's networks cannot express (an activation function known to torch only), which go
-through the bridge; ``'jax'`` refuses those.
+envs through the bridge, a call per env step (several times slower than the one JAX call;
+benchmarks/results/training-speed.md, "PPO parity"). Both report the same ``eval/*`` metrics. ``None`` (the
+default) means ``'jax'``, except for an ``eval_env`` that is a ready ``TorchEnv`` or an actor brax_core's networks
+cannot express (an activation function known to torch only), which go through the bridge; ``'jax'`` refuses those.
 
 Resuming (``restore_checkpoint_path``) follows the JAX trainer: the checkpoint's saved configuration (env,
 networks, training hyperparameters) must equal this call's unless the differing fields are named in

@@ -3,7 +3,7 @@
 ``PRESETS[name]`` holds everything but the environment: ``ppo.train(env, **PRESETS[name])``. Network sizes live in
 the ``network_factory`` partial; ``network_kwargs(name)`` returns them as plain data for trainers that build their
 own networks (the torch trainer reuses these presets). Each preset's comment says what it reaches; how they were
-tuned, with the measurements, is in benchmarks/RESULTS.md ("Preset tuning").
+tuned, with the measurements, is in benchmarks/results/learning.md ("Preset tuning").
 """
 
 from __future__ import annotations
