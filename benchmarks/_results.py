@@ -32,6 +32,7 @@ SECTION_PAGES = {
     "## MuJoCo Playground throughput": "throughput.md",
     "## Adapters": "adapters.md",
     "## Compile options": "startup.md",
+    "## Install and test suite (`make test`)": "startup.md",
     "## Warm start (persistent compile cache)": "startup.md",
     "## Against Brax's PPO": "against-brax.md",
     "## GPU: one NVIDIA H200": "gpu.md",

@@ -70,6 +70,7 @@ def test_my_robots_randomisation_gives_each_env_its_own_damping():
     assert in_axes.dof_damping == 0 and in_axes.body_mass is None
 
 
+@pytest.mark.slow  # a minute of compiling the seven-joint arm; the learning run below exercises the same code
 def test_real_robot_arm_runs_at_a_tiny_size():
     pytest.importorskip("gymnasium")  # the arm's MJCF ships with it
     result = _load("real_robot_arm").main(["--tiny"])
