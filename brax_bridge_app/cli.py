@@ -85,6 +85,11 @@ LOGGER_HELP = (
 )
 WANDB_PROJECT_HELP = "with --logger wandb: the W&B project (default: W&B's own, or WANDB_PROJECT)"
 WANDB_ENTITY_HELP = "with --logger wandb: the W&B entity, a user or team (default: W&B's own, or WANDB_ENTITY)"
+# The options train and compare share, declared once.
+ConfigFileOption = Annotated[Path | None, typer.Option("--config", help=CONFIG_HELP, dir_okay=False)]
+LoggerOption = Annotated[str, typer.Option(help=LOGGER_HELP)]
+WandbProjectOption = Annotated[str | None, typer.Option(help=WANDB_PROJECT_HELP)]
+WandbEntityOption = Annotated[str | None, typer.Option(help=WANDB_ENTITY_HELP)]
 
 
 def _fail(message: str) -> typer.BadParameter:
@@ -303,10 +308,10 @@ def train_command(
     allow_changes: Annotated[
         bool, typer.Option(help="with --resume: let hyperparameter flags change the checkpoint's configuration")
     ] = False,
-    config_file: Annotated[Path | None, typer.Option("--config", help=CONFIG_HELP, dir_okay=False)] = None,
-    logger: Annotated[str, typer.Option(help=LOGGER_HELP)] = "jsonl",
-    wandb_project: Annotated[str | None, typer.Option(help=WANDB_PROJECT_HELP)] = None,
-    wandb_entity: Annotated[str | None, typer.Option(help=WANDB_ENTITY_HELP)] = None,
+    config_file: ConfigFileOption = None,
+    logger: LoggerOption = "jsonl",
+    wandb_project: WandbProjectOption = None,
+    wandb_entity: WandbEntityOption = None,
     hp: dict = None,
 ) -> None:
     """Train one trainer on one environment, with a live progress bar; writes a run folder.
@@ -417,10 +422,10 @@ def compare_command(
     threshold: Annotated[
         float | None, typer.Option(help="eval reward whose first reaching each run times (seconds and env steps)")
     ] = None,
-    config_file: Annotated[Path | None, typer.Option("--config", help=CONFIG_HELP, dir_okay=False)] = None,
-    logger: Annotated[str, typer.Option(help=LOGGER_HELP)] = "jsonl",
-    wandb_project: Annotated[str | None, typer.Option(help=WANDB_PROJECT_HELP)] = None,
-    wandb_entity: Annotated[str | None, typer.Option(help=WANDB_ENTITY_HELP)] = None,
+    config_file: ConfigFileOption = None,
+    logger: LoggerOption = "jsonl",
+    wandb_project: WandbProjectOption = None,
+    wandb_entity: WandbEntityOption = None,
     hp: dict = None,
 ) -> None:
     """Train both trainers with the same hyperparameters and seeds, each run in a process of its own; write

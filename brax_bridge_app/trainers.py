@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 import jax
 import jax.numpy as jnp
@@ -29,7 +29,7 @@ class Policy:
     traceable: bool
 
 
-class Trainer:
+class Trainer(Protocol):
     """What the application needs of a trainer."""
 
     name: str
@@ -37,15 +37,15 @@ class Trainer:
     def train(self, config: Mapping[str, Any], placement: runtime.Placement, **run_kwargs: Any) -> Any:
         """Trains ``config`` (a run folder's ``config.json``) on ``placement``; ``run_kwargs`` are the callbacks and
         checkpoint paths both trainers take by the same names."""
-        raise NotImplementedError
+        ...
 
     def latest_step(self, path: str) -> int | None:
         """Env steps of the newest complete checkpoint under ``path`` (from its name; nothing is loaded)."""
-        raise NotImplementedError
+        ...
 
     def load_policy(self, path: str, deterministic: bool, placement: runtime.Placement) -> Policy:
         """The policy of the checkpoint at ``path``, acting on JAX arrays on ``placement``."""
-        raise NotImplementedError
+        ...
 
 
 class JaxTrainer(Trainer):
