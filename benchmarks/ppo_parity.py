@@ -24,7 +24,9 @@ envs`` for ``--set num_envs=1024``), leaving the other sections alone.
 (start-up and compilation) is dropped and the median of the rest is the steady-state steps/s. Trainers alternate
 per seed, each run in a fresh process (no compile shared between runs but the persistent compile cache). The
 runs are short, so the JAX trainer would pick its quick-compile LLVM level 0 (steps several times slower); the workers
-set ``BRAX_CORE_CPU_OPT_LEVEL=1`` (unless it is set), the level of a full-length run and of the bridge's step:
+set ``BRAX_CORE_CPU_OPT_LEVEL=1`` (unless it is set), the level of a full-length run and of the bridge's step, and
+torch_ppo's update is compiled or eager as in a full-length run (``torch_compile`` as ``torch_compile=None`` would
+choose for the preset's ``num_timesteps``; ``--set torch_compile=False`` forces it):
   python benchmarks/ppo_parity.py --throughput --env halfcheetah --seeds 0 1 2 [--interval 2] [--readings 6]
 """
 
@@ -47,12 +49,17 @@ SECTION = "## PPO parity"
 CACHE_VAR = "BRAX_BRIDGE_JAX_CACHE"  # brax_core.compile's switch for the persistent compile cache
 
 
+# --set keys only torch_ppo takes (the JAX trainer's signature has no such argument).
+TORCH_ONLY = ("torch_compile",)
+
+
 def _preset(env: str, overrides: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The JAX preset with the overrides, and its network's keyword arguments (torch_ppo takes them flat)."""
+    """The JAX preset with the overrides, and torch_ppo's extra keyword arguments: its network's (torch_ppo takes
+    them flat) and the torch-only overrides."""
     from brax_core.training.agents.ppo import presets
 
-    preset = {**presets.PRESETS[env], **overrides}
-    return preset, presets.network_kwargs(env)
+    preset = {**presets.PRESETS[env], **{k: v for k, v in overrides.items() if k not in TORCH_ONLY}}
+    return preset, {**presets.network_kwargs(env), **{k: v for k, v in overrides.items() if k in TORCH_ONLY}}
 
 
 def _run_worker(args: argparse.Namespace, trainer: str, seed: int) -> None:
@@ -197,11 +204,22 @@ def _markdown(args: argparse.Namespace, preset: dict[str, Any], net: dict[str, A
 def _throughput_worker(args: argparse.Namespace, trainer: str, seed: str) -> None:
     """One run of one trainer (in its own process): prints its per-interval ``training/sps`` as JSON."""
     import brax_bridge  # noqa: F401  (first, so it configures JAX before its backend starts)
-    from brax_core.training.agents.ppo import presets
 
-    preset = dict(presets.PRESETS[args.env])
+    preset, torch_extra = _preset(args.env, args.overrides)
     steps = preset["batch_size"] * preset["num_minibatches"] * preset["unroll_length"] * preset.get("action_repeat", 1)
     every = steps * (args.interval or max(1, 8192 // steps))
+    if trainer == "torch-eager":
+        torch_extra["torch_compile"] = False
+    elif "torch_compile" not in torch_extra:
+        # torch_ppo's update as a full-length run of the preset chooses it (torch_compile=None decides by length).
+        try:
+            from torch_ppo.compiled_update import AUTO_MIN_MINIBATCH_STEPS
+        except ImportError:  # a checkout from before the compiled update
+            pass
+        else:
+            batches = -(-preset["num_timesteps"] // steps)
+            full_run = batches * preset["num_minibatches"] * preset["num_updates_per_batch"]
+            torch_extra["torch_compile"] = full_run >= AUTO_MIN_MINIBATCH_STEPS
     preset.update(
         num_timesteps=every * args.readings, num_evals=0, log_training_metrics=True, training_metrics_steps=every
     )
@@ -217,19 +235,21 @@ def _throughput_worker(args: argparse.Namespace, trainer: str, seed: str) -> Non
         kwargs = {k: v for k, v in preset.items() if k != "network_factory"}
         if args.torch_threads is not None:
             kwargs["num_threads"] = args.torch_threads
-        torch_ppo.train(args.env, seed=int(seed), progress_fn=progress, **kwargs, **presets.network_kwargs(args.env))
+        torch_ppo.train(args.env, seed=int(seed), progress_fn=progress, **kwargs, **torch_extra)
     print("SPS " + json.dumps(sps), flush=True)
 
 
 def _throughput(args: argparse.Namespace, argv: list[str] | None) -> None:
     import subprocess
 
-    steady: dict[str, list[float]] = {"jax": [], "torch": []}
+    trainers = ("jax", "torch", "torch-eager") if args.with_eager else ("jax", "torch")
+    steady: dict[str, list[float]] = {trainer: [] for trainer in trainers}
     passthrough = ["--env", args.env, "--readings", str(args.readings)]
     passthrough += ["--interval", str(args.interval)] if args.interval else []
     passthrough += ["--torch-threads", str(args.torch_threads)] if args.torch_threads is not None else []
+    passthrough += ["--set", *(f"{k}={v!r}" for k, v in args.overrides.items())] if args.overrides else []
     for seed in args.seeds:
-        for trainer in ("jax", "torch"):
+        for trainer in trainers:
             cmd = [sys.executable, os.path.abspath(__file__), *passthrough, "--worker", trainer, str(seed)]
             env = {"BRAX_CORE_CPU_OPT_LEVEL": "1", **os.environ}
             out = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env)
@@ -240,15 +260,24 @@ def _throughput(args: argparse.Namespace, argv: list[str] | None) -> None:
             steady[trainer].append(statistics.median(readings[1:]))
             print(
                 f"seed {seed} {trainer}: steady {steady[trainer][-1]:,.0f} steps/s, readings "
-                f"{[round(x) for x in readings]}",
+                f"{[round(x) for x in readings]}, 1-minute load average after {os.getloadavg()[0]:.2f}",
                 flush=True,
             )
-    jax_sps, torch_sps = statistics.median(steady["jax"]), statistics.median(steady["torch"])
+    medians = {trainer: statistics.median(values) for trainer, values in steady.items()}
+    jax_sps, torch_sps = medians["jax"], medians["torch"]
     cmd = "python " + " ".join(["benchmarks/ppo_parity.py", *(argv if argv is not None else sys.argv[1:])])
+    eager = (
+        f"; torch eager {medians['torch-eager']:,.0f} ({medians['torch-eager'] / jax_sps:.2f} of JAX)"
+        if "torch-eager" in medians
+        else ""
+    )
     print(
         f"\n`{cmd}` ({args.when}): training steps/s after start-up on `PRESETS[{args.env!r}]`, median over seeds "
-        f"{args.seeds}: JAX {jax_sps:,.0f}, torch {torch_sps:,.0f}; torch / JAX {torch_sps / jax_sps:.2f}"
+        f"{args.seeds}: JAX {jax_sps:,.0f}, torch {torch_sps:,.0f}; torch / JAX {torch_sps / jax_sps:.2f}{eager}"
     )
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"command": cmd, "when": args.when, "env": args.env, "steady": steady, "medians": medians}, f)
 
 
 def _literal(text: str) -> tuple[str, Any]:
@@ -278,6 +307,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--throughput", action="store_true", help="steady-state training steps/s only (see above)")
     parser.add_argument("--interval", type=int, default=None, help="--throughput: training steps per sps reading")
     parser.add_argument("--readings", type=int, default=6, help="--throughput: sps readings per run (first dropped)")
+    parser.add_argument(
+        "--with-eager",
+        action="store_true",
+        help="--throughput: also torch_ppo with its eager update (torch_compile=False), as a third trainer",
+    )
     parser.add_argument("--worker", nargs=2, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--run-worker", nargs=2, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)

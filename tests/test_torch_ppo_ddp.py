@@ -75,7 +75,7 @@ def _global_order(local: list[torch.Tensor]) -> torch.Tensor:
     return torch.cat(parts, dim=1).reshape(-1)
 
 
-def _trainer(rank: int | None):
+def _trainer(rank: int | None, torch_compile: bool = False):
     """A torch_ppo trainer with UPDATE_CONFIG (``rank`` None: one process), its SGD draws fixed by ``_draws``."""
     import torch_ppo
     from torch_ppo import arguments, distributed
@@ -86,7 +86,7 @@ def _trainer(rank: int | None):
         for name, p in inspect.signature(torch_ppo.train).parameters.items()
         if p.default is not inspect.Parameter.empty
     }
-    kw = {**defaults, "environment": UPDATE_ENV, "num_timesteps": STEP, **UPDATE_CONFIG}
+    kw = {**defaults, "environment": UPDATE_ENV, "num_timesteps": STEP, **UPDATE_CONFIG, "torch_compile": torch_compile}
     device = torch.device("cpu")
     ctx = distributed.setup(device)
     assert ctx.world_size == (1 if rank is None else WORLD)
@@ -116,7 +116,7 @@ def _state(trainer) -> dict:
     }
 
 
-def _worker(out_dir: str) -> None:
+def _worker(out_dir: str, mode: str = "") -> None:
     import torch.distributed as dist
 
     import torch_ppo  # turns on the persistent compile cache (conftest does not run in a worker)
@@ -125,6 +125,19 @@ def _worker(out_dir: str) -> None:
     faulthandler.dump_traceback_later(WORKER_TIMEOUT_S, exit=True)
 
     rank = int(os.environ["RANK"])
+    if mode == "compiled":  # only the update, with the compiled minibatch step (torch_ppo.compiled_update)
+        dist.init_process_group("gloo")
+        trainer = _trainer(rank, torch_compile=True)
+        trainer.build_envs()
+        trainer.update(_batch()[rank * LOCAL_ROWS : (rank + 1) * LOCAL_ROWS])
+        assert trainer.update._compiled_once and not trainer.update._eager
+        torch.save(_state(trainer), os.path.join(out_dir, f"compiled_update{rank}.pt"))
+        del trainer
+        gc.collect()
+        dist.barrier()
+        dist.destroy_process_group()
+        return
+
     reports = []
     gc.disable()  # what train() leaves behind is not hidden by a collection
     _, params, metrics = torch_ppo.train(
@@ -179,17 +192,21 @@ def _worker(out_dir: str) -> None:
     dist.destroy_process_group()
 
 
-@pytest.fixture(scope="module")
-def ranks(tmp_path_factory):
-    out = tmp_path_factory.mktemp("ddp")
+def _torchrun(out, *mode: str):
     env = {**os.environ, "OMP_NUM_THREADS": "1", "JAX_PLATFORMS": "cpu"}
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", __file__, str(out)]
+    cmd += list(mode)
     try:
         done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=WORKER_TIMEOUT_S + 60)
     except subprocess.TimeoutExpired as e:
         pytest.fail(f"torchrun did not finish: {(e.stderr or b'')[-6000:].decode(errors='replace')}")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return out
+
+
+@pytest.fixture(scope="module")
+def ranks(tmp_path_factory):
+    return _torchrun(tmp_path_factory.mktemp("ddp"))
 
 
 def test_two_processes_end_with_identical_parameters(ranks):
@@ -247,6 +264,19 @@ def test_one_update_over_two_processes_equals_one_process(ranks):
             assert not torch.equal(value, before[key]), key
 
 
+@pytest.mark.slow
+def test_the_compiled_update_over_two_processes_equals_the_eager_update_in_one(tmp_path):
+    """As above with the compiled minibatch step on both ranks: its gradients are averaged over the processes (one
+    all-reduce between the compiled gradient and Adam programs) and clipped after averaging, as DDP's are."""
+    _torchrun(tmp_path, "compiled")
+    ddp = [torch.load(tmp_path / f"compiled_update{r}.pt", weights_only=False) for r in (0, 1)]
+    single = _trainer(None)
+    single.update(_batch())
+    for key, value in _state(single)["modules"].items():
+        for r in (0, 1):
+            torch.testing.assert_close(ddp[r]["modules"][key], value, rtol=1e-5, atol=1e-5, msg=f"rank {r}: {key}")
+
+
 def test_each_rank_steps_its_own_envs(ranks):
     ddp = [torch.load(ranks / f"update{r}.pt", weights_only=False) for r in (0, 1)]
     assert ddp[0]["env_seed"] != ddp[1]["env_seed"]
@@ -259,4 +289,4 @@ def test_each_rank_steps_its_own_envs(ranks):
 
 
 if __name__ == "__main__":
-    _worker(sys.argv[1])
+    _worker(*sys.argv[1:])

@@ -55,10 +55,11 @@ The ``ADAPTIVE_KL`` learning-rate schedule changes Adam's learning rate (a tenso
 minibatch from the minibatch's mean ``KL(behaviour || current)``, averaged over processes, and updates the
 observation statistics after a batch's SGD, as the JAX trainer does; the clipped value loss compares with the
 values the critic gave the batch before its SGD. ``use_pmap_on_reset`` is accepted and changes nothing: the
-bridge resets all envs in one compiled call. Torch additions: ``device`` (default: the
-TorchEnv's device, else CPU), ``torch_compile`` (compile the loss with ``torch.compile``), ``num_threads`` (torch's
-intra-op threads on CPU while training, restored on return; ``None`` keeps torch's setting). The default is 1: JAX's
-physics runs on its own thread pool on the same cores, and torch's OpenMP workers waiting at barriers behind it slow
+bridge resets all envs in one compiled call. Torch additions: ``device`` (default: the TorchEnv's device, else CPU),
+``torch_compile`` (the minibatch step as one ``torch.compile`` program: ``True``, ``False``, or ``None`` for runs
+long enough to repay compiling it; ``torch_ppo.compiled_update``), ``num_threads`` (torch's intra-op threads on CPU
+while training, restored on return; ``None`` keeps torch's setting). The default is 1: JAX's physics runs on its own
+thread pool on the same cores, and torch's OpenMP workers waiting at barriers behind it slow
 small ops down many times over (benchmarks/results/startup.md). ``environment``/``eval_env`` may also be ready
 ``TorchEnv``s (with ``num_envs`` per process). On a CPU the training env's step compiles at LLVM level 0 (faster to
 compile, slower to run) for runs too short for level 1 to repay its compile, and the evaluation

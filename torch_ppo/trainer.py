@@ -15,7 +15,7 @@ from torch import nn
 
 from brax_core.training import resume
 from brax_core.training.agents.ppo import adaptive_kl
-from torch_ppo import checkpoint, distributed, environments, update
+from torch_ppo import checkpoint, compiled_update, distributed, environments, update
 from torch_ppo.arguments import TrainArguments
 from torch_ppo.networks import PPOModules, make_actor
 from torch_ppo.params import TorchPPOParams, load_params, make_inference_fn, params_of
@@ -63,12 +63,17 @@ class Trainer:
             )
         self.generator = torch.Generator(device=self.device).manual_seed(hp.seed * 1_000_003 + dist.rank)
         self.eval_generator = torch.Generator(device=self.device).manual_seed(hp.seed * 1_000_003 + 999_983)
-        loss_module: nn.Module = update.LossModule(self.modules, update.loss_config(hp), hp.torch_compile)
+        loss_module: nn.Module = update.LossModule(self.modules, update.loss_config(hp))
         if dist.enabled:
             loss_module = nn.parallel.DistributedDataParallel(
                 loss_module, broadcast_buffers=False, process_group=dist.group
             )
-        self.update = update.PPOUpdate(
+        training_steps = -(-hp.num_timesteps // self.steps_per_training_step)
+        minibatch_steps = training_steps * hp.num_minibatches * hp.num_updates_per_batch
+        compiled = compiled_update.use_compiled_update(hp.torch_compile, obs_size, minibatch_steps)
+        logging.info("torch_ppo's minibatch step: %s", "compiled" if compiled else "eager")
+        update_class = compiled_update.CompiledPPOUpdate if compiled else update.PPOUpdate
+        self.update = update_class(
             self.modules,
             loss_module,
             _adam(self.modules, hp.learning_rate, hp.learning_rate_schedule == adaptive_kl.NAME, self.device),
@@ -76,6 +81,7 @@ class Trainer:
             local_batch=hp.batch_size // dist.world_size,
             generator=self.generator,
             dist=dist,
+            **({"fall_back": hp.torch_compile is None} if compiled else {}),
         )
         self.make_policy = make_inference_fn(self.modules)
         self.env_steps = 0
@@ -272,14 +278,16 @@ class Trainer:
 
 
 def _adam(modules: PPOModules, learning_rate: float, adaptive: bool, device: torch.device) -> torch.optim.Adam:
-    """Adam over ``modules``' parameters, its rate a tensor that ``ADAPTIVE_KL`` changes in place (``adaptive``)."""
-    if adaptive:
-        # A tensor learning rate on the device (float32 as on the JAX side); on CUDA only the capturable Adam reads
-        # it without a host sync.
-        lr = torch.tensor(learning_rate, dtype=torch.float32, device=device)
-        capturable = device.type == "cuda"
-        return torch.optim.Adam(modules.parameters(), lr=lr, eps=1e-8, capturable=capturable, foreach=capturable)
-    # foreach: one call per Adam stage for all parameters instead of a Python loop over them (on the CPU the
-    # default); it applies the same operations to each tensor, so the updates are bit for bit the same.
-    return torch.optim.Adam(modules.parameters(), lr=learning_rate, eps=1e-8, foreach=True)
+    """Adam over ``modules``' parameters, its rate a tensor that ``ADAPTIVE_KL`` changes in place (``adaptive``).
 
+    On CUDA it is capturable (its step counts live on the device, so no step reads one back to the host, and the
+    compiled update can run it). ``foreach``: one call per Adam stage for all parameters instead of a Python loop over
+    them (on the CPU the default); it applies the same operations to each tensor, so the updates are bit for bit the
+    same."""
+    capturable = device.type == "cuda"
+    if adaptive:
+        # A tensor learning rate on the device (float32 as on the JAX side); Adam takes one with foreach only when
+        # capturable.
+        lr = torch.tensor(learning_rate, dtype=torch.float32, device=device)
+        return torch.optim.Adam(modules.parameters(), lr=lr, eps=1e-8, capturable=capturable, foreach=capturable)
+    return torch.optim.Adam(modules.parameters(), lr=learning_rate, eps=1e-8, capturable=capturable, foreach=True)

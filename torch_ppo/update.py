@@ -154,17 +154,16 @@ class Batch:
 
 
 class LossModule(nn.Module):
-    """The PPO loss as a module over plain tensors, so DDP can wrap it and torch.compile can trace it."""
+    """The PPO loss as a module over plain tensors, so DDP can wrap it and ``torch.func`` can call it with other
+    parameters."""
 
-    def __init__(self, modules: PPOModules, config: LossConfig, compile_loss: bool):
+    def __init__(self, modules: PPOModules, config: LossConfig):
         super().__init__()
         self.modules_ = modules
         self.config = config
-        fn = functools.partial(ppo_loss_from_tensors, modules, config)
-        self._fn = torch.compile(fn, dynamic=False) if compile_loss else fn
 
     def forward(self, **inputs: torch.Tensor | None) -> LossTerms:
-        return self._fn(**inputs)
+        return ppo_loss_from_tensors(self.modules_, self.config, **inputs)
 
 
 def loss_config(hp: PPOConfig) -> LossConfig:
@@ -231,19 +230,24 @@ class PPOUpdate:
             for i in range(hp.num_minibatches):
                 minibatch = shuffled.map(lambda x, i=i: x[i].transpose(0, 1))
                 noise = self.entropy_noise((hp.unroll_length, self.local_batch, self.modules.action_size))
-                terms = self.loss_module(**minibatch.inputs(), entropy_noise=noise)
-                self.optimizer.zero_grad(set_to_none=True)
-                terms.total_loss.backward()
-                if hp.max_grad_norm is not None:
-                    clip_global_norm_(self._params, hp.max_grad_norm)
-                learning_rate = self.adapt_learning_rate(terms.kl_mean) if self.adaptive_kl else None
-                self.optimizer.step()
-                with torch.no_grad():  # one stacked sum for all names: two ops per minibatch, not two per name
-                    step = [learning_rate if n == "learning_rate" else getattr(terms, n) for n in self.metric_names]
-                    self.metric_sums += torch.stack(step)
+                self.sgd_step(minibatch.inputs(), noise)
                 self.metric_count += 1
         if self.adaptive_kl:
             self.modules.normalizer.update(batch.observation, group)
+
+    def sgd_step(self, inputs: dict[str, Any], noise: torch.Tensor) -> None:
+        """One Adam step on a time-major minibatch (``Batch.inputs``); adds its metrics to ``metric_sums``."""
+        hp = self.hp
+        terms = self.loss_module(**inputs, entropy_noise=noise)
+        self.optimizer.zero_grad(set_to_none=True)
+        terms.total_loss.backward()
+        if hp.max_grad_norm is not None:
+            clip_global_norm_(self._params, hp.max_grad_norm)
+        learning_rate = self.adapt_learning_rate(terms.kl_mean) if self.adaptive_kl else None
+        self.optimizer.step()
+        with torch.no_grad():  # one stacked sum for all names: two ops per minibatch, not two per name
+            step = [learning_rate if n == "learning_rate" else getattr(terms, n) for n in self.metric_names]
+            self.metric_sums += torch.stack(step)
 
     def read_metrics(self) -> dict[str, torch.Tensor]:
         """The means of the metrics over the minibatch steps since the last read (tensors); starts a new interval."""

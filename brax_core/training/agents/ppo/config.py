@@ -173,7 +173,12 @@ class PPOConfig:
     value_obs_key: str = _field(
         "state", "dict observations: the key the value network reads (e.g. privileged_state)", "name"
     )
-    torch_compile: bool = _bool(False, "compile the torch loss with torch.compile", trainers=("torch",))
+    torch_compile: bool | None = _bool(
+        None,
+        "compile torch_ppo's minibatch step with torch.compile (unset: when the run is long enough to repay it)",
+        optional=True,
+        trainers=("torch",),
+    )
 
     def __post_init__(self) -> None:
         for spec in SPECS:

@@ -1,0 +1,132 @@
+"""torch_ppo's compiled minibatch step (``torch_ppo.compiled_update``) against the eager one.
+
+Each comparison trains one training step from the same seed both ways: the same envs, the same draws, so the
+collected batch is the same and only the update's code differs. The compiled step fuses the arithmetic, so the
+parameters agree to float32 rounding, not bit for bit.
+"""
+
+import inspect
+import logging
+
+import pytest
+import torch
+
+import torch_ppo
+from torch_ppo import arguments, compiled_update, distributed, update
+from torch_ppo.trainer import Trainer
+
+TINY = dict(
+    episode_length=100,
+    num_envs=32,
+    batch_size=32,
+    num_minibatches=4,
+    unroll_length=10,
+    num_updates_per_batch=2,
+    learning_rate=3e-3,
+    entropy_cost=1e-3,
+    discounting=0.95,
+    normalize_observations=True,
+    policy_hidden_layer_sizes=(16, 16),
+    value_hidden_layer_sizes=(16, 16),
+    num_evals=0,
+    log_training_metrics=True,
+)
+STEP = 32 * 4 * 10  # env steps of one training step
+
+
+def _trainer(torch_compile, **overrides) -> Trainer:
+    defaults = {
+        name: p.default
+        for name, p in inspect.signature(torch_ppo.train).parameters.items()
+        if p.default is not inspect.Parameter.empty
+    }
+    kw = {**defaults, "environment": "fast", "num_timesteps": STEP, **TINY, "torch_compile": torch_compile}
+    kw.update(overrides)
+    device = torch.device("cpu")
+    trainer = Trainer(arguments.parse(kw, device, 1), distributed.DistributedContext())
+    trainer.build_envs()
+    return trainer
+
+
+def _one_training_step(trainer: Trainer) -> dict[str, float]:
+    trainer.train(1)
+    return trainer.training_metrics()
+
+
+def _assert_same_update(eager: Trainer, compiled: Trainer, eager_metrics, compiled_metrics, atol=1e-5) -> None:
+    before = _trainer(False).modules.state_dict()  # the seed's initial weights
+    for key, value in eager.modules.state_dict().items():
+        torch.testing.assert_close(compiled.modules.state_dict()[key], value, rtol=0, atol=atol, msg=key)
+        if ".mlp." in key:  # SGD moved every weight, so agreeing is not trivial
+            assert not torch.equal(value, before[key]), key
+    # Adam's state has the same layout and values: a checkpoint of either continues in the other.
+    eager_state, compiled_state = eager.update.optimizer.state_dict(), compiled.update.optimizer.state_dict()
+    assert eager_state["param_groups"][0]["params"] == compiled_state["param_groups"][0]["params"]
+    for index, state in eager_state["state"].items():
+        assert state.keys() == compiled_state["state"][index].keys()
+        for name, value in state.items():
+            torch.testing.assert_close(compiled_state["state"][index][name], value, rtol=1e-5, atol=atol)
+    assert eager_metrics.keys() == compiled_metrics.keys()
+    for name, value in eager_metrics.items():
+        assert compiled_metrics[name] == pytest.approx(value, rel=1e-4, abs=1e-6), name
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        pytest.param({}, id="constant-rate"),
+        # the learning-rate rule inside the compiled step, with clipping and the clipped value loss
+        pytest.param(
+            dict(learning_rate_schedule="ADAPTIVE_KL", desired_kl=0.01, max_grad_norm=0.5, clipping_epsilon_value=0.2),
+            id="adaptive-kl-clipped",
+        ),
+    ],
+)
+def test_the_compiled_step_gives_the_eager_steps_parameters(overrides):
+    eager, compiled = _trainer(False, **overrides), _trainer(True, **overrides)
+    assert type(eager.update) is update.PPOUpdate
+    assert isinstance(compiled.update, compiled_update.CompiledPPOUpdate)
+    _assert_same_update(eager, compiled, _one_training_step(eager), _one_training_step(compiled))
+    assert compiled.update._compiled_once and not compiled.update._eager
+    if "learning_rate_schedule" in overrides:  # the rule moved the tensor rate, the same way in both
+        lr = compiled.update.optimizer.param_groups[0]["lr"]
+        assert float(lr) != TINY["learning_rate"]
+        assert float(lr) == pytest.approx(float(eager.update.optimizer.param_groups[0]["lr"]), rel=1e-6)
+
+
+def test_the_automatic_choice_compiles_long_runs_on_flat_observations_only():
+    use = compiled_update.use_compiled_update
+    enough = compiled_update.AUTO_MIN_MINIBATCH_STEPS
+    assert use(None, 17, enough) and not use(None, 17, enough - 1)
+    assert not use(None, {"state": 17, "privileged_state": 30}, 10 * enough)
+    assert use(True, 17, 1) and not use(False, 17, 10 * enough)
+    with pytest.raises(ValueError, match=r"torch_compile=True .*\['privileged_state', 'state'\].*torch_compile=False"):
+        use(True, {"state": 17, "privileged_state": 30}, 1)
+    # A short run (this one: 8 minibatch steps) takes the eager step without compiling anything.
+    assert type(_trainer(None).update) is update.PPOUpdate
+
+
+def _failing_program(*args, **kwargs):
+    raise RuntimeError("no C++ compiler found")
+
+
+def test_a_step_that_cannot_compile_falls_back_to_eager_when_chosen_automatically(monkeypatch, caplog):
+    monkeypatch.setattr(compiled_update, "AUTO_MIN_MINIBATCH_STEPS", 1)
+    automatic = _trainer(None)
+    assert isinstance(automatic.update, compiled_update.CompiledPPOUpdate)
+    automatic.update._step_program = _failing_program
+    with caplog.at_level(logging.WARNING):
+        metrics = _one_training_step(automatic)
+    assert automatic.update._eager
+    assert "compiling the minibatch step failed (RuntimeError: no C++ compiler found)" in caplog.text
+    assert "torch_compile=False" in caplog.text
+    # the run went on with the eager step: exactly the eager run
+    eager = _trainer(False)
+    _assert_same_update(eager, automatic, _one_training_step(eager), metrics, atol=0.0)
+
+
+def test_a_step_that_cannot_compile_fails_when_compiling_was_asked_for():
+    requested = _trainer(True)
+    requested.update._step_program = _failing_program
+    with pytest.raises(RuntimeError, match="no C.. compiler found"):
+        _one_training_step(requested)

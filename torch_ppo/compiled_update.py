@@ -1,0 +1,198 @@
+"""torch_ppo's minibatch step compiled whole: the loss, its gradients, clipping, ``ADAPTIVE_KL``, Adam and the
+metric sums as one ``torch.compile`` program (two under DDP, with the gradient all-reduce between them).
+
+Eagerly, a minibatch step launches a few hundred small operations from Python (the forward, autograd's backward,
+Adam's per-tensor stages); at the minibatch sizes of the presets that launching, not arithmetic, is the cost. Here
+``torch.func.grad`` differentiates the same loss (``update.LossModule``) and Adam is written over the optimiser's own
+state tensors, so the compiler sees one function of fixed-shape tensors and fuses it into a few kernels.
+Checkpoints hold the same ``torch.optim.Adam`` state either way, and the parameters after a step equal the eager
+step's to float32 rounding (tests/test_torch_ppo_compiled_update.py).
+
+``torch_compile`` chooses: ``True`` or ``False``, or ``None`` (the default) for the compiled step when the run is
+long enough to repay compiling it (``use_compiled_update``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+from torch import nn
+from torch.func import functional_call, grad
+
+from torch_ppo.losses import LossTerms
+from torch_ppo.update import PPOUpdate, adapt_learning_rate
+
+# Minibatch steps from which ``torch_compile=None`` compiles: compiling takes tens of seconds on a small CPU (a few
+# with a warm inductor cache) and saves about 3 ms per step there (benchmarks/results/training-speed.md).
+AUTO_MIN_MINIBATCH_STEPS = 20_000
+
+
+def use_compiled_update(
+    torch_compile: bool | None, observation_size: int | Mapping[str, Any], minibatch_steps: int
+) -> bool:
+    """Whether a run compiles its minibatch step: ``torch_compile`` when given; else for runs of at least
+    ``AUTO_MIN_MINIBATCH_STEPS`` minibatch steps on flat observations. ``torch_compile=True`` with dict
+    observations is a ``ValueError`` (the compiled step takes flat observation tensors)."""
+    structured = isinstance(observation_size, Mapping)
+    if torch_compile is None:
+        return not structured and minibatch_steps >= AUTO_MIN_MINIBATCH_STEPS
+    if torch_compile and structured:
+        raise ValueError(
+            "torch_compile=True compiles the update over flat observation tensors; this env's observations are a "
+            f"dict of {sorted(observation_size)}: pass torch_compile=False or None"
+        )
+    return bool(torch_compile)
+
+
+class CompiledPPOUpdate(PPOUpdate):
+    """``PPOUpdate`` whose ``sgd_step`` runs as compiled code (see the module docstring).
+
+    ``fall_back``: a step that fails to compile logs why and the run continues eagerly (for the automatic choice);
+    otherwise the error propagates.
+    """
+
+    def __init__(self, *args: Any, fall_back: bool = False, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        group = self.optimizer.param_groups[0]
+        if len(self.optimizer.param_groups) != 1 or group["amsgrad"] or group["weight_decay"] or group["maximize"]:
+            raise ValueError("the compiled update implements plain Adam over one parameter group")
+        loss = self.loss_module
+        self._loss = loss.module if isinstance(loss, nn.parallel.DistributedDataParallel) else loss
+        named = list(self._loss.named_parameters())
+        self._names = [name for name, _ in named]
+        self._params = [p for _, p in named]
+        self._fall_back = fall_back
+        self._eager = False  # compiling failed and the run fell back
+        self._compiled_once = False
+        # Adam's betas and its constant rate as double tensors on the device (Adam computes its bias corrections and
+        # step size in double precision).
+        self._betas = torch.tensor(group["betas"], dtype=torch.float64, device=self.device)
+        self._constant_lr = torch.tensor(float(group["lr"]), dtype=torch.float64, device=self.device)
+        options = dict(fullgraph=True, dynamic=False)
+        if self.dist.enabled:  # gradients, then the all-reduce outside, then the Adam step
+            self._gradients_program = torch.compile(self._gradients, **options)
+            self._apply_program = torch.compile(self._apply, **options)
+        else:
+            self._step_program = torch.compile(self._step, **options)
+
+    def __call__(self, rollout: Any) -> None:
+        # Every input of the compiled step keeps its shape, dtype and strides from one call to the next, so once
+        # compiled its guards need not be evaluated on each of the hundreds of calls per batch (they cost more than
+        # the arithmetic at these sizes).
+        stance = (
+            torch.compiler.set_stance("default", skip_guard_eval_unsafe=True)
+            if self._compiled_once
+            else contextlib.nullcontext()
+        )
+        # Adam's bias corrections need beta ** step; the running powers (kept in double precision, as Adam computes
+        # them) spare every element of every parameter a pow per step (the compiler would inline it).
+        state = self.optimizer.state[self._params[0]]
+        count = state["step"].to(self._betas) if state else torch.zeros_like(self._betas)
+        self._beta_powers = torch.pow(self._betas, count)
+        with stance:
+            super().__call__(rollout)
+
+    def sgd_step(self, inputs: dict[str, Any], noise: torch.Tensor) -> None:
+        if self._eager:
+            super().sgd_step(inputs, noise)
+            return
+        inputs = {name: value for name, value in inputs.items() if value is not None}
+        state = self._adam_state()
+        try:
+            if self.dist.enabled:
+                grads, terms = self._gradients_program(self._params, inputs, noise)
+                grads, kl_mean = self._all_reduce(grads, terms.kl_mean)
+                self._apply_program(
+                    self._params, grads, terms, kl_mean, *state, self._beta_powers, self.metric_sums, self._lr()
+                )
+            else:
+                self._step_program(self._params, inputs, noise, *state, self._beta_powers, self.metric_sums, self._lr())
+        except Exception as error:
+            if self._compiled_once or not self._fall_back:
+                raise
+            logging.warning(
+                "torch_ppo trains with the eager update: compiling the minibatch step failed (%s: %s); pass "
+                "torch_compile=False to choose it without trying",
+                type(error).__name__,
+                str(error).splitlines()[0] if str(error) else "",
+            )
+            self._eager = True
+            super().sgd_step(inputs, noise)
+            return
+        self._compiled_once = True
+
+    # ---------------------------------------------------------------- the compiled functions
+
+    def _step(self, params, inputs, noise, exp_avgs, exp_avg_sqs, steps, beta_powers, metric_sums, lr) -> None:
+        grads, terms = self._gradients(params, inputs, noise)
+        self._apply(params, grads, terms, terms.kl_mean, exp_avgs, exp_avg_sqs, steps, beta_powers, metric_sums, lr)
+
+    def _gradients(self, params, inputs, noise) -> tuple[list[torch.Tensor], LossTerms]:
+        def total_loss(named: dict[str, torch.Tensor]) -> tuple[torch.Tensor, LossTerms]:
+            terms = functional_call(self._loss, named, (), {**inputs, "entropy_noise": noise})
+            return terms.total_loss, terms
+
+        grads, terms = grad(total_loss, has_aux=True)(dict(zip(self._names, params, strict=True)))
+        return [grads[name] for name in self._names], terms
+
+    def _apply(self, params, grads, terms, kl_mean, exp_avgs, exp_avg_sqs, steps, beta_powers, metric_sums, lr) -> None:
+        """Clipping, the learning-rate rule and Adam (``torch.optim.Adam``'s arithmetic), in place."""
+        hp = self.hp
+        with torch.no_grad():
+            if hp.max_grad_norm is not None:  # update.clip_global_norm_
+                norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))
+                scale = torch.where(norm < hp.max_grad_norm, torch.ones_like(norm), hp.max_grad_norm / norm)
+                grads = [g * scale for g in grads]
+            if self.adaptive_kl:
+                lr.copy_(
+                    adapt_learning_rate(
+                        lr, kl_mean, hp.desired_kl, hp.learning_rate_schedule_min_lr, hp.learning_rate_schedule_max_lr
+                    )
+                )
+            group = self.optimizer.param_groups[0]
+            beta1, beta2 = group["betas"]
+            beta_powers.mul_(self._betas)
+            step_size = (lr / (1 - beta_powers[0])).to(torch.float32)
+            correction2_sqrt = torch.sqrt(1 - beta_powers[1]).to(torch.float32)
+            for param, g, exp_avg, exp_avg_sq, step in zip(params, grads, exp_avgs, exp_avg_sqs, steps, strict=True):
+                step.add_(1)
+                exp_avg.lerp_(g, 1 - beta1)
+                exp_avg_sq.mul_(beta2).addcmul_(g, g, value=1 - beta2)
+                denominator = exp_avg_sq.sqrt() / correction2_sqrt + group["eps"]
+                param.sub_(step_size * exp_avg / denominator)
+            values = [lr if name == "learning_rate" else getattr(terms, name) for name in self.metric_names]
+            metric_sums.add_(torch.stack([value.to(metric_sums.dtype) for value in values]))
+
+    # ---------------------------------------------------------------- eager glue
+
+    def _adam_state(self) -> tuple[list[torch.Tensor], list[torch.Tensor], list[torch.Tensor]]:
+        """Adam's ``exp_avg``, ``exp_avg_sq`` and ``step`` per parameter, created as ``torch.optim.Adam`` creates
+        them (read each call: restoring a checkpoint replaces them)."""
+        state = self.optimizer.state
+        for param in self._params:
+            if not state[param]:
+                capturable = self.optimizer.param_groups[0]["capturable"]
+                state[param]["step"] = torch.zeros((), dtype=torch.float32, device=param.device if capturable else None)
+                state[param]["exp_avg"] = torch.zeros_like(param, memory_format=torch.preserve_format)
+                state[param]["exp_avg_sq"] = torch.zeros_like(param, memory_format=torch.preserve_format)
+        return tuple([state[p][key] for p in self._params] for key in ("exp_avg", "exp_avg_sq", "step"))
+
+    def _lr(self) -> Any:
+        """Adam's rate: a tensor under ``ADAPTIVE_KL`` (changed in place), else the constant."""
+        lr = self.optimizer.param_groups[0]["lr"]
+        return lr if isinstance(lr, torch.Tensor) else self._constant_lr
+
+    def _all_reduce(self, grads: list[torch.Tensor], kl_mean: torch.Tensor) -> tuple[list[torch.Tensor], torch.Tensor]:
+        """Every process's mean gradient (one flat all-reduce, as DDP averages) and mean minibatch KL."""
+        flat = torch.cat([g.reshape(-1) for g in grads] + [kl_mean.reshape(1)])
+        torch.distributed.all_reduce(flat, group=self.dist.group)
+        flat /= self.dist.world_size
+        out, offset = [], 0
+        for g in grads:
+            out.append(flat[offset : offset + g.numel()].view_as(g))
+            offset += g.numel()
+        return out, flat[-1]
