@@ -89,8 +89,8 @@ def fold_batch_axes(x: jax.Array) -> tuple[jax.Array, tuple[int, ...]]:
     """``x`` with every leading axis folded into one (``[..., features] -> [n, features]``), and those axes.
 
     Dense layers then are plain matrix products: XLA's CPU backend multiplies a ``[batch, time, features]`` input
-    (the PPO loss's) far more slowly. Adam steps of Brax's default value network on 5,120 samples took 1.5x as long
-    on a ``[1024, 5, 4]`` input as on ``[5120, 4]`` (2-core CPU).
+    (the PPO loss's) far more slowly (benchmarks/results/training-speed.md, "Where PPO's training step spends its
+    time").
     """
     return x.reshape((-1, x.shape[-1])), x.shape[:-1]
 
