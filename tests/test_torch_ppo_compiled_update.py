@@ -12,26 +12,20 @@ import pytest
 import torch
 
 import torch_ppo
+from brax_core.training.agents.ppo import presets
 from torch_ppo import arguments, compiled_update, distributed, update
 from torch_ppo.trainer import Trainer
 
-TINY = dict(
-    episode_length=100,
-    num_envs=32,
-    batch_size=32,
-    num_minibatches=4,
-    unroll_length=10,
-    num_updates_per_batch=2,
-    learning_rate=3e-3,
-    entropy_cost=1e-3,
-    discounting=0.95,
-    normalize_observations=True,
-    policy_hidden_layer_sizes=(16, 16),
-    value_hidden_layer_sizes=(16, 16),
-    num_evals=0,
-    log_training_metrics=True,
-)
-STEP = 32 * 4 * 10  # env steps of one training step
+# The `fast` preset with its networks, two SGD passes and no evaluation.
+_NOT_SIZES = ("num_timesteps", "num_eval_envs", "network_factory")
+TINY = {
+    **{k: v for k, v in presets.PRESETS["fast"].items() if k not in _NOT_SIZES},
+    **presets.network_kwargs("fast"),
+    "num_updates_per_batch": 2,
+    "num_evals": 0,
+    "log_training_metrics": True,
+}
+STEP = TINY["batch_size"] * TINY["num_minibatches"] * TINY["unroll_length"]  # env steps of one training step
 
 
 def _trainer(torch_compile, **overrides) -> Trainer:

@@ -80,21 +80,12 @@ class CompiledPPOUpdate(PPOUpdate):
             self._step_program = torch.compile(self._step, **options)
 
     def __call__(self, rollout: Any) -> None:
-        # Every input of the compiled step keeps its shape, dtype and strides from one call to the next, so once
-        # compiled its guards need not be evaluated on each of the hundreds of calls per batch (they cost more than
-        # the arithmetic at these sizes).
-        stance = (
-            torch.compiler.set_stance("default", skip_guard_eval_unsafe=True)
-            if self._compiled_once
-            else contextlib.nullcontext()
-        )
         # Adam's bias corrections need beta ** step; the running powers (kept in double precision, as Adam computes
         # them) spare every element of every parameter a pow per step (the compiler would inline it).
         state = self.optimizer.state[self._params[0]]
         count = state["step"].to(self._betas) if state else torch.zeros_like(self._betas)
         self._beta_powers = torch.pow(self._betas, count)
-        with stance:
-            super().__call__(rollout)
+        super().__call__(rollout)
 
     def sgd_step(self, inputs: dict[str, Any], noise: torch.Tensor) -> None:
         if self._eager:
@@ -102,15 +93,17 @@ class CompiledPPOUpdate(PPOUpdate):
             return
         inputs = {name: value for name, value in inputs.items() if value is not None}
         state = self._adam_state()
+        # Every input of the compiled step keeps its shape, dtype and strides from one call to the next, so once
+        # compiled its guards need not be evaluated on each of the hundreds of calls per batch (they cost more than
+        # the arithmetic at these sizes). Only these calls skip them.
+        stance = (
+            torch.compiler.set_stance("default", skip_guard_eval_unsafe=True)
+            if self._compiled_once
+            else contextlib.nullcontext()
+        )
         try:
-            if self.dist.enabled:
-                grads, terms = self._gradients_program(self._params, inputs, noise)
-                grads, kl_mean = self._all_reduce(grads, terms.kl_mean)
-                self._apply_program(
-                    self._params, grads, terms, kl_mean, *state, self._beta_powers, self.metric_sums, self._lr()
-                )
-            else:
-                self._step_program(self._params, inputs, noise, *state, self._beta_powers, self.metric_sums, self._lr())
+            with stance:
+                self._run_programs(inputs, noise, state)
         except Exception as error:
             if self._compiled_once or not self._fall_back:
                 raise
@@ -124,6 +117,15 @@ class CompiledPPOUpdate(PPOUpdate):
             super().sgd_step(inputs, noise)
             return
         self._compiled_once = True
+
+    def _run_programs(self, inputs: dict[str, Any], noise: torch.Tensor, state: tuple[list[torch.Tensor], ...]) -> None:
+        adam = (*state, self._beta_powers, self.metric_sums, self._lr())
+        if self.dist.enabled:
+            grads, terms = self._gradients_program(self._params, inputs, noise)
+            grads, kl_mean = self._all_reduce(grads, terms.kl_mean)
+            self._apply_program(self._params, grads, terms, kl_mean, *adam)
+        else:
+            self._step_program(self._params, inputs, noise, *adam)
 
     # ---------------------------------------------------------------- the compiled functions
 
