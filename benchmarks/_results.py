@@ -25,6 +25,8 @@ SECTION_PAGES = {
     "## PPO parity": "training-speed.md",
     "## Main job (`make run`)": "training-speed.md",
     "## Where PPO's training step spends its time": "training-speed.md",
+    "## torch_ppo's compiled update": "training-speed.md",
+    "## Training speed across the run-driver split": "training-speed.md",
     "## Learning": "learning.md",
     "## Preset tuning": "learning.md",
     "## Environment throughput": "throughput.md",
