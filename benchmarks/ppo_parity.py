@@ -213,13 +213,14 @@ def _throughput_worker(args: argparse.Namespace, trainer: str, seed: str) -> Non
     elif "torch_compile" not in torch_extra:
         # torch_ppo's update as a full-length run of the preset chooses it (torch_compile=None decides by length).
         try:
-            from torch_ppo.compiled_update import AUTO_MIN_MINIBATCH_STEPS
+            from torch_ppo.compiled_update import run_minibatch_steps, use_compiled_update
         except ImportError:  # a checkout from before the compiled update
             pass
         else:
-            batches = -(-preset["num_timesteps"] // steps)
-            full_run = batches * preset["num_minibatches"] * preset["num_updates_per_batch"]
-            torch_extra["torch_compile"] = full_run >= AUTO_MIN_MINIBATCH_STEPS
+            from brax_core.training.agents.ppo.config import PPOConfig
+
+            full_run = run_minibatch_steps(PPOConfig.from_train_kwargs(preset), steps)
+            torch_extra["torch_compile"] = use_compiled_update(None, 1, full_run)  # the presets' observations are flat
     preset.update(
         num_timesteps=every * args.readings, num_evals=0, log_training_metrics=True, training_metrics_steps=every
     )

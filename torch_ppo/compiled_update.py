@@ -23,12 +23,22 @@ import torch
 from torch import nn
 from torch.func import functional_call, grad
 
+from brax_core.training.run.schedule import plan_run
 from torch_ppo.losses import LossTerms
-from torch_ppo.update import PPOUpdate, adapt_learning_rate
+from torch_ppo.update import PPOUpdate, adapt_learning_rate, global_norm_scale
 
 # Minibatch steps from which ``torch_compile=None`` compiles: compiling takes tens of seconds on a small CPU (a few
 # with a warm inductor cache) and saves about 3 ms per step there (benchmarks/results/training-speed.md).
 AUTO_MIN_MINIBATCH_STEPS = 20_000
+
+
+def run_minibatch_steps(hp: Any, env_steps_per_training_step: int) -> int:
+    """The minibatch steps of the whole run the hyperparameters ``hp`` (a ``PPOConfig``) plan
+    (``brax_core.training.run.schedule.plan_run``); 0 for a run with nothing to train."""
+    if hp.num_timesteps <= 0:
+        return 0
+    training_steps = plan_run(hp, 0, env_steps_per_training_step).training_steps
+    return training_steps * hp.num_minibatches * hp.num_updates_per_batch
 
 
 def use_compiled_update(
@@ -85,6 +95,9 @@ class CompiledPPOUpdate(PPOUpdate):
         state = self.optimizer.state[self._params[0]]
         count = state["step"].to(self._betas) if state else torch.zeros_like(self._betas)
         self._beta_powers = torch.pow(self._betas, count)
+        # Adam's state and rate once per batch, not per minibatch step (restoring a checkpoint, between batches,
+        # replaces the state tensors).
+        self._adam = (*self._adam_state(), self._beta_powers, self.metric_sums, self._lr())
         super().__call__(rollout)
 
     def sgd_step(self, inputs: dict[str, Any], noise: torch.Tensor) -> None:
@@ -92,7 +105,6 @@ class CompiledPPOUpdate(PPOUpdate):
             super().sgd_step(inputs, noise)
             return
         inputs = {name: value for name, value in inputs.items() if value is not None}
-        state = self._adam_state()
         # Every input of the compiled step keeps its shape, dtype and strides from one call to the next, so once
         # compiled its guards need not be evaluated on each of the hundreds of calls per batch (they cost more than
         # the arithmetic at these sizes). Only these calls skip them.
@@ -103,7 +115,7 @@ class CompiledPPOUpdate(PPOUpdate):
         )
         try:
             with stance:
-                self._run_programs(inputs, noise, state)
+                self._run_programs(inputs, noise)
         except Exception as error:
             if self._compiled_once or not self._fall_back:
                 raise
@@ -118,14 +130,13 @@ class CompiledPPOUpdate(PPOUpdate):
             return
         self._compiled_once = True
 
-    def _run_programs(self, inputs: dict[str, Any], noise: torch.Tensor, state: tuple[list[torch.Tensor], ...]) -> None:
-        adam = (*state, self._beta_powers, self.metric_sums, self._lr())
+    def _run_programs(self, inputs: dict[str, Any], noise: torch.Tensor) -> None:
         if self.dist.enabled:
             grads, terms = self._gradients_program(self._params, inputs, noise)
             grads, kl_mean = self._all_reduce(grads, terms.kl_mean)
-            self._apply_program(self._params, grads, terms, kl_mean, *adam)
+            self._apply_program(self._params, grads, terms, kl_mean, *self._adam)
         else:
-            self._step_program(self._params, inputs, noise, *adam)
+            self._step_program(self._params, inputs, noise, *self._adam)
 
     # ---------------------------------------------------------------- the compiled functions
 
@@ -145,9 +156,8 @@ class CompiledPPOUpdate(PPOUpdate):
         """Clipping, the learning-rate rule and Adam (``torch.optim.Adam``'s arithmetic), in place."""
         hp = self.hp
         with torch.no_grad():
-            if hp.max_grad_norm is not None:  # update.clip_global_norm_
-                norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))
-                scale = torch.where(norm < hp.max_grad_norm, torch.ones_like(norm), hp.max_grad_norm / norm)
+            if hp.max_grad_norm is not None:
+                scale = global_norm_scale(grads, hp.max_grad_norm)
                 grads = [g * scale for g in grads]
             if self.adaptive_kl:
                 lr.copy_(
@@ -173,7 +183,7 @@ class CompiledPPOUpdate(PPOUpdate):
 
     def _adam_state(self) -> tuple[list[torch.Tensor], list[torch.Tensor], list[torch.Tensor]]:
         """Adam's ``exp_avg``, ``exp_avg_sq`` and ``step`` per parameter, created as ``torch.optim.Adam`` creates
-        them (read each call: restoring a checkpoint replaces them)."""
+        them."""
         state = self.optimizer.state
         for param in self._params:
             if not state[param]:
@@ -193,8 +203,5 @@ class CompiledPPOUpdate(PPOUpdate):
         flat = torch.cat([g.reshape(-1) for g in grads] + [kl_mean.reshape(1)])
         torch.distributed.all_reduce(flat, group=self.dist.group)
         flat /= self.dist.world_size
-        out, offset = [], 0
-        for g in grads:
-            out.append(flat[offset : offset + g.numel()].view_as(g))
-            offset += g.numel()
-        return out, flat[-1]
+        parts = flat.split([g.numel() for g in grads] + [1])
+        return [part.view_as(g) for part, g in zip(parts, grads, strict=False)], parts[-1][0]

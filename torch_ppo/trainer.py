@@ -68,8 +68,7 @@ class Trainer:
             loss_module = nn.parallel.DistributedDataParallel(
                 loss_module, broadcast_buffers=False, process_group=dist.group
             )
-        training_steps = -(-hp.num_timesteps // self.steps_per_training_step)
-        minibatch_steps = training_steps * hp.num_minibatches * hp.num_updates_per_batch
+        minibatch_steps = compiled_update.run_minibatch_steps(hp, self.steps_per_training_step)
         compiled = compiled_update.use_compiled_update(hp.torch_compile, obs_size, minibatch_steps)
         logging.info("torch_ppo's minibatch step: %s", "compiled" if compiled else "eager")
         update_class = compiled_update.CompiledPPOUpdate if compiled else update.PPOUpdate

@@ -171,13 +171,18 @@ def loss_config(hp: PPOConfig) -> LossConfig:
     return LossConfig(**{name: getattr(hp, name) for name in LossConfig._fields})
 
 
-def clip_global_norm_(params: Sequence[nn.Parameter], max_norm: float) -> None:
-    """optax.clip_by_global_norm: scale every gradient by ``max_norm / norm`` when ``norm >= max_norm``."""
-    grads = [p.grad for p in params if p.grad is not None]
+def global_norm_scale(grads: Sequence[torch.Tensor], max_norm: float) -> torch.Tensor:
+    """optax.clip_by_global_norm's factor: ``max_norm / norm`` when the gradients' global ``norm >= max_norm``,
+    else 1 (a tensor: no host read)."""
     # One call for every per-tensor norm (the same vector_norm per tensor, without a Python call each).
-    norm = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)))
-    scale = torch.where(norm < max_norm, torch.ones_like(norm), max_norm / norm)
-    torch._foreach_mul_(grads, scale)
+    norm = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(list(grads))))
+    return torch.where(norm < max_norm, torch.ones_like(norm), max_norm / norm)
+
+
+def clip_global_norm_(params: Sequence[nn.Parameter], max_norm: float) -> None:
+    """optax.clip_by_global_norm on the parameters' gradients, in place."""
+    grads = [p.grad for p in params if p.grad is not None]
+    torch._foreach_mul_(grads, global_norm_scale(grads, max_norm))
 
 
 class PPOUpdate:

@@ -32,6 +32,11 @@ class Schedule:
         return self.calls_per_segment * self.segments_per_epoch
 
     @property
+    def training_steps(self) -> int:
+        """Training steps of the whole planned run (the budget rounded up to whole calls)."""
+        return self.epochs * self.calls_per_epoch * self.steps_per_call
+
+    @property
     def env_steps_per_call(self) -> int:
         return self.steps_per_call * self.env_steps_per_training_step
 
@@ -101,8 +106,7 @@ def make_schedule(
     schedule = _plan(training_steps, num_evals, num_resets_per_eval, steps_between_reports)
     if steps_done == 0:
         return schedule
-    total = schedule.epochs * schedule.calls_per_epoch * schedule.steps_per_call
-    if steps_done % schedule.steps_per_call == 0 and steps_done < total:
+    if steps_done % schedule.steps_per_call == 0 and steps_done < schedule.training_steps:
         return dataclasses.replace(schedule, calls_done=steps_done // schedule.steps_per_call)
     remaining = max(training_steps - steps_done, 1)
     return _plan(remaining, num_evals, num_resets_per_eval, steps_between_reports)
