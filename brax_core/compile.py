@@ -10,8 +10,12 @@ break-even of a physics step compiled alone, for torch_ppo's training env (``bra
 (unset: the caller's choice for its run length). Accelerators always use XLA's defaults.
 
 Level 0 also turns off XLA's CPU fusion emitters (``xla_cpu_use_fusion_emitters``), which at level 0 compiles faster
-and steps as fast or faster (at level 1 it would cost step speed); where a jaxlib has no such option
-(``cpu_fusion_emitters_option`` asks), level 0 is the LLVM level alone.
+and steps as fast or faster. At level 1 they are left on: without them the programs compile faster, but the
+step is faster on some models and slower on others (benchmarks/results/startup.md, "Compile options"), and a
+few models compile pathologically slowly with them (a seven-joint arm without contacts: over five minutes at level
+1 against 42 s without). ``BRAX_CORE_CPU_FUSION_EMITTERS`` chooses: ``auto`` (unset: off at level 0 only), ``on``
+or ``off`` at every level. Where a jaxlib has no such option (``cpu_fusion_emitters_option`` asks), the level is the
+only option set.
 
 Compiled programs are also kept in JAX's persistent compilation cache, so a second run of the same configuration
 skips XLA (see ``enable_persistent_cache``; ``BRAX_BRIDGE_JAX_CACHE`` moves or disables it), and traced programs in
@@ -30,6 +34,8 @@ from brax_core import _jax_install
 
 ENV_VAR = "BRAX_CORE_CPU_OPT_LEVEL"
 _LEVELS = ("0", "1", "2", "3")
+EMITTERS_ENV_VAR = "BRAX_CORE_CPU_FUSION_EMITTERS"
+_EMITTER_SETTINGS = ("auto", "on", "off")
 CACHE_ENV_VAR = "BRAX_BRIDGE_JAX_CACHE"
 # Compiles shorter than this are not written: loading them would save little and they would crowd the folder.
 _CACHE_MIN_COMPILE_SECONDS = 0.5
@@ -81,6 +87,14 @@ def cpu_opt_level_setting() -> str:
     return level
 
 
+def cpu_fusion_emitters_setting() -> str:
+    """The validated value of ``BRAX_CORE_CPU_FUSION_EMITTERS`` (``auto`` when unset)."""
+    setting = os.environ.get(EMITTERS_ENV_VAR, "auto").strip().lower()
+    if setting not in _EMITTER_SETTINGS:
+        raise ValueError(f"{EMITTERS_ENV_VAR} must be one of {', '.join(_EMITTER_SETTINGS)}; got {setting!r}")
+    return setting
+
+
 def compiler_options(platform: str, auto_level: int | None = 1) -> dict[str, Any] | None:
     """``jax.jit(..., compiler_options=...)`` for a compile on ``platform``.
 
@@ -95,8 +109,11 @@ def compiler_options(platform: str, auto_level: int | None = 1) -> dict[str, Any
         return None
     chosen = int(auto_level if level == "auto" else level)
     options: dict[str, Any] = {"xla_backend_optimization_level": chosen}
-    if chosen == 0 and cpu_fusion_emitters_option():
-        options["xla_cpu_use_fusion_emitters"] = False
+    emitters = cpu_fusion_emitters_setting()
+    if emitters == "auto":
+        emitters = "off" if chosen == 0 else None  # None: XLA's default (on)
+    if emitters is not None and cpu_fusion_emitters_option():
+        options["xla_cpu_use_fusion_emitters"] = emitters == "on"
     return options
 
 

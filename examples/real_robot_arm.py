@@ -34,10 +34,15 @@ from mujoco import mjx
 
 import torch_ppo
 from brax_bridge import TorchEnv
+from brax_core import compile as compile_options
 from brax_core.envs import PipelineEnv, State
 from brax_core.io import mjcf
 
 ARM_JOINTS = 7
+# XLA's CPU fusion emitters, which a long run's LLVM level 1 leaves on, compile this model pathologically slowly
+# (no program within five minutes, against 42 s without them on a 2-core CPU); a model of your own that takes
+# minutes to reach its first evaluation may need the same. The user's own setting wins.
+os.environ.setdefault(compile_options.EMITTERS_ENV_VAR, "off")
 
 
 def pusher_xml() -> str:

@@ -75,6 +75,7 @@ def test_gradient_through_inverted_pendulum_matches_jax_grad(pendulum):
     assert pendulum.num_compiles == 1
 
 
+@pytest.mark.slow  # tests/test_memory.py counts live arrays across backward windows in the default suite
 def test_memory_does_not_grow_across_iterations(pendulum):
     counts = []
     for it in range(4):

@@ -122,6 +122,7 @@ def _example():
     return module
 
 
+@pytest.mark.slow
 def test_rsl_rl_example_improves_the_inference_policy():
     # 6 iterations of 16 envs x 24 steps: a random policy balances the pendulum for about 8 steps; the runner's
     # deterministic policy balances several times as long after these 2,304 env steps.

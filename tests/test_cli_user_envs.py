@@ -156,6 +156,7 @@ def test_a_module_path_trains_and_evaluates_from_another_working_directory(tmp_p
     assert json.loads((run_dir / rundir.SUMMARY).read_text())["env_steps"] >= 480
 
 
+@pytest.mark.slow
 def test_compare_takes_a_factory_by_absolute_path(drift_file, tmp_path):
     """Each run in a process of its own, which imports the user's file again by its path."""
     out = tmp_path / "compare"

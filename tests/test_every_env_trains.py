@@ -6,6 +6,12 @@ loaded back into a policy that acts on the env's own observations. The torch tra
 backend here, on the bridge step its training compiled (the JAX backend's rollout has tests of its own). The
 learning checks on `inverted_pendulum` train for real (marked ``slow``; ``fast`` learns with each trainer in the
 default suite).
+
+Each run compiles the env's MJX step into two or three XLA programs (20-80 s per env and trainer on two cores), so
+the default suite trains a few envs that cover what differs between them: ``fast`` (no physics),
+``inverted_pendulum`` (MJX without contacts) and, for the torch trainer, ``hopper`` (contacts). The other envs
+train with both trainers under ``-m slow``; every env's wrapped step and reset run in the default suite
+(tests/test_wrapped_state_structure.py), and the trainers' own code does not depend on the env.
 """
 
 import functools
@@ -27,6 +33,14 @@ from torch_ppo import checkpoint as torch_checkpoint
 from torch_ppo.params import params_of
 
 NAMES = envs.registered_names()
+DEFAULT_SUITE = {"torch": ("fast", "inverted_pendulum", "hopper"), "jax": ("fast", "inverted_pendulum")}
+
+
+def _env_params(trainer: str) -> list:
+    """Every registered env; those outside the trainer's default-suite envs marked ``slow``."""
+    return [name if name in DEFAULT_SUITE[trainer] else pytest.param(name, marks=pytest.mark.slow) for name in NAMES]
+
+
 # 2 envs x 4 steps x 2 unrolls = 16 env steps per training step; 32 steps = 2 training steps.
 TINY = dict(
     num_timesteps=32,
@@ -66,7 +80,7 @@ def _env_like_the_trainers(name):
     return TorchEnv(name, TINY["num_envs"], episode_length=TINY["episode_length"])
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", _env_params("torch"))
 def test_torch_trainer_trains_evaluates_and_checkpoints(name, tmp_path):
     reports = []
     _, params, metrics = torch_ppo.train(
@@ -93,7 +107,7 @@ def test_torch_trainer_trains_evaluates_and_checkpoints(name, tmp_path):
         torch.testing.assert_close(value, params.policy_params[key], rtol=0, atol=0)
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", _env_params("jax"))
 def test_jax_trainer_trains_evaluates_and_checkpoints(name, tmp_path):
     reports = []
     factory = functools.partial(

@@ -261,6 +261,7 @@ def test_domain_randomisation_reaches_the_playground_model():
 # ------------------------------------------------------------------------------- trainers and configs
 
 
+@pytest.mark.slow
 def test_jax_ppo_trains_with_playgrounds_own_config():
     """Playground's train_jax_ppo flow: its config's keys straight into ppo.train, the env a Playground MjxEnv."""
     config = playground.brax_ppo_config("CartpoleSwingup")  # dm_control_suite_params.brax_ppo_config

@@ -235,6 +235,7 @@ def test_two_device_update_equals_one_device_update_of_the_same_batch(two_device
     assert moved >= len(result["start"]) // 2, moved
 
 
+@pytest.mark.slow
 def test_two_processes_train_as_two_devices_of_one_process(two_processes, two_devices):
     """Multi-host data parallelism is JAX's: the same global computation, whichever process holds a device."""
     one_process = two_devices["train"]
@@ -250,6 +251,7 @@ def test_two_processes_train_as_two_devices_of_one_process(two_processes, two_de
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
 
+@pytest.mark.slow
 def test_two_processes_write_one_loadable_checkpoint_and_resume_exactly(
     two_processes, two_devices, two_process_checkpoints
 ):

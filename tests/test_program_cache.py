@@ -155,7 +155,7 @@ def _rollout(env, steps=5):
     return out
 
 
-@pytest.mark.parametrize("name", ["fast", "inverted_pendulum"])
+@pytest.mark.parametrize("name", ["fast", pytest.param("inverted_pendulum", marks=pytest.mark.slow)])
 def test_torch_env_loads_its_programs_in_a_later_run(cache_dir, monkeypatch, name):
     """A TorchEnv of a configuration seen before (a fresh process has none in memory) runs the stored programs,
     bit for bit what tracing gives."""

@@ -68,7 +68,7 @@ def _assert_same_update(eager: Trainer, compiled: Trainer, eager_metrics, compil
 @pytest.mark.parametrize(
     "overrides",
     [
-        pytest.param({}, id="constant-rate"),
+        pytest.param({}, id="constant-rate", marks=pytest.mark.slow),
         # the learning-rate rule inside the compiled step, with clipping and the clipped value loss
         pytest.param(
             dict(learning_rate_schedule="ADAPTIVE_KL", desired_kl=0.01, max_grad_norm=0.5, clipping_epsilon_value=0.2),
