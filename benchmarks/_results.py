@@ -29,6 +29,7 @@ SECTION_PAGES = {
     "## Training speed across the run-driver split": "training-speed.md",
     "## Learning": "learning.md",
     "## Preset tuning": "learning.md",
+    "## A real robot arm": "learning.md",
     "## Environment throughput": "throughput.md",
     "## Bridge overhead": "throughput.md",
     "## MuJoCo Playground throughput": "throughput.md",

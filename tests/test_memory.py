@@ -16,6 +16,7 @@ from xml.etree import ElementTree
 import jax
 import pytest
 import torch
+from session_once import once_per_session
 
 import torch_ppo
 from brax_bridge import TorchEnv
@@ -36,23 +37,28 @@ PPO_RSS_GROWTH_MB = 64
 OWN_PROCESS = "BRAX_BRIDGE_MEMORY_TEST_PROCESS"
 
 
-@pytest.fixture(scope="module")
-def own_process_outcomes(tmp_path_factory) -> dict[str, str]:
-    """This module's default tests run once together in a fresh interpreter: their node ids and outcomes."""
-    report = tmp_path_factory.mktemp("memory") / "report.xml"
+def _run_own_process(report: str) -> dict[str, str]:
+    """Runs this module's default tests in a fresh interpreter; their names and outcomes."""
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:xdist", f"--junitxml={report}", os.path.abspath(__file__)],
         cwd=root, env={**os.environ, OWN_PROCESS: "1"}, capture_output=True, text=True, timeout=900,
     )
     outcomes = {}
-    for case in ElementTree.parse(report).getroot().iter("testcase"):
-        failed = case.find("failure") is not None or case.find("error") is not None
-        skipped = case.find("skipped") is not None
-        text = "".join(case.itertext()) if failed else ""
-        outcomes[case.get("name")] = "skipped" if skipped else (f"failed: {text[-4000:]}" if failed else "passed")
+    if os.path.exists(report):
+        for case in ElementTree.parse(report).getroot().iter("testcase"):
+            failed = case.find("failure") is not None or case.find("error") is not None
+            skipped = case.find("skipped") is not None
+            text = "".join(case.itertext()) if failed else ""
+            outcomes[case.get("name")] = "skipped" if skipped else (f"failed: {text[-4000:]}" if failed else "passed")
     assert outcomes, done.stdout[-4000:] + done.stderr[-2000:]
     return outcomes
+
+
+@pytest.fixture(scope="module")
+def own_process_outcomes(tmp_path_factory) -> dict[str, str]:
+    """This module's default tests, run together in a fresh interpreter once per test session: their outcomes."""
+    return once_per_session(tmp_path_factory, "memory", lambda folder: _run_own_process(str(folder / "report.xml")))
 
 
 def _in_own_process(request: pytest.FixtureRequest) -> bool:

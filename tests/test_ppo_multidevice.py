@@ -10,6 +10,7 @@ import textwrap
 import jax
 import numpy as np
 import pytest
+from session_once import once_per_session
 
 from brax_core.training.agents.ppo import checkpoint
 
@@ -199,8 +200,13 @@ def two_processes(two_process_checkpoints):
 
 
 @pytest.fixture(scope="module")
-def two_devices():
-    """The script's results; one subprocess (one JAX start-up and compile cache load) serves both tests."""
+def two_devices(tmp_path_factory):
+    """The script's results; one subprocess (one JAX start-up and compile cache load) per test session serves every
+    test."""
+    return once_per_session(tmp_path_factory, "two_devices", lambda folder: _run_two_devices())
+
+
+def _run_two_devices() -> dict:
     env = dict(os.environ)
     env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=2").strip()
     env["JAX_PLATFORMS"] = "cpu"

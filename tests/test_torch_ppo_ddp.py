@@ -13,10 +13,12 @@ import subprocess
 import sys
 import time
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 import torch
 from rollouts import synthetic_batch
+from session_once import once_per_session
 from tensordict import TensorDict
 
 WORKER_TIMEOUT_S = 240  # each rank's limit; about 35 s alone, 50 s beside two busy processes
@@ -165,6 +167,19 @@ def _worker(out_dir: str, mode: str = "") -> None:
     torch_ppo.train("fast", num_timesteps=STEP, save_checkpoint_path=ckpt, **CONFIG)
     checkpoint.save = save
     _, resumed, _ = torch_ppo.train("fast", num_timesteps=2 * STEP, restore_checkpoint_path=ckpt, **CONFIG)
+
+    # A network of the user's own (network_factory): DDP wraps the factory's modules as it wraps torch_ppo's own.
+    from test_torch_ppo_network_factory import residual_networks
+
+    initial = []
+
+    def factory(observation_size: int, action_size: int):
+        policy, value = residual_networks(observation_size, action_size)
+        initial.append({k: v.detach().clone() for k, v in policy.state_dict().items()})
+        return policy, value
+
+    own_networks = {k: v for k, v in CONFIG.items() if not k.endswith("_hidden_layer_sizes")}
+    _, custom, _ = torch_ppo.train("fast", num_timesteps=STEP, network_factory=factory, **own_networks)
     torch.save(
         {
             "params": params._asdict(),
@@ -172,6 +187,8 @@ def _worker(out_dir: str, mode: str = "") -> None:
             "metrics": metrics,
             "resumed": resumed._asdict(),
             "lingering": lingering,
+            "custom": custom._asdict(),
+            "custom_initial": initial[0],
         },
         os.path.join(out_dir, f"rank{rank}.pt"),
     )
@@ -206,7 +223,8 @@ def _torchrun(out, *mode: str):
 
 @pytest.fixture(scope="module")
 def ranks(tmp_path_factory):
-    return _torchrun(tmp_path_factory.mktemp("ddp"))
+    """The folder the two ranks wrote their results to; torchrun launched once per test session."""
+    return Path(once_per_session(tmp_path_factory, "ddp", lambda folder: str(_torchrun(folder))))
 
 
 def test_two_processes_end_with_identical_parameters(ranks):
@@ -222,6 +240,17 @@ def test_two_processes_end_with_identical_parameters(ranks):
     assert float(ranks[0]["params"]["normalizer_params"]["count"]) == 2 * STEP
     # Each env runs 40 steps per training step, so all 32 episodes (both processes') end in the second.
     assert ranks[0]["metrics"]["episode/count"] == 32.0 and ranks[0]["metrics"]["episode/length"] == 60.0
+
+
+def test_a_users_own_networks_train_in_step_on_both_ranks(ranks):
+    r0, r1 = (torch.load(ranks / f"rank{r}.pt", weights_only=False) for r in range(2))
+    assert list(r0["custom"]["policy_params"]) == list(r0["custom_initial"])  # the factory's modules, as built
+    for part in ("policy_params", "value_params", "normalizer_params"):
+        for key, value in r0["custom"][part].items():
+            torch.testing.assert_close(value, r1["custom"][part][key], rtol=0, atol=0, msg=f"{part}.{key}")
+    # Trained: the policy moved from rank 0's initial weights (which DDP gave rank 1 as well).
+    moved = [k for k, v in r0["custom_initial"].items() if not torch.equal(v, r0["custom"]["policy_params"][k])]
+    assert len(moved) >= len(r0["custom_initial"]) // 2, moved
 
 
 def test_checkpoints_hold_every_ranks_envs_and_resume_exactly(ranks):
