@@ -9,13 +9,12 @@ break-even of a physics step compiled alone, for torch_ppo's training env (``bra
 ``BRAX_CORE_CPU_OPT_LEVEL`` chooses for every compile: ``0``-``3``, ``default`` (XLA's own), or ``auto``
 (unset: the caller's choice for its run length). Accelerators always use XLA's defaults.
 
-Level 0 also turns off XLA's CPU fusion emitters (``xla_cpu_use_fusion_emitters``), which at level 0 compiles faster
-and steps as fast or faster. At level 1 they are left on: without them the programs compile faster, but the
-step is faster on some models and slower on others (benchmarks/results/startup.md, "Compile options"), and a
-few models compile pathologically slowly with them (a seven-joint arm without contacts: over five minutes at level
-1 against 42 s without). ``BRAX_CORE_CPU_FUSION_EMITTERS`` chooses: ``auto`` (unset: off at level 0 only), ``on``
-or ``off`` at every level. Where a jaxlib has no such option (``cpu_fusion_emitters_option`` asks), the level is the
-only option set.
+Level 0 also turns off XLA's CPU fusion emitters (``xla_cpu_use_fusion_emitters``), which at level 0 compiles faster and
+steps as fast or faster. At level 1 they are left on: without them the programs compile faster, but the step is faster
+on some models and slower on others, and a few models compile pathologically slowly with them, for minutes instead of
+seconds (both in benchmarks/results/startup.md, "Compile options"). ``BRAX_CORE_CPU_FUSION_EMITTERS`` chooses: ``auto``
+(unset: off at level 0 only), ``on`` or ``off`` at every level. Where a jaxlib has no such option
+(``cpu_fusion_emitters_option`` asks), the level is the only option set.
 
 Compiled programs are also kept in JAX's persistent compilation cache, so a second run of the same configuration
 skips XLA (see ``enable_persistent_cache``; ``BRAX_BRIDGE_JAX_CACHE`` moves or disables it), and traced programs in

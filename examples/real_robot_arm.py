@@ -2,7 +2,7 @@
 gymnasium package, so nothing is downloaded) as a brax_core env with a reaching task of its own, trained by torch_ppo
 through a ``TorchEnv``. Prints the evaluation reward before and after training.
 
-  python examples/real_robot_arm.py          # a few minutes on a 2-core CPU
+  python examples/real_robot_arm.py          # about 12 minutes on a 2-core CPU
   python examples/real_robot_arm.py --tiny   # seconds of training, to check that everything runs
 
 ``ArmReach``:
@@ -40,8 +40,8 @@ from brax_core.io import mjcf
 
 ARM_JOINTS = 7
 # XLA's CPU fusion emitters, which a long run's LLVM level 1 leaves on, compile this model pathologically slowly
-# (no program within five minutes, against 42 s without them on a 2-core CPU); a model of your own that takes
-# minutes to reach its first evaluation may need the same. The user's own setting wins.
+# (benchmarks/results/startup.md, "Compile options"); a model of your own that takes minutes to reach its first
+# evaluation may need the same. The user's own setting wins.
 os.environ.setdefault(compile_options.EMITTERS_ENV_VAR, "off")
 
 

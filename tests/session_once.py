@@ -2,8 +2,8 @@
 pytest worker.
 
 Under ``pytest -n 2 --dist worksteal`` both workers may take tests of one module, and a worker that leaves a module
-and comes back sets its module fixtures up again; a fixture that launches a minute of compiling would run two or
-three times. The workers share the session's temporary folder: the first writes the result there under a file lock,
+and comes back sets its module fixtures up again; a fixture that launches a subprocess full of compiling would run two
+or three times. The workers share the session's temporary folder: the first writes the result there under a file lock,
 the others read it.
 """
 

@@ -7,11 +7,11 @@ backend here, on the bridge step its training compiled (the JAX backend's rollou
 learning checks on `inverted_pendulum` train for real (marked ``slow``; ``fast`` learns with each trainer in the
 default suite).
 
-Each run compiles the env's MJX step into two or three XLA programs (20-80 s per env and trainer on two cores), so
-the default suite trains a few envs that cover what differs between them: ``fast`` (no physics),
-``inverted_pendulum`` (MJX without contacts) and, for the torch trainer, ``hopper`` (contacts). The other envs
-train with both trainers under ``-m slow``; every env's wrapped step and reset run in the default suite
-(tests/test_wrapped_state_structure.py), and the trainers' own code does not depend on the env.
+Each run compiles the env's MJX step into two or three XLA programs, most of a run's time on a CPU, so the default suite
+trains a few envs that cover what differs between them: ``fast`` (no physics), ``inverted_pendulum`` (MJX without
+contacts) and, for the torch trainer, ``hopper`` (contacts). The other envs train with both trainers under ``-m slow``;
+every env's wrapped step and reset run in the default suite (tests/test_wrapped_state_structure.py), and the trainers'
+own code does not depend on the env.
 """
 
 import functools
