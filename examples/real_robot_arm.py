@@ -39,10 +39,6 @@ from brax_core.envs import PipelineEnv, State
 from brax_core.io import mjcf
 
 ARM_JOINTS = 7
-# XLA's CPU fusion emitters, which a long run's LLVM level 1 leaves on, compile this model pathologically slowly
-# (benchmarks/results/startup.md, "Compile options"); a model of your own that takes minutes to reach its first
-# evaluation may need the same. The user's own setting wins.
-os.environ.setdefault(compile_options.EMITTERS_ENV_VAR, "off")
 
 
 def pusher_xml() -> str:
@@ -111,6 +107,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--num-timesteps", type=int, default=None)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
+    # XLA's CPU fusion emitters, which a long run's LLVM level 1 leaves on, compile this model pathologically slowly
+    # (benchmarks/results/startup.md, "Compile options"); a model of your own that takes minutes to reach its first
+    # evaluation may need the same. The user's own setting wins.
+    os.environ.setdefault(compile_options.EMITTERS_ENV_VAR, "off")
     if args.tiny:
         sizes = dict(num_timesteps=args.num_timesteps or 320, num_envs=8, batch_size=8, num_minibatches=2,
                      unroll_length=5, num_evals=2, num_eval_envs=8, episode_length=20, policy_hidden_layer_sizes=(8,),

@@ -71,8 +71,9 @@ def test_my_robots_randomisation_gives_each_env_its_own_damping():
 
 
 @pytest.mark.slow  # a minute of compiling the seven-joint arm; the learning run below exercises the same code
-def test_real_robot_arm_runs_at_a_tiny_size():
+def test_real_robot_arm_runs_at_a_tiny_size(monkeypatch):
     pytest.importorskip("gymnasium")  # the arm's MJCF ships with it
+    monkeypatch.setenv("BRAX_CORE_CPU_FUSION_EMITTERS", "off")  # what the example sets, undone after the test
     result = _load("real_robot_arm").main(["--tiny"])
     assert (result["observation_size"], result["action_size"]) == (23, 7)
     steps = [step for step, _, _ in result["reports"]]
@@ -92,8 +93,9 @@ def test_bring_your_own_robots_commands_train_and_evaluate(tmp_path, monkeypatch
 
 
 @pytest.mark.slow
-def test_real_robot_arm_learns_to_reach():
+def test_real_robot_arm_learns_to_reach(monkeypatch):
     pytest.importorskip("gymnasium")
+    monkeypatch.setenv("BRAX_CORE_CPU_FUSION_EMITTERS", "off")  # what the example sets, undone after the test
     result = _load("real_robot_arm").main([])
     rewards = [reward for _, reward, _ in result["reports"]]
     assert rewards[-1] > rewards[0] + 20.0, rewards

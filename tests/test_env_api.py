@@ -253,6 +253,8 @@ def test_pipeline_state_has_brax_views():
 def test_cpu_opt_level_setting_is_validated_and_shared(monkeypatch):
     from brax_core import compile as compile_options
 
+    monkeypatch.delenv("BRAX_CORE_CPU_FUSION_EMITTERS", raising=False)
+
     monkeypatch.setenv("BRAX_CORE_CPU_OPT_LEVEL", "2")
     assert compile_options.compiler_options("cpu", auto_level=0) == {"xla_backend_optimization_level": 2}
     assert compile_options.compiler_options("gpu") is None
