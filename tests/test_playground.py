@@ -69,9 +69,10 @@ def _playground_state(state):
     )
 
 
-def _check_task(name: str) -> None:
+def _check_task(name: str) -> TorchEnv:
     """Reset and step task ``name`` through TorchEnv; outputs equal Playground's own jitted step from the same
-    state with the same actions; the time limit truncates with the reached observation; no copies; one compile."""
+    state with the same actions; the time limit truncates with the reached observation; no copies; one compile.
+    Returns the env it checked."""
     env = TorchEnv(f"playground:{name}", N, episode_length=LIMIT, seed=3)
     assert isinstance(env.unwrapped_env, playground.PlaygroundEnv)
     pg_env = env.unwrapped_env.playground_env
@@ -104,13 +105,15 @@ def _check_task(name: str) -> None:
             assert torch.equal(nxt["observation"], nxt["final_observation"])
     assert brax_bridge.stats().copies == before
     assert env.num_compiles == 1  # no recompilation after the first step (strongly typed state)
+    return env
 
 
 @pytest.mark.parametrize(
     "name", [n if n in DEFAULT_TASKS else pytest.param(n, marks=pytest.mark.slow) for n in CONTROL_SUITE]
 )
 def test_control_suite_task_steps_like_playground(name):
-    _check_task(name)
+    env = _check_task(name)
+    assert env.num_compiles == 1 and env.num_envs == N
 
 
 def test_torchrl_adapter_steps_a_playground_task():
