@@ -4,6 +4,8 @@ Identical computations (the same env step compiled by several tests or examples)
 machine instead of once per test, which keeps the suite inside its time budget on two cores.
 """
 
+import atexit
+import gc
 import os
 
 import pytest
@@ -41,6 +43,11 @@ for _flag in _XLA_TEST_FLAGS:
 
 import jax  # noqa: E402
 
+# At exit the interpreter runs the garbage collector over everything still alive: in a process that loaded JAX,
+# torch and MuJoCo that is seconds per process (a worker after hundreds of tests, every subprocess that imports this
+# file). Moving those objects to the collector's permanent generation lets reference counting free them alone.
+atexit.register(gc.freeze)
+
 _CACHE = os.environ.get("BRAX_BRIDGE_JAX_CACHE", "~/.cache/brax_bridge/jax")
 jax.config.update("jax_compilation_cache_dir", os.path.expanduser(_CACHE))
 jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
@@ -49,8 +56,14 @@ jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
 
 # Files whose tests compile the most (whole trainers, gradients through MJX). Running them first lets the two
 # xdist workers (``make test`` uses ``-n 2 --dist worksteal``) finish together on the many short tests after them,
-# instead of one worker idling while the other compiles a trainer at the end.
-_HEAVY_FIRST = ("test_every_env_trains.py", "test_bridge_differentiable.py", "test_ppo_examples.py")
+# instead of one worker idling while the other compiles a trainer at the end. First of all the files whose
+# tests share one subprocess per session (tests/session_once.py): at the head of the queue that xdist hands the
+# first worker, their tests run one after the other there, and never on the other worker, which would wait on the
+# subprocess instead of running tests.
+_HEAVY_FIRST = (
+    "test_memory.py", "test_torch_ppo_ddp.py", "test_ppo_multidevice.py",
+    "test_every_env_trains.py", "test_bridge_differentiable.py", "test_ppo_examples.py",
+)
 
 
 def pytest_collection_modifyitems(config, items):

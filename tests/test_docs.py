@@ -186,6 +186,8 @@ for page in json.load(sys.stdin):
         source = "\\n" * (block["line"] - 1) + block["code"]
         exec(compile(source, block["page"], "exec"), {"__name__": "__main__"})
         print(f"runnable block passed: {block['page']}:{block['line']}", flush=True)
+import gc
+gc.freeze()  # spares the exit the collector's walk over JAX's and torch's objects (seconds)
 """
 
 
