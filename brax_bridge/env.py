@@ -110,9 +110,27 @@ def _held_step(
 
 def _check_reverse_mode(compiled: _Compiled, key: jax.Array, num_envs: int, action_size: int, env: Any) -> None:
     """``differentiable=True`` needs a step JAX can differentiate in reverse mode. MJX's constraint solver runs a
-    ``while_loop`` when the model asks for more than one Newton iteration, and JAX cannot reverse that: traced here
-    (shapes only, nothing compiles), so the env is refused now rather than at the first ``backward``."""
+    ``while_loop`` when the model asks for more than one Newton iteration, and JAX cannot reverse that: found here
+    from shapes alone (nothing compiles), so the env is refused now rather than at the first ``backward``."""
     state = jax.eval_shape(compiled.reset_fn, key)[1]
+    sys = getattr(getattr(compiled.base, "unwrapped", compiled.base), "sys", None)
+    iterations = getattr(getattr(sys, "opt", None), "iterations", None)
+    name = env if isinstance(env, str) else type(compiled.base).__name__
+    refusal = ValueError(
+        f"differentiable=True: {name}'s step cannot be differentiated in reverse mode: its physics runs a "
+        f"while_loop (MJX's constraint solver with iterations={iterations}; JAX reverses only a solver with one "
+        "Newton iteration, as inverted_pendulum, halfcheetah, ant and humanoid have). Give TorchEnv an env whose "
+        "model solves in one iteration (env.sys = env.sys.replace(opt=env.sys.opt.replace(iterations=1)), a "
+        "less exact solve), or step it without differentiable=True"
+    )
+    # MJX's own rule (mujoco/mjx/_src/forward.py, solver.py): with constraint rows, the solver loops when the model
+    # asks for more than one iteration. Known from the reset's shapes without tracing the step's gradient, which
+    # takes many seconds for a model with contacts.
+    constraint_rows = getattr(getattr(getattr(state, "pipeline_state", None), "_impl", None), "efc_J", None)
+    if constraint_rows is not None and constraint_rows.size > 0 and isinstance(iterations, int) and iterations > 1:
+        raise refusal
+
+    # Any other env: its step's gradient traced, which meets every while_loop a reverse pass cannot take.
     action = jax.ShapeDtypeStruct((num_envs, action_size), jnp.float32)
 
     def forward_and_back(state: State, action: jax.Array) -> Any:
@@ -124,16 +142,7 @@ def _check_reverse_mode(compiled: _Compiled, key: jax.Array, num_envs: int, acti
     except ValueError as err:
         if "Reverse-mode differentiation does not work" not in str(err):
             raise
-        sys = getattr(getattr(compiled.base, "unwrapped", compiled.base), "sys", None)
-        iterations = getattr(getattr(sys, "opt", None), "iterations", None)
-        name = env if isinstance(env, str) else type(compiled.base).__name__
-        raise ValueError(
-            f"differentiable=True: {name}'s step cannot be differentiated in reverse mode: its physics runs a "
-            f"while_loop (MJX's constraint solver with iterations={iterations}; JAX reverses only a solver with one "
-            "Newton iteration, as inverted_pendulum, halfcheetah, ant and humanoid have). Give TorchEnv an env whose "
-            "model solves in one iteration (env.sys = env.sys.replace(opt=env.sys.opt.replace(iterations=1)), a "
-            "less exact solve), or step it without differentiable=True"
-        ) from None
+        raise refusal from None
 
 
 def _reset(env: Env, num_envs: int, key: jax.Array) -> tuple[jax.Array, State, Any]:

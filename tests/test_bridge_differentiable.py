@@ -123,3 +123,20 @@ def test_an_env_whose_physics_cannot_be_reversed_is_refused_when_built():
     with pytest.raises(ValueError, match=r"reacher's step cannot be differentiated .*iterations=2.*iterations=1"):
         TorchEnv("reacher", num_envs=2, differentiable=True)
     TorchEnv("reacher", num_envs=2)  # stepping without gradients is fine
+
+
+def test_a_while_loop_of_the_users_own_step_is_refused_when_built():
+    """Not MJX's solver: the step's gradient is traced, and a loop JAX cannot reverse is found there."""
+    point_mass = type(_point_mass())
+
+    class Settling(point_mass):
+        def step(self, state, action):
+            state = super().step(state, action)
+            # a fixed point found by iterating until it settles: a while_loop over the differentiated state
+            settle = lambda x: jax.lax.while_loop(lambda y: jnp.abs(y).max() > 1.0, lambda y: 0.5 * y, x)  # noqa: E731
+            obs = settle(state.obs)
+            return state.replace(pipeline_state=obs, obs=obs)
+
+    with pytest.raises(ValueError, match=r"Settling's step cannot be differentiated in reverse mode"):
+        TorchEnv(Settling(), num_envs=2, differentiable=True)
+    TorchEnv(Settling(), num_envs=2)

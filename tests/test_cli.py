@@ -5,6 +5,8 @@ import logging
 import os
 import re
 import signal
+import subprocess
+import sys
 
 import jax
 import pytest
@@ -41,6 +43,21 @@ def test_envs_table_without_compiling_physics(caplog):
     assert rows["inverted_pendulum"] == ["4", "1", "1000", "0.04"]
     compiled = [r.getMessage() for r in caplog.records if r.getMessage().startswith("Compiling")]
     assert not [m for m in compiled if "reset" in m or "step" in m], compiled  # sizes come from eval_shape only
+
+
+def test_the_command_leaves_its_objects_to_reference_counting_at_exit():
+    """``brax-bridge``'s ``main`` freezes the garbage collector's objects on its way out (also when the command
+    ends by ``SystemExit``, as Typer's do), so that leaving the interpreter does not walk every object of JAX, torch
+    and MuJoCo with the collector: benchmarks/exit_time.py."""
+    code = ("import atexit, gc, sys\n"
+            "atexit.register(lambda: print('frozen', gc.get_freeze_count()))\n"
+            "sys.argv = ['brax-bridge', 'envs', 'fast']\n"
+            "from brax_bridge_app.cli import main\n"
+            "main()\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "fast" in done.stdout
+    assert int(done.stdout.split()[-1]) > 10_000, done.stdout[-500:]  # the frameworks' objects, not a handful
 
 
 def test_envs_lists_every_registered_env(monkeypatch):
