@@ -562,7 +562,8 @@ def bench_command(
 
 
 def main() -> None:
-    """Console-script entry point (``brax-bridge``)."""
+    """Console-script entry point (``brax-bridge``): the last thing its process does. Code that runs a command
+    inside a longer-lived process calls ``app`` instead (as typer's ``CliRunner`` does)."""
     try:
         app()
     finally:
