@@ -9,6 +9,7 @@ import gc
 import os
 
 import pytest
+from session_once import once_per_session
 
 from brax_core import _jax_install  # reads package metadata only: JAX must not be imported before the set-up below
 
@@ -56,14 +57,8 @@ jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
 
 # Files whose tests compile the most (whole trainers, gradients through MJX). Running them first lets the two
 # xdist workers (``make test`` uses ``-n 2 --dist worksteal``) finish together on the many short tests after them,
-# instead of one worker idling while the other compiles a trainer at the end. First of all the files whose
-# tests share one subprocess per session (tests/session_once.py): at the head of the queue that xdist hands the
-# first worker, their tests run one after the other there, and never on the other worker, which would wait on the
-# subprocess instead of running tests.
-_HEAVY_FIRST = (
-    "test_memory.py", "test_torch_ppo_ddp.py", "test_ppo_multidevice.py",
-    "test_every_env_trains.py", "test_bridge_differentiable.py", "test_ppo_examples.py",
-)
+# instead of one worker idling while the other compiles a trainer at the end.
+_HEAVY_FIRST = ("test_every_env_trains.py", "test_bridge_differentiable.py", "test_ppo_examples.py")
 
 
 def pytest_collection_modifyitems(config, items):
@@ -74,6 +69,11 @@ def pytest_collection_modifyitems(config, items):
                 item.add_marker(skip)
 
     def rank(item):
+        # First of all the modules whose tests share one subprocess per session (tests/session_once.py): at the head
+        # of the queue xdist hands the first worker, their tests run there one after the other, and the other worker
+        # never waits on the subprocess instead of running tests.
+        if getattr(getattr(item, "module", None), "once_per_session", None) is once_per_session:
+            return -1
         name = item.path.name
         return _HEAVY_FIRST.index(name) if name in _HEAVY_FIRST else len(_HEAVY_FIRST)
 

@@ -113,7 +113,7 @@ def _check_task(name: str) -> TorchEnv:
 )
 def test_control_suite_task_steps_like_playground(name):
     env = _check_task(name)
-    assert env.num_compiles == 1 and env.num_envs == N
+    assert env.num_envs == N  # one compile: checked inside
 
 
 def test_torchrl_adapter_steps_a_playground_task():
