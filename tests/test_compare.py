@@ -8,6 +8,7 @@ import os
 import re
 import signal
 import subprocess
+import sys
 import threading
 import time
 
@@ -167,11 +168,14 @@ def test_a_dead_run_is_reported_failed_then_ctrl_c_reaches_the_next_run_and_ends
     started = []
 
     class KillFirst(subprocess.Popen):
-        def __init__(self, *args, **kwargs):
-            super().__init__(*args, **kwargs)
-            if not started:
-                self.kill()
-            started.append(self)
+        # Popen is patched for the whole process: other callers (the standard library's `platform` runs `uname`
+        # the first time a process asks for the machine) must not count as runs.
+        def __init__(self, args, *rest, **kwargs):
+            super().__init__(args, *rest, **kwargs)
+            if list(args[:3]) == [sys.executable, "-m", "brax_bridge_app.cli"]:
+                if not started:
+                    self.kill()
+                started.append(self)
 
     monkeypatch.setattr(comparison.subprocess, "Popen", KillFirst)
     second = tmp_path / "torch-seed1"
