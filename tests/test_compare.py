@@ -8,9 +8,9 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import threading
 import time
+import types
 
 import jax
 import numpy as np
@@ -168,16 +168,15 @@ def test_a_dead_run_is_reported_failed_then_ctrl_c_reaches_the_next_run_and_ends
     started = []
 
     class KillFirst(subprocess.Popen):
-        # Popen is patched for the whole process: other callers (the standard library's `platform` runs `uname`
-        # the first time a process asks for the machine) must not count as runs.
-        def __init__(self, args, *rest, **kwargs):
-            super().__init__(args, *rest, **kwargs)
-            if list(args[:3]) == [sys.executable, "-m", "brax_bridge_app.cli"]:
-                if not started:
-                    self.kill()
-                started.append(self)
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            if not started:
+                self.kill()
+            started.append(self)
 
-    monkeypatch.setattr(comparison.subprocess, "Popen", KillFirst)
+    # The comparison's processes only: the standard library starts its own (`platform` runs `uname` the first
+    # time a process asks for the machine), which must not count as runs.
+    monkeypatch.setattr(comparison, "subprocess", types.SimpleNamespace(Popen=KillFirst))
     second = tmp_path / "torch-seed1"
     _after_first_report(second, lambda: os.kill(os.getpid(), signal.SIGINT))  # as a Ctrl-C in the terminal
     longer = [*TINY]
