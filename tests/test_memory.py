@@ -3,20 +3,19 @@
 What is counted exactly: live JAX arrays and live torch tensors, which a leak (a kept graph, a kept state, a
 growing history) raises with every iteration. The process's resident memory is checked against a stated bound
 too, in the long versions (marked ``slow``), where allocator noise is small against what a leak would add.
+
+The counts walk the collector's objects, which in a pytest worker are those the running test created: the suite's
+``conftest.py`` moves what earlier tests left to the permanent generation, which ``gc.get_objects`` leaves out.
 """
 
 import gc
 import importlib.util
 import os
 import resource
-import subprocess
-import sys
-from xml.etree import ElementTree
 
 import jax
 import pytest
 import torch
-from session_once import once_per_session
 
 import torch_ppo
 from brax_bridge import TorchEnv
@@ -31,47 +30,6 @@ LONG_RUN_REPORT_EVERY = 100  # a report (and one gc scan) every 100 iterations: 
 # allocator noise once everything is compiled (glibc arenas, XLA's host buffers: a few MB), yet below what a
 # retrace and recompile per iteration or 100 kB kept per iteration (90 MB over 900 iterations) would add.
 PPO_RSS_GROWTH_MB = 64
-
-
-# Set in the fresh interpreter that runs this module's default tests (see _in_own_process).
-OWN_PROCESS = "BRAX_BRIDGE_MEMORY_TEST_PROCESS"
-
-
-def _run_own_process(report: str) -> dict[str, str]:
-    """Runs this module's default tests in a fresh interpreter; their names and outcomes."""
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:xdist", f"--junitxml={report}", os.path.abspath(__file__)],
-        cwd=root, env={**os.environ, OWN_PROCESS: "1"}, capture_output=True, text=True, timeout=900,
-    )
-    outcomes = {}
-    if os.path.exists(report):
-        for case in ElementTree.parse(report).getroot().iter("testcase"):
-            failed = case.find("failure") is not None or case.find("error") is not None
-            skipped = case.find("skipped") is not None
-            text = "".join(case.itertext()) if failed else ""
-            outcomes[case.get("name")] = "skipped" if skipped else (f"failed: {text[-4000:]}" if failed else "passed")
-    assert outcomes, done.stdout[-4000:] + done.stderr[-2000:]
-    return outcomes
-
-
-@pytest.fixture(scope="module")
-def own_process_outcomes(tmp_path_factory) -> dict[str, str]:
-    """This module's default tests, run together in a fresh interpreter once per test session: their outcomes."""
-    return once_per_session(tmp_path_factory, "memory", lambda folder: _run_own_process(str(folder / "report.xml")))
-
-
-def _in_own_process(request: pytest.FixtureRequest) -> bool:
-    """True outside the fresh interpreter, after asserting that the calling test passed there; False inside it.
-
-    Counting live objects walks the whole heap with ``gc``: in a pytest worker that ran hundreds of tests first,
-    every walk takes seconds, where in a fresh process it takes milliseconds.
-    """
-    if os.environ.get(OWN_PROCESS) == "1":
-        return False
-    outcome = request.getfixturevalue("own_process_outcomes").get(request.node.name, "not run")
-    assert outcome == "passed", outcome
-    return True
 
 
 def _stops_growing(footprints: list[tuple[int, int]]) -> bool:
@@ -136,9 +94,7 @@ def _differentiable_windows(windows: int) -> tuple[list[tuple[int, int]], float,
     return footprints, rss_after_warmup, _peak_rss_mb()
 
 
-def test_differentiable_steps_keep_nothing_across_backward_windows(request):
-    if _in_own_process(request):
-        return
+def test_differentiable_steps_keep_nothing_across_backward_windows():
     footprints, _, _ = _differentiable_windows(6)
     assert len(set(footprints[1:])) == 1, footprints
 
@@ -184,18 +140,14 @@ def _ppo_iterations(trainer: str, iterations: int) -> list[tuple[int, int]]:
 
 
 @pytest.mark.parametrize("trainer", ["jax", "torch"])
-def test_ppo_iterations_keep_nothing(trainer, request):
-    if _in_own_process(request):
-        return
+def test_ppo_iterations_keep_nothing(trainer):
     footprints = _ppo_iterations(trainer, 12)
     assert _stops_growing(footprints), footprints
 
 
-def test_torch_ppo_train_frees_its_trainer_without_the_garbage_collector(request):
+def test_torch_ppo_train_frees_its_trainer_without_the_garbage_collector():
     """A trainer that held itself through a reference cycle would keep its envs' JAX state (and under DDP its
     process group) alive after ``train`` returns, until the cyclic collector happened to run."""
-    if _in_own_process(request):
-        return
     from torch_ppo.trainer import Trainer
 
     tiny = {k: v for k, v in presets.PRESETS["fast"].items() if k not in ("num_timesteps", "num_evals")}
