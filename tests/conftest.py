@@ -51,11 +51,13 @@ atexit.register(gc.freeze)
 
 
 # A pytest worker's heap grows to millions of objects (JAX, torch and MuJoCo, their caches, what module fixtures
-# keep), and each full collection walks all of it: about a second each, 43-54 s of each worker's time over the
+# keep), and each full collection walks all of it: up to seconds each, 43-54 s of each worker's time over the
 # suite. After every test one collection frees the cycles that test left, then the survivors move to the permanent
 # generation, which later collections skip; so a collection costs what the running test created, and the counts of
 # live objects that the memory tests take stay cheap in a worker. Inside a test a full collection waits for ten
-# times Python's usual count, since the test's end collects anyway.
+# times Python's usual count, since the test's end collects anyway. The price: a cycle that outlives its test (a
+# module fixture's) is never collected once frozen; reference counting still frees everything else, and the
+# workers' peak memory stays a few GB.
 def pytest_collection_finish(session):
     gc.collect()
     gc.freeze()
