@@ -105,14 +105,18 @@ _PROBE = textwrap.dedent(
 )
 
 
-def _probe(*stages: tuple[list[str], tuple[str, ...]]) -> list[dict]:
+def _python(code: str, *args: str) -> subprocess.CompletedProcess:
+    """``code`` run by a fresh interpreter that imports this checkout's packages; asserts that it succeeded."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     env.setdefault("JAX_PLATFORMS", "cpu")
-    out = subprocess.run(
-        [sys.executable, "-c", _PROBE, json.dumps(stages), json.dumps(sorted(OPTIONAL_EXTRAS))],
-        capture_output=True, text=True, timeout=300, cwd=ROOT, env=env,
-    )
+    out = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=300, cwd=ROOT,
+                         env=env)
     assert out.returncode == 0, out.stderr[-3000:]
+    return out
+
+
+def _probe(*stages: tuple[list[str], tuple[str, ...]]) -> list[dict]:
+    out = _python(_PROBE, json.dumps(stages), json.dumps(sorted(OPTIONAL_EXTRAS)))
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -248,13 +252,8 @@ def test_brax_core_modules_that_load_mujoco_keep_its_import_line_quiet(module):
     MJX prints that line only where Warp is missing, and the suite's virtualenv has it (the playground extra), so
     the probe hides Warp from the interpreter as a machine without it would, and reports on stderr that MJX saw none.
     """
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    env.setdefault("JAX_PLATFORMS", "cpu")
-    probe = (f"import sys\nsys.modules['warp'] = None\nimport {module}\nimport mujoco.mjx.warp as mjx_warp\n"
-             "sys.stderr.write(f'MJX sees Warp: {mjx_warp.WARP_INSTALLED}\\n')\n")
-    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300, cwd=ROOT,
-                         env=env)
-    assert out.returncode == 0, out.stderr[-3000:]
+    out = _python(f"import sys\nsys.modules['warp'] = None\nimport {module}\nimport mujoco.mjx.warp as mjx_warp\n"
+                  "sys.stderr.write(f'MJX sees Warp: {mjx_warp.WARP_INSTALLED}\\n')\n")
     assert "MJX sees Warp: False" in out.stderr, out.stderr[-3000:]
     assert out.stdout == ""
 
@@ -270,11 +269,7 @@ print(json.dumps({"mjx_sees_warp": mjx_warp.WARP_INSTALLED, "installed": importl
 def test_mjx_keeps_warp_when_brax_core_is_imported_first():
     """Warp runs MJX's Warp implementation (the default of many MuJoCo Playground configs) on a CPU too: a program
     that imports brax_core before loading such a task must find MJX with Warp wherever Warp is installed."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    out = subprocess.run([sys.executable, "-c", _WARP_PROBE], capture_output=True, text=True, timeout=300, cwd=ROOT,
-                         env=env)
-    assert out.returncode == 0, out.stderr[-3000:]
-    result = json.loads(out.stdout.strip().splitlines()[-1])
+    result = json.loads(_python(_WARP_PROBE).stdout.strip().splitlines()[-1])
     assert result["mjx_sees_warp"] == result["installed"]
 
 
