@@ -124,3 +124,14 @@ def test_a_step_that_cannot_compile_fails_when_compiling_was_asked_for():
     requested.update._step_program = _failing_program
     with pytest.raises(RuntimeError, match="no C.. compiler found"):
         _one_training_step(requested)
+
+
+def test_on_a_cpu_the_step_is_compiled_with_the_cpp_wrapper(monkeypatch):
+    """The options every program of the update is compiled with: inductor's C++ wrapper on a CPU only."""
+    cpu = compiled_update.compile_options(torch.device("cpu"))
+    assert cpu == {"fullgraph": True, "dynamic": False, "options": {"cpp_wrapper": True}}
+    assert compiled_update.compile_options(torch.device("cuda", 0)) == {"fullgraph": True, "dynamic": False}
+    seen = []
+    monkeypatch.setattr(torch, "compile", lambda fn, **kwargs: seen.append(kwargs) or fn)
+    assert isinstance(_trainer(True).update, compiled_update.CompiledPPOUpdate)
+    assert seen == [cpu]

@@ -32,6 +32,19 @@ from torch_ppo.update import PPOUpdate, adapt_learning_rate, global_norm_scale
 AUTO_MIN_MINIBATCH_STEPS = 20_000
 
 
+def compile_options(device: torch.device) -> dict[str, Any]:
+    """``torch.compile``'s arguments for the minibatch step's programs on ``device``.
+
+    On a CPU, inductor's C++ wrapper: the compiled program calls its kernels from generated C++ instead of a
+    generated Python function, which at these sizes (a few hundred microseconds a step) takes a fifth off each call
+    (benchmarks/results/training-speed.md). Elsewhere inductor's defaults.
+    """
+    options: dict[str, Any] = dict(fullgraph=True, dynamic=False)
+    if torch.device(device).type == "cpu":
+        options["options"] = {"cpp_wrapper": True}
+    return options
+
+
 def run_minibatch_steps(hp: Any, env_steps_per_training_step: int) -> int:
     """The minibatch steps of the whole run the hyperparameters ``hp`` (a ``PPOConfig``) plan
     (``brax_core.training.run.schedule.plan_run``); 0 for a run with nothing to train."""
@@ -82,7 +95,7 @@ class CompiledPPOUpdate(PPOUpdate):
         # step size in double precision).
         self._betas = torch.tensor(group["betas"], dtype=torch.float64, device=self.device)
         self._constant_lr = torch.tensor(float(group["lr"]), dtype=torch.float64, device=self.device)
-        options = dict(fullgraph=True, dynamic=False)
+        options = compile_options(self.device)
         if self.dist.enabled:  # gradients, then the all-reduce outside, then the Adam step
             self._gradients_program = torch.compile(self._gradients, **options)
             self._apply_program = torch.compile(self._apply, **options)
