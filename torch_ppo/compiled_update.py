@@ -36,8 +36,9 @@ def compile_options(device: torch.device) -> dict[str, Any]:
     """``torch.compile``'s arguments for the minibatch step's programs on ``device``.
 
     On a CPU, inductor's C++ wrapper: the compiled program calls its kernels from generated C++ instead of a
-    generated Python function, which at these sizes (a few hundred microseconds a step) takes a fifth off each call
-    (benchmarks/results/training-speed.md). Elsewhere inductor's defaults.
+    generated Python function, whose launching is much of a step's cost at these sizes (a few hundred microseconds):
+    the ``halfcheetah`` preset's update took a fifth less time (benchmarks/results/training-speed.md). Elsewhere
+    inductor's defaults.
     """
     options: dict[str, Any] = dict(fullgraph=True, dynamic=False)
     if torch.device(device).type == "cpu":
