@@ -40,6 +40,7 @@ SECTION_PAGES = {
     "## Against Brax's PPO": "against-brax.md",
     "## GPU: one NVIDIA H200": "gpu.md",
     "## GPU: one NVIDIA H100": "gpu.md",
+    "## Where torch_ppo's training step goes": "gpu.md",
 }
 
 

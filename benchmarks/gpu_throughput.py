@@ -5,11 +5,14 @@ For each env and batch size, in one process:
 - ``raw``: a jitted ``lax.scan`` of ``jax.vmap(env.pipeline_step)`` (``n_frames`` MJX steps, no env logic);
 - ``fused``: a jitted ``lax.scan`` of ``training.wrap(env).step`` with uniform random actions (episode bookkeeping
   and auto-reset included): the JAX trainer's way of stepping;
+- ``fused_mlp``: the same fused rollout with the torch loops' policy (the same weights) run in JAX inside the scan;
 - ``torchenv``: ``brax_bridge.TorchEnv`` driven from Python by a torch MLP (64 tanh) under ``inference_mode``;
-- ``torchrl``: the TorchRL adapter ``BraxBridgeEnv`` with the same policy.
+- ``torchrl``, ``rsl_rl``, ``gymnasium``: the TorchRL adapter ``BraxBridgeEnv``, the RSL-RL adapter ``RslRlVecEnv``
+  and the Gymnasium vector adapter with torch arrays (``VectorEnv(array="torch")``), with the same policy.
 
 Each figure is env steps per second, the best of ``--repeats`` timed runs after a warm-up; the copies the bridge
-made during the torch loops are counted. Ratios are against ``fused`` (and ``fused`` against ``raw``). Made for a
+made during the torch loops are counted. Ratios are against ``fused_mlp`` (the same policy in JAX), and ``fused``
+against ``raw``. Made for a
 GPU (run with ``JAX_PLATFORMS=cuda``) but runs anywhere:
 
     JAX_PLATFORMS=cuda python benchmarks/gpu_throughput.py --envs ant humanoid --num-envs 4096 32768 --json out.json
@@ -55,10 +58,28 @@ def jax_rates(name: str, num_envs: int, steps: int, repeats: int) -> dict[str, f
 
         return jax.lax.scan(body, state, jax.random.split(key, steps))[0]
 
+    weights = [
+        jax.numpy.asarray(p.detach().cpu().numpy())
+        for p in _policy(env.observation_size, env.action_size, "cpu").parameters()
+    ]
+
+    @jax.jit
+    def fused_mlp(state, key):
+        def body(s, _):
+            w1, b1, w2, b2 = weights
+            action = jax.numpy.tanh(jax.numpy.tanh(s.obs @ w1.T + b1) @ w2.T + b2)
+            return env.step(s, action), ()
+
+        return jax.lax.scan(body, state, None, length=steps)[0]
+
     raw = raw_rollout(env, num_envs, steps)
 
     out = {}
-    for label, fn, arg in (("fused", fused, state), ("raw", raw, state.pipeline_state)):
+    for label, fn, arg in (
+        ("fused", fused, state),
+        ("fused_mlp", fused_mlp, state),
+        ("raw", raw, state.pipeline_state),
+    ):
         start = time.perf_counter()
         jax.block_until_ready(fn(arg, jax.random.PRNGKey(1)))
         out[f"{label}_compile_s"] = time.perf_counter() - start
@@ -75,23 +96,62 @@ def _policy(obs_size: int, action_size: int, device) -> torch.nn.Module:
     ).to(device)
 
 
+def _tensordict_loop(env, device):
+    """TorchEnv's and TorchRL's own way: a TensorDict in, its ``"next"`` out."""
+    td = env.reset()
+    policy = _policy(td["observation"].shape[-1], env.action_spec.shape[-1], device)
+
+    def loop(count):
+        nonlocal td
+        for _ in range(count):
+            td["action"] = policy(td["observation"])
+            td = env.step(td)["next"]
+
+    return loop
+
+
+def _rsl_rl_loop(env, device):
+    obs = env.get_observations()["policy"]
+    policy = _policy(obs.shape[-1], env.num_actions, device)
+
+    def loop(count):
+        nonlocal obs
+        for _ in range(count):
+            obs = env.step(policy(obs))[0]["policy"]
+
+    return loop
+
+
+def _gymnasium_loop(env, device):
+    obs, _ = env.reset()
+    policy = _policy(obs.shape[-1], env.single_action_space.shape[0], device)
+
+    def loop(count):
+        nonlocal obs
+        for _ in range(count):
+            obs = env.step(policy(obs))[0]
+
+    return loop
+
+
 def torch_rates(name: str, num_envs: int, steps: int, repeats: int, device: str) -> dict[str, float]:
+    from brax_bridge.gymnasium import VectorEnv
+    from brax_bridge.rsl_rl import RslRlVecEnv
+
     out = {}
     makers = {
-        "torchenv": lambda: brax_bridge.TorchEnv(name, num_envs=num_envs, device=device),
-        "torchrl": lambda: BraxBridgeEnv(name, num_envs=num_envs, device=device),
+        "torchenv": (lambda: brax_bridge.TorchEnv(name, num_envs=num_envs, device=device), _tensordict_loop),
+        "torchrl": (lambda: BraxBridgeEnv(name, num_envs=num_envs, device=device), _tensordict_loop),
+        "rsl_rl": (lambda: RslRlVecEnv(name, num_envs=num_envs, device=device), _rsl_rl_loop),
+        "gymnasium": (lambda: VectorEnv(name, num_envs=num_envs, device=device, array="torch"), _gymnasium_loop),
     }
-    for label, make in makers.items():
-        env = make()
-        td = env.reset()
-        policy = _policy(td["observation"].shape[-1], env.action_spec.shape[-1], td["observation"].device)
-        sync = torch.cuda.synchronize if td["observation"].is_cuda else (lambda: None)
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    for label, (make, make_loop) in makers.items():
+        steps_of = make_loop(make(), device)
 
-        def loop(count, td=td, env=env, policy=policy, sync=sync):
+        def loop(count, steps_of=steps_of):
             with torch.inference_mode():
-                for _ in range(count):
-                    td["action"] = policy(td["observation"])
-                    td = env.step(td)["next"]
+                steps_of(count)
             sync()
 
         loop(5)
@@ -101,12 +161,20 @@ def torch_rates(name: str, num_envs: int, steps: int, repeats: int, device: str)
     return out
 
 
+_TORCH_LOOPS = ("torchenv", "torchrl", "rsl_rl", "gymnasium")
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--envs", nargs="+", default=["ant", "humanoid"])
     parser.add_argument("--num-envs", nargs="+", type=int, default=[4096])
-    parser.add_argument("--torch-num-envs", nargs="+", type=int, default=None,
-                        help="batch sizes also driven from torch (default: the first of --num-envs)")
+    parser.add_argument(
+        "--torch-num-envs",
+        nargs="+",
+        type=int,
+        default=None,
+        help="batch sizes also driven from torch (default: the first of --num-envs)",
+    )
     parser.add_argument("--steps", type=int, default=100)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--json", default=None)
@@ -122,16 +190,25 @@ def main(argv: list[str] | None = None) -> None:
             if num_envs in torch_sizes:
                 row.update(torch_rates(name, num_envs, args.steps, args.repeats, device))
             rows.append(row)
-            parts = [f"{k} {v:,.0f}/s" for k, v in row.items() if k in ("raw", "fused", "torchenv", "torchrl")]
+            parts = [f"{k} {v:,.0f}/s" for k, v in row.items() if k in ("raw", "fused", "fused_mlp", *_TORCH_LOOPS)]
             ratios = [f"fused/raw {row['fused'] / row['raw']:.2f}"] + [
-                f"{k}/fused {row[k] / row['fused']:.2f}" for k in ("torchenv", "torchrl") if k in row
+                f"{k}/fused_mlp {row[k] / row['fused_mlp']:.2f}" for k in _TORCH_LOOPS if k in row
             ]
-            print(f"{name} n={num_envs}: " + ", ".join(parts + ratios)
-                  + "".join(f", {k} {row[k]}" for k in ("torchenv_copies", "torchrl_copies") if k in row), flush=True)
+            copies = "".join(f", {k}_copies {row[f'{k}_copies']}" for k in _TORCH_LOOPS if f"{k}_copies" in row)
+            print(f"{name} n={num_envs}: " + ", ".join(parts + ratios) + copies, flush=True)
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"device": name_of, "jax": jax.__version__, "torch": torch.__version__, "steps": args.steps,
-                       "rows": rows}, f, indent=1)
+            json.dump(
+                {
+                    "device": name_of,
+                    "jax": jax.__version__,
+                    "torch": torch.__version__,
+                    "steps": args.steps,
+                    "rows": rows,
+                },
+                f,
+                indent=1,
+            )
 
 
 if __name__ == "__main__":

@@ -53,13 +53,15 @@ CACHE_VAR = "BRAX_BRIDGE_JAX_CACHE"  # brax_core.compile's switch for the persis
 TORCH_ONLY = ("torch_compile",)
 
 
-def _preset(env: str, overrides: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The JAX preset with the overrides, and torch_ppo's extra keyword arguments: its network's (torch_ppo takes
-    them flat) and the torch-only overrides."""
+def _preset(env: str, overrides: dict[str, Any], gpu: bool = False) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The JAX preset (``GPU_PRESETS``' with ``gpu``) with the overrides, and torch_ppo's extra keyword arguments:
+    its network's (torch_ppo takes them flat) and the torch-only overrides."""
     from brax_core.training.agents.ppo import presets
 
-    preset = {**presets.PRESETS[env], **{k: v for k, v in overrides.items() if k not in TORCH_ONLY}}
-    return preset, {**presets.network_kwargs(env), **{k: v for k, v in overrides.items() if k in TORCH_ONLY}}
+    chosen = (presets.GPU_PRESETS if gpu else presets.PRESETS)[env]
+    preset = {**chosen, **{k: v for k, v in overrides.items() if k not in TORCH_ONLY}}
+    network = dict(chosen["network_factory"].keywords)
+    return preset, {**network, **{k: v for k, v in overrides.items() if k in TORCH_ONLY}}
 
 
 def _run_worker(args: argparse.Namespace, trainer: str, seed: int) -> None:
@@ -205,7 +207,7 @@ def _throughput_worker(args: argparse.Namespace, trainer: str, seed: str) -> Non
     """One run of one trainer (in its own process): prints its per-interval ``training/sps`` as JSON."""
     import brax_bridge  # noqa: F401  (first, so it configures JAX before its backend starts)
 
-    preset, torch_extra = _preset(args.env, args.overrides)
+    preset, torch_extra = _preset(args.env, args.overrides, args.gpu_preset)
     steps = preset["batch_size"] * preset["num_minibatches"] * preset["unroll_length"] * preset.get("action_repeat", 1)
     every = steps * (args.interval or max(1, 8192 // steps))
     if trainer == "torch-eager":
@@ -220,7 +222,11 @@ def _throughput_worker(args: argparse.Namespace, trainer: str, seed: str) -> Non
             from brax_core.training.agents.ppo.config import PPOConfig
 
             full_run = run_minibatch_steps(PPOConfig.from_train_kwargs(preset), steps)
-            torch_extra["torch_compile"] = use_compiled_update(None, 1, full_run)  # the presets' observations are flat
+            # The presets' observations are flat; the device as torch_ppo's default would choose it.
+            import brax_bridge
+
+            device = brax_bridge.default_device()
+            torch_extra["torch_compile"] = use_compiled_update(None, 1, full_run, device)
     preset.update(
         num_timesteps=every * args.readings, num_evals=0, log_training_metrics=True, training_metrics_steps=every
     )
@@ -245,7 +251,9 @@ def _throughput(args: argparse.Namespace, argv: list[str] | None) -> None:
 
     trainers = ("jax", "torch", "torch-eager") if args.with_eager else ("jax", "torch")
     steady: dict[str, list[float]] = {trainer: [] for trainer in trainers}
+    all_readings: dict[str, list[list[float]]] = {}
     passthrough = ["--env", args.env, "--readings", str(args.readings)]
+    passthrough += ["--gpu-preset"] if args.gpu_preset else []
     passthrough += ["--interval", str(args.interval)] if args.interval else []
     passthrough += ["--torch-threads", str(args.torch_threads)] if args.torch_threads is not None else []
     passthrough += ["--set", *(f"{k}={v!r}" for k, v in args.overrides.items())] if args.overrides else []
@@ -258,6 +266,7 @@ def _throughput(args: argparse.Namespace, argv: list[str] | None) -> None:
             if out.returncode != 0 or line is None:
                 raise SystemExit(f"{trainer} seed {seed} failed:\n{out.stdout[-2000:]}\n{out.stderr[-3000:]}")
             readings = json.loads(line[4:])
+            all_readings.setdefault(trainer, []).append(readings)
             steady[trainer].append(statistics.median(readings[1:]))
             print(
                 f"seed {seed} {trainer}: steady {steady[trainer][-1]:,.0f} steps/s, readings "
@@ -273,12 +282,17 @@ def _throughput(args: argparse.Namespace, argv: list[str] | None) -> None:
         else ""
     )
     print(
-        f"\n`{cmd}` ({args.when}): training steps/s after start-up on `PRESETS[{args.env!r}]`, median over seeds "
+        f"\n`{cmd}` ({args.when}): training steps/s after start-up on "
+        f"`{'GPU_PRESETS' if args.gpu_preset else 'PRESETS'}[{args.env!r}]`, median over seeds "
         f"{args.seeds}: JAX {jax_sps:,.0f}, torch {torch_sps:,.0f}; torch / JAX {torch_sps / jax_sps:.2f}{eager}"
     )
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"command": cmd, "when": args.when, "env": args.env, "steady": steady, "medians": medians}, f)
+            json.dump(
+                {"command": cmd, "when": args.when, "env": args.env, "steady": steady, "medians": medians,
+                 "readings": all_readings},
+                f,
+            )
 
 
 def _literal(text: str) -> tuple[str, Any]:
@@ -312,6 +326,11 @@ def main(argv: list[str] | None = None) -> None:
         "--with-eager",
         action="store_true",
         help="--throughput: also torch_ppo with its eager update (torch_compile=False), as a third trainer",
+    )
+    parser.add_argument(
+        "--gpu-preset",
+        action="store_true",
+        help="--throughput: the env's GPU_PRESETS recipe (run with JAX_PLATFORMS=cuda so that both trainers use it)",
     )
     parser.add_argument("--worker", nargs=2, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--run-worker", nargs=2, default=None, help=argparse.SUPPRESS)

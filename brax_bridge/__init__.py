@@ -10,6 +10,7 @@ Policy transfer between the two trainers is ``torch_ppo.policy_transfer``; the c
 """
 
 from brax_bridge import _device
+from brax_bridge._device import default_device
 
 MEMORY_SHARING = _device.configure_memory_sharing()
 
@@ -48,6 +49,7 @@ def __dir__() -> list[str]:
 
 __all__ = [
     "MEMORY_SHARING",
+    "default_device",
     "CopyStats",
     "EnvSpecs",
     "TensorSpec",

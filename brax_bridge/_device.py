@@ -64,11 +64,8 @@ def jax_device(device: Any = None):
     import jax
     import torch
 
-    if device is None:  # JAX's default device (``jax.default_device`` where one is set)
-        default = jax.config.jax_default_device
-        if isinstance(default, jax.Device):
-            return default
-        return jax.devices(default)[0] if default else jax.devices()[0]
+    if device is None:
+        return default_jax_device()
     if isinstance(device, jax.Device):
         return device
     try:
@@ -92,6 +89,28 @@ def jax_device(device: Any = None):
             )
         return gpus[index]
     raise ValueError(f"device {device!r}: only 'cpu' and 'cuda:i' have a JAX counterpart")
+
+
+def default_jax_device():
+    """The one device rule of every entry point (``TorchEnv``, ``torch_ppo.train``, the adapters, the command line's
+    ``--device auto``): JAX's default device (``jax.default_device`` where one is set), unless torch cannot reach it
+    (a GPU with a CPU-only torch build), in which case the CPU, so that the physics and the networks share a device."""
+    import jax
+    import torch
+
+    default = jax.config.jax_default_device
+    if isinstance(default, jax.Device):
+        chosen = default
+    else:
+        chosen = jax.devices(default)[0] if default else jax.devices()[0]
+    if chosen.platform != "cpu" and not torch.cuda.is_available():
+        return jax.devices("cpu")[0]
+    return chosen
+
+
+def default_device() -> Any:
+    """The torch device every entry point uses when none is given (``default_jax_device``'s counterpart)."""
+    return torch_device(default_jax_device())
 
 
 def torch_device(jdev) -> Any:

@@ -29,6 +29,7 @@ from tensordict import TensorDict, TensorDictBase
 from brax_bridge import _device
 from brax_bridge import convert as _convert
 from brax_bridge import differentiable as _diff
+from brax_bridge.action_check import NonFiniteActionCheck
 from brax_core import compile as compile_options
 from brax_core import envs as _envs
 from brax_core import program_cache as _program_cache
@@ -288,8 +289,9 @@ class TorchEnv:
         level 0 on a CPU unless that variable says otherwise.
       **env_kwargs: passed to the environment's constructor when ``env`` is a name.
 
-    NaN or infinite actions raise ``ValueError`` before the physics runs (checked on the torch side; on CUDA the check
-    is ``torch._assert_async``, which fails the CUDA context asynchronously instead of synchronising every step). An
+    NaN or infinite actions raise ``ValueError``: on a CPU before the physics runs; on a GPU from a later ``step`` or
+    ``reset`` call, once the device has run the step (the check never waits for the GPU; ``brax_bridge.action_check``
+    says how), and the CUDA context stays usable. An
     action whose memory JAX cannot share (non-contiguous, or not 64-byte aligned, as a slice of a larger tensor can
     be) is copied, with a warning the first time.
     Actions must be float32 tensors of shape ``[num_envs, action_size]`` on ``device``; nothing is cast.
@@ -384,6 +386,7 @@ class TorchEnv:
         self._zero_ct = None
         self._specs_made: EnvSpecs | None = None  # at first use: after a reset, without a trace of its own
         self._warned_copy = False
+        self._action_check = NonFiniteActionCheck(num_envs, self._device)
         if differentiable:
             _check_reverse_mode(self._compiled, self._key, num_envs, self._action_size, env)
 
@@ -711,6 +714,7 @@ class TorchEnv:
             raise ValueError(f"seed must be a non-negative integer or None, got {seed!r}")
         if mask is not None:
             mask = self._check_mask(mask)  # before the key changes: a refused call changes nothing
+        self._action_check.check()
         if seed is not None:
             self._key = jax.device_put(jax.random.PRNGKey(seed), self._jax_device)
         if mask is not None and self._state is not None:
@@ -944,14 +948,7 @@ class TorchEnv:
             raise ValueError(f"action has shape {tuple(action.shape)}; expected {expected} (num_envs, action_size)")
         if action.device != self._device:
             raise ValueError(f"action is on {action.device}; expected {self._device} (the env's device)")
-        if self._device.type == "cuda":
-            torch._assert_async(torch.isfinite(action).all(), "NaN or infinity in action passed to TorchEnv.step")
-        elif not torch.isfinite(action).all():
-            rows = (~torch.isfinite(action)).any(-1).nonzero().flatten().tolist()
-            raise ValueError(
-                f"action contains NaN or infinity in env(s) {rows[:10]}{'...' if len(rows) > 10 else ''}; "
-                "not stepping the physics with it"
-            )
+        self._action_check.step(action)
         copies = _convert.copies_made()
         array = _convert.tensor_to_array(action)
         if not self._warned_copy and _convert.copies_made() != copies:  # the reason only once it copied

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 import jax
 import torch
 
+import brax_bridge
 from brax_core import _quiet  # noqa: F401  (hides MJX's import-time stdout line before anything else)
 
 DEVICE_CHOICES = ("auto", "cpu", "cuda", "cuda:N")
@@ -33,15 +34,17 @@ class Placement:
 
 
 def default_device() -> str:
-    """The device ``auto`` picks: CUDA where both JAX and torch have it, else the CPU for both.
+    """The device ``auto`` picks: ``brax_bridge.default_device()`` (JAX's default device where torch can reach it,
+    else the CPU for both), the rule of every entry point.
 
     CUDA torch beside a CPU-only JAX is the most common PyTorch install; there the run stays on the CPU and one
     line on stderr says so and how to put JAX on the GPU.
     """
+    chosen = brax_bridge.default_device()  # the rule every entry point follows
+    if chosen.type != "cpu":
+        return str(chosen)
     jax_on_gpu = jax.default_backend() == "gpu"
     torch_on_gpu = torch.cuda.is_available()
-    if jax_on_gpu and torch_on_gpu:
-        return "cuda"
     if torch_on_gpu:
         print(
             "--device auto: JAX runs on the CPU, so torch does too (the physics decides where a run lives); "

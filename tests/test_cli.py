@@ -331,6 +331,7 @@ class _FakeGpu:
     platform = "gpu"
     device_kind = "Fake GPU"
     id = 0
+    local_hardware_id = 0
     process_index = 0
 
     def __init__(self, client):

@@ -92,6 +92,10 @@ def test_the_automatic_choice_compiles_long_runs_on_flat_observations_only():
     use = compiled_update.use_compiled_update
     enough = compiled_update.AUTO_MIN_MINIBATCH_STEPS
     assert use(None, 17, enough) and not use(None, 17, enough - 1)
+    # On a CUDA GPU the compiled step repays its compiling sooner (nothing runs on the device here).
+    on_gpu = compiled_update.AUTO_MIN_MINIBATCH_STEPS_CUDA
+    assert on_gpu < enough and use(None, 17, on_gpu, "cuda") and not use(None, 17, on_gpu - 1, "cuda:1")
+    assert not use(None, 17, on_gpu, "cpu") and not use(None, {"state": 17}, enough, "cuda")
     assert not use(None, {"state": 17, "privileged_state": 30}, 10 * enough)
     assert use(True, 17, 1) and not use(False, 17, 10 * enough)
     with pytest.raises(ValueError, match=r"torch_compile=True .*\['privileged_state', 'state'\].*torch_compile=False"):

@@ -17,6 +17,7 @@ from typing import Any
 
 import torch
 
+import brax_bridge
 from brax_bridge import TorchEnv
 from brax_core import envs
 from brax_core.envs.base import Env
@@ -55,7 +56,8 @@ The ``ADAPTIVE_KL`` learning-rate schedule changes Adam's learning rate (a tenso
 minibatch from the minibatch's mean ``KL(behaviour || current)``, averaged over processes, and updates the
 observation statistics after a batch's SGD, as the JAX trainer does; the clipped value loss compares with the
 values the critic gave the batch before its SGD. ``use_pmap_on_reset`` is accepted and changes nothing: the
-bridge resets all envs in one compiled call. Torch additions: ``device`` (default: the TorchEnv's device, else CPU),
+bridge resets all envs in one compiled call. Torch additions: ``device`` (default: a ready TorchEnv's device, else JAX's
+default device where torch can reach it, else the CPU),
 ``torch_compile`` (the minibatch step as one ``torch.compile`` program: ``True``, ``False``, or ``None`` for runs
 long enough to repay compiling it; ``torch_ppo.compiled_update``), ``num_threads`` (torch's intra-op threads on CPU
 while training, restored on return; ``None`` keeps torch's setting). The default is 1: JAX's physics runs on its own
@@ -356,7 +358,8 @@ def _unwrapped_env(name: str, env: Env) -> Env:
 
 
 def resolve_device(device: Any, environment: Any) -> torch.device:
-    """The device to train on: ``device`` checked (a ready ``TorchEnv``'s own when ``None``; else the CPU)."""
+    """The device to train on: ``device`` checked; when ``None``, a ready ``TorchEnv``'s own, else the bridge's one
+    device rule (``brax_bridge.default_device``: JAX's default device where torch can reach it, else the CPU)."""
     if device is not None:
         try:
             device = torch.device(device)
@@ -368,4 +371,4 @@ def resolve_device(device: Any, environment: Any) -> torch.device:
         if device is not None and device != environment.device:
             raise ValueError(f"device={device!r} differs from the TorchEnv's device {environment.device}")
         return environment.device
-    return torch.device("cpu") if device is None else device
+    return brax_bridge.default_device() if device is None else device

@@ -30,6 +30,10 @@ from torch_ppo.update import PPOUpdate, adapt_learning_rate, global_norm_scale
 # Minibatch steps from which ``torch_compile=None`` compiles: compiling takes tens of seconds on a small CPU (a few
 # with a warm inductor cache) and saves about 3 ms per step there (benchmarks/results/training-speed.md).
 AUTO_MIN_MINIBATCH_STEPS = 20_000
+# The same on a CUDA GPU, where the compiled step saves several times more per step than on a CPU (the eager step
+# launches twice the kernels), so a shorter run repays its compiling (benchmarks/results/gpu.md, "Where torch_ppo's
+# training step goes").
+AUTO_MIN_MINIBATCH_STEPS_CUDA = 4_000
 
 
 def compile_options(device: torch.device) -> dict[str, Any]:
@@ -56,14 +60,20 @@ def run_minibatch_steps(hp: Any, env_steps_per_training_step: int) -> int:
 
 
 def use_compiled_update(
-    torch_compile: bool | None, observation_size: int | Mapping[str, Any], minibatch_steps: int
+    torch_compile: bool | None,
+    observation_size: int | Mapping[str, Any],
+    minibatch_steps: int,
+    device: torch.device | str = "cpu",
 ) -> bool:
-    """Whether a run compiles its minibatch step: ``torch_compile`` when given; else for runs of at least
-    ``AUTO_MIN_MINIBATCH_STEPS`` minibatch steps on flat observations. ``torch_compile=True`` with dict
-    observations is a ``ValueError`` (the compiled step takes flat observation tensors)."""
+    """Whether a run on ``device`` compiles its minibatch step: ``torch_compile`` when given; else for runs of at
+    least ``AUTO_MIN_MINIBATCH_STEPS`` minibatch steps (``AUTO_MIN_MINIBATCH_STEPS_CUDA`` on a CUDA GPU) on flat
+    observations. ``torch_compile=True`` with dict observations is a ``ValueError`` (the compiled step takes flat
+    observation tensors)."""
     structured = isinstance(observation_size, Mapping)
     if torch_compile is None:
-        return not structured and minibatch_steps >= AUTO_MIN_MINIBATCH_STEPS
+        cuda = torch.device(device).type == "cuda"
+        threshold = AUTO_MIN_MINIBATCH_STEPS_CUDA if cuda else AUTO_MIN_MINIBATCH_STEPS
+        return not structured and minibatch_steps >= threshold
     if torch_compile and structured:
         raise ValueError(
             "torch_compile=True compiles the update over flat observation tensors; this env's observations are a "

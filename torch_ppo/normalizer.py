@@ -76,7 +76,8 @@ class RunningNormalizer(nn.Module):
         if not self.enabled:
             return
         flat = batch.reshape(-1, self.size).to(self.mean.dtype)
-        batch_count = torch.tensor(float(flat.shape[0]), dtype=torch.float64, device=flat.device)
+        # A fill on the device, not a host-to-device copy of a Python number (which synchronises on CUDA).
+        batch_count = torch.full((), float(flat.shape[0]), dtype=torch.float64, device=flat.device)
         centre = self.mean if self.mode == "welford" else torch.zeros_like(self.mean)
         batch_sum_diff = (flat - centre).sum(0)
         if process_group is not None:

@@ -69,7 +69,7 @@ class Trainer:
                 loss_module, broadcast_buffers=False, process_group=dist.group
             )
         minibatch_steps = compiled_update.run_minibatch_steps(hp, self.steps_per_training_step)
-        compiled = compiled_update.use_compiled_update(hp.torch_compile, obs_size, minibatch_steps)
+        compiled = compiled_update.use_compiled_update(hp.torch_compile, obs_size, minibatch_steps, self.device)
         logging.info("torch_ppo's minibatch step: %s", "compiled" if compiled else "eager")
         update_class = compiled_update.CompiledPPOUpdate if compiled else update.PPOUpdate
         self.update = update_class(
