@@ -19,6 +19,8 @@ import sys
 import warnings
 from typing import Any
 
+from brax_core.extras import install_line
+
 _USER_KNOBS = ("XLA_PYTHON_CLIENT_PREALLOCATE", "XLA_PYTHON_CLIENT_MEM_FRACTION", "XLA_PYTHON_CLIENT_ALLOCATOR")
 
 
@@ -85,7 +87,7 @@ def jax_device(device: Any = None):
         if index >= len(gpus):
             raise ValueError(
                 f"device {device!r}: JAX sees {len(gpus)} GPU(s) ({[str(d) for d in gpus]}); for JAX's CUDA build "
-                "install the GPU extra: pip install 'brax-bridge[cuda]'"
+                f"install the GPU extra: {install_line('cuda')}"
             )
         return gpus[index]
     raise ValueError(f"device {device!r}: only 'cpu' and 'cuda:i' have a JAX counterpart")

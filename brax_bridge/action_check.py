@@ -18,29 +18,39 @@ import torch
 
 
 class NonFiniteActionCheck:
-    """The check for one env of ``num_envs`` envs on ``device`` (see the module docstring)."""
+    """The check for one env of ``num_envs`` envs on ``device`` (see the module docstring); ``step`` calls are
+    counted from 1, from the env's creation."""
 
-    def __init__(self, num_envs: int, device: torch.device):
-        self.deferred = device.type == "cuda"
+    def __init__(self, num_envs: int, device: torch.device, deferred: bool | None = None):
+        self.deferred = device.type == "cuda" if deferred is None else deferred
+        self.calls = 0
         if self.deferred:
-            self._marked = torch.zeros(num_envs, dtype=torch.bool, device=device)
-            self._any_on_host = torch.zeros((), dtype=torch.bool).pin_memory()
+            # Per env, the first call whose action was not finite (0: none since the last report), and the count.
+            self._first_bad = torch.zeros(num_envs, dtype=torch.int64, device=device)
+            self._calls = torch.zeros((), dtype=torch.int64, device=device)
+            host = torch.zeros((), dtype=torch.bool)
+            # Pinned, so that the copy into it does not make the host wait.
+            self._any_on_host = host.pin_memory() if device.type == "cuda" else host
             self._event = torch.cuda.Event()
             self._in_flight = False  # a copy of "any marked" is on its way to the host behind _event
 
     def step(self, action: torch.Tensor) -> None:
         """Checks ``action`` (``[num_envs, action_size]`` on the env's device) before it is stepped."""
+        self.calls += 1
         if not self.deferred:
             if not torch.isfinite(action).all():
                 rows = (~torch.isfinite(action)).any(-1).nonzero().flatten().tolist()
                 raise ValueError(
-                    f"action contains NaN or infinity in env(s) {_listed(rows)}; not stepping the physics with it"
+                    f"action contains NaN or infinity in env(s) {_listed(rows)} (TorchEnv.step call {self.calls}); "
+                    "not stepping the physics with it"
                 )
             return
         self.check()
-        self._marked |= ~torch.isfinite(action).all(-1)
+        self._calls.add_(1)
+        bad = ~torch.isfinite(action).all(-1) & (self._first_bad == 0)
+        torch.where(bad, self._calls, self._first_bad, out=self._first_bad)
         if not self._in_flight:
-            self._any_on_host.copy_(self._marked.any(), non_blocking=True)
+            self._any_on_host.copy_((self._first_bad > 0).any(), non_blocking=True)
             self._event.record()
             self._in_flight = True
 
@@ -51,14 +61,17 @@ class NonFiniteActionCheck:
             return
         self._in_flight = False
         if bool(self._any_on_host):
-            rows = self._marked.nonzero().flatten().tolist()  # the GPU has reached this point: no wait
-            self._marked.zero_()
+            first = self._first_bad.tolist()  # the error's path: waiting for the device is fine here
+            self._first_bad.zero_()
+            rows = [env for env, call in enumerate(first) if call]
+            calls = sorted({first[env] for env in rows})
             raise ValueError(
-                f"an action passed to one of TorchEnv.step's recent calls held NaN or infinity for env(s) "
-                f"{_listed(rows)} (on a GPU the check does not wait for the device, so it reports a few calls late); "
-                "the physics of those envs took that action: reset them with env.reset(mask=...) or reset every env"
+                f"an action passed to TorchEnv.step held NaN or infinity for env(s) {_listed(rows)}, first at step "
+                f"call(s) {_listed(calls)} (calls counted from the env's creation; on a GPU the check does not wait "
+                "for the device, so it reports a few calls late); the physics of those envs took that action: reset "
+                "them with env.reset(mask=...) or reset every env"
             )
 
 
-def _listed(rows: list[int]) -> str:
-    return f"{rows[:10]}{'...' if len(rows) > 10 else ''}"
+def _listed(values: list[int]) -> str:
+    return f"{values[:10]}{'...' if len(values) > 10 else ''}"

@@ -2,7 +2,8 @@
 
 Run ``brax-bridge --help`` (or ``python -m brax_bridge_app.cli --help``) for the commands, and ``--help`` after any
 command for its flags. Hyperparameter flags override the env's preset; every value is validated before
-anything is built or compiled.
+anything is built or compiled. Every ``--help`` speaks one dialect (``helpformat``): UPPERCASE metavars, and each
+flag's default as ``[default: X]`` or ``[no default]``.
 """
 
 import os
@@ -17,6 +18,7 @@ warnings.filterwarnings("ignore", message=".*[Ee]xplicitly requested dtype.*")
 
 import functools  # noqa: E402
 import gc  # noqa: E402
+import importlib.metadata  # noqa: E402
 import inspect  # noqa: E402
 import logging  # noqa: E402
 import math  # noqa: E402
@@ -29,11 +31,11 @@ import typer  # noqa: E402
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from brax_bridge_app import helpformat, hparams, rundir  # noqa: E402
+from brax_bridge_app import config_files, helpformat, hparams, rundir  # noqa: E402
 
 # Each command imports the application modules it runs (and with them JAX, MuJoCo and torch) only when it runs,
-# so `brax-bridge --help` answers without loading them; hparams (with the schema it reads) and rundir are plain
-# Python.
+# so `brax-bridge --help` answers without loading them; hparams (with the schema it reads), config_files (whose
+# keys --config's help lists) and rundir are plain Python.
 logging.getLogger("absl").setLevel(logging.ERROR)
 logging.getLogger("jax").setLevel(logging.ERROR)
 
@@ -41,7 +43,8 @@ console = Console()
 app = typer.Typer(
     name="brax-bridge",
     help="Train and compare PPO on MuJoCo MJX environments with JAX and with PyTorch (through the DLPack bridge).",
-    no_args_is_help=True,
+    # A bare `brax-bridge` prints this help and succeeds (root_callback); click's no_args_is_help would exit 2.
+    invoke_without_command=True,
     add_completion=False,
     pretty_exceptions_enable=False,
     # click's help layout (helpformat): whole flag names and reflowed paragraphs at any terminal width.
@@ -58,46 +61,55 @@ def command(name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
 
 HP_PANEL = "Hyperparameters: {}"
 DEVICE_METAVAR = "auto|cpu|cuda|cuda:N"
+
 # compare's default seeds: enough runs per trainer for the statistics to give a verdict (stats.MIN_SEEDS; the
 # command line imports no JAX or SciPy to build its help, so the number is repeated here and a test ties the two).
 MIN_SEEDS = 5
 DEFAULT_SEEDS = "0,1,2,3,4"
-DEVICE_HELP = (
-    "where both trainers' physics and networks run: auto (CUDA where JAX and torch both have it, else the CPU), "
-    "cpu, cuda or cuda:N"
-)
-ENV_HELP = (
-    "environment: a registered name (see `brax-bridge envs`), playground:<task>, or your own brax_core Env class or "
-    "factory as module.path:Name or path/to/file.py:Name"
-)
+DEFAULT_TRAINERS = ",".join(hparams.TRAINERS)
+
+
+def _device_help(what: str) -> str:
+    return (f"where {what} run: auto (CUDA where JAX and torch both have it, else the CPU), cpu, cuda or cuda:N "
+            "(the Nth GPU)")
+
+
+def _env_help(required: str) -> str:
+    return ("environment: a registered name (see `brax-bridge envs`), playground:TASK, or your own brax_core Env "
+            f"class or factory as module.path:NAME or path/to/file.py:NAME; required {required}")
+
+
+def _config_help(command: str, unused: str) -> str:
+    """--config's help, naming only the keys ``command`` reads (``config_files.SETTINGS``)."""
+    keys = ", ".join(config_files.SETTINGS[command])
+    return (f"settings from a file: a run folder's config.json{unused}, or YAML with {keys} and hyperparameter names "
+            f"as keys (or under {config_files.NESTED}:); flags given beside it override it")
+
+
+def _logger_help(folder: str, readers: str) -> str:
+    return (f"where metrics go besides {folder} metrics.jsonl (always written: {readers} read it): one or more of "
+            f"jsonl, tensorboard (event files in {folder} {rundir.TENSORBOARD}/), wandb (Weights & Biases; "
+            "WANDB_MODE=offline writes locally), comma-separated")
+
+
 TRAINER_METAVAR = "|".join(hparams.TRAINERS)
-PRESET_HELP = (
-    "hyperparameter preset: an env's name, or ant-gpu, humanoid-gpu or halfcheetah-gpu for Brax's GPU recipes "
-    "(default: the env's own)"
+PRESET_HELP = helpformat.with_default(
+    "hyperparameter preset: an env's name, or ant-gpu, humanoid-gpu or halfcheetah-gpu for Brax's GPU recipes",
+    "the env's own, where it has one",
 )
-CONFIG_HELP = (
-    "settings from a file: a run folder's config.json, or YAML with env, trainer, seed and hyperparameter names as "
-    "keys (or under hyperparameters:); flags given beside it override it"
-)
-LOGGER_HELP = (
-    "where metrics go besides the run folder's metrics.jsonl (always written: summaries, resume and compare read "
-    "it): one or more of jsonl, tensorboard (event files in <run folder>/tensorboard), wandb (Weights & Biases; "
-    "WANDB_MODE=offline writes locally), comma-separated"
-)
-WANDB_PROJECT_HELP = "with --logger wandb: the W&B project (default: W&B's own, or WANDB_PROJECT)"
-WANDB_ENTITY_HELP = "with --logger wandb: the W&B entity, a user or team (default: W&B's own, or WANDB_ENTITY)"
-# The options train and compare share, declared once.
-ConfigFileOption = Annotated[Path | None, typer.Option("--config", help=CONFIG_HELP, dir_okay=False)]
-LoggerOption = Annotated[str, typer.Option(help=LOGGER_HELP)]
-WandbProjectOption = Annotated[str | None, typer.Option(help=WANDB_PROJECT_HELP)]
-WandbEntityOption = Annotated[str | None, typer.Option(help=WANDB_ENTITY_HELP)]
+WANDB_PROJECT_HELP = helpformat.with_default("with --logger wandb: the W&B project",
+                                             "WANDB_PROJECT where set, else W&B's own")
+WANDB_ENTITY_HELP = helpformat.with_default("with --logger wandb: the W&B entity, a user or team",
+                                            "WANDB_ENTITY where set, else W&B's own")
+WandbProjectOption = Annotated[str | None, typer.Option(metavar="TEXT", help=WANDB_PROJECT_HELP)]
+WandbEntityOption = Annotated[str | None, typer.Option(metavar="TEXT", help=WANDB_ENTITY_HELP)]
 
 
 def _fail(message: str) -> typer.BadParameter:
     return typer.BadParameter(message)
 
 
-_METAVARS = {"int": "INT", "float": "FLOAT", "sizes": "N,N,...", "name": "KEY"}
+_METAVARS = {"int": "INT", "float": "FLOAT", "sizes": "SIZES", "name": "KEY"}
 _ONLY = {("jax",): " (JAX trainer only)", ("torch",): " (torch trainer only)"}
 # A set of choices longer than this is listed in the help text, under a NAME metavar.
 _METAVAR_CHOICES = 24
@@ -115,26 +127,52 @@ def _hp_parameters() -> list[inspect.Parameter]:
 
 
 def _hp_annotation(spec: hparams.FieldSpec, panel: str) -> Any:
-    # The preset's value applies unless the flag is given; the command-line default only without a preset.
-    default = hparams.default(spec.name)
-    text = spec.help + _ONLY.get(spec.trainers, "")
+    text = hparams.flag_help(spec) + _ONLY.get(spec.trainers, "")
     choices = "|".join(spec.choices)
-    if spec.kind in ("int", "float") and spec.accepted(flags=True):
-        text += f"; {spec.accepted(flags=True)}" + (", or 0: none" if spec.name in hparams.ZERO_MEANS_NONE else "")
+    word = hparams.NONE_WORDS.get(spec.name)
+    if word is not None:
+        text += f"; an integer {spec.accepted(flags=True)}, or {word}"
+    elif spec.kind in ("int", "float") and spec.accepted(flags=True):
+        zero = f", or 0: {hparams.unset_meaning(spec)}" if spec.name in hparams.ZERO_MEANS_NONE else ""
+        text += f"; {spec.accepted(flags=True)}{zero}"
     elif spec.choices and len(choices) > _METAVAR_CHOICES:
         text += f"; one of {', '.join(spec.choices)}"
-    if default is not None:
-        text += f" (no preset: {_show(default)})"
+    text = helpformat.with_default(text, _hp_default(spec))
     if spec.kind == "bool":
-        option = typer.Option(f"{spec.flag}/--no-{spec.flag[2:]}", help=text, rich_help_panel=panel,
-                              show_default=False)
+        option = typer.Option(f"{spec.flag}/--no-{spec.flag[2:]}", help=text, rich_help_panel=panel)
         return Annotated[bool | None, option]
+    if word is not None:  # the word or an integer, read by hparams.from_flags
+        option = typer.Option(spec.flag, help=text, rich_help_panel=panel, metavar=f"INT|{word}")
+        return Annotated[str | None, option]
     metavar = _METAVARS.get(spec.kind) or (choices if len(choices) <= _METAVAR_CHOICES else "NAME")
-    option = typer.Option(spec.flag, help=text, rich_help_panel=panel, show_default=False, metavar=metavar)
+    option = typer.Option(spec.flag, help=text, rich_help_panel=panel, metavar=metavar)
     return Annotated[{"int": int | None, "float": float | None}.get(spec.kind, str | None), option]
 
 
-def _show(value: Any) -> str:
+def _hp_default(spec: hparams.FieldSpec) -> str:
+    """A hyperparameter flag's default: the preset's value, else the command line's (``hparams.default``), and
+    Python's where that differs (the command line starts from Brax's locomotion recipe; ppo.train does not)."""
+    value = hparams.default(spec.name)
+    text = f"the preset's, else {_flag_value(spec, value)}"
+    python = hparams.schema.defaults()
+    if spec.name in hparams.COMMAND_LINE_DEFAULTS and spec.name in python and python[spec.name] != value:
+        text += f"; in Python: {spec.name}={python[spec.name]!r}"
+    return text
+
+
+def _flag_value(spec: hparams.FieldSpec, value: Any) -> str:
+    """A value as the flag writes it: a switch by its flag, sizes comma-separated, None by what it means."""
+    if value is None:
+        if spec.name in hparams.NONE_WORDS:
+            return hparams.NONE_WORDS[spec.name]
+        if spec.kind == "choice":
+            return "NONE"  # the choice that stands for None
+        meaning = hparams.unset_meaning(spec)
+        if meaning is None:
+            raise ValueError(f"{spec.flag}: the schema's help says nothing of what None means, so --help cannot")
+        return f"automatic ({meaning})" if spec.kind == "bool" else meaning
+    if spec.kind == "bool":
+        return spec.flag if value else f"--no-{spec.flag[2:]}"
     return ",".join(map(str, value)) if isinstance(value, tuple) else str(value)
 
 
@@ -208,8 +246,6 @@ def _resolve(
 
 def _with_config_file(config_file: Path | None, command: str, **flags: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     """The command's settings (each flag given, else the config file's) and the file's hyperparameters."""
-    from brax_bridge_app import config_files
-
     try:
         settings, configured, note = config_files.merged(
             None if config_file is None else str(config_file), command, flags)
@@ -256,8 +292,9 @@ def _print_summary(summary: dict[str, Any], run_dir: str) -> None:
 def envs_command(
     names: Annotated[
         list[str] | None,
-        typer.Argument(help="only these environments (default: all registered); playground:<task>, "
-                       "module.path:Name and path/to/file.py:Name are described too"),
+        typer.Argument(metavar="NAMES", help=helpformat.with_default(
+            "only these environments: registered names, playground:TASK, module.path:NAME or path/to/file.py:NAME",
+            "every registered environment, and MuJoCo Playground's task names where its extra is installed")),
     ] = None,
 ) -> None:
     """List the registered environments, or describe the named ones: observation and action sizes, default
@@ -293,24 +330,31 @@ def envs_command(
 @command("train")
 @with_hparams
 def train_command(
-    env: Annotated[str | None, typer.Option(help=ENV_HELP)] = None,
+    env: Annotated[str | None, typer.Option(metavar="NAME", help=helpformat.with_default(
+        _env_help("unless --resume or --config gives it"), None))] = None,
     trainer: Annotated[
         str | None,
-        typer.Option(metavar=TRAINER_METAVAR, help="jax (brax_core PPO, the default) or torch (torch_ppo through the "
-                     "bridge)"),
+        typer.Option(metavar=TRAINER_METAVAR, help=helpformat.with_default(
+            "jax (brax_core PPO) or torch (torch_ppo through the bridge)", "jax")),
     ] = None,
-    preset: Annotated[str | None, typer.Option(help=PRESET_HELP)] = None,
-    out: Annotated[Path | None, typer.Option(help="run folder (default: runs/<env>-<trainer>-<time>)")] = None,
-    seed: Annotated[int | None, typer.Option(help="random seed (default: 0)")] = None,
+    preset: Annotated[str | None, typer.Option(metavar="NAME", help=PRESET_HELP)] = None,
+    out: Annotated[Path | None, typer.Option(metavar="DIR", file_okay=False, help=helpformat.with_default(
+        "the run folder to write", "runs/ENV-TRAINER-TIME"))] = None,
+    seed: Annotated[int | None, typer.Option(metavar="INT", help=helpformat.with_default("random seed", "0"))] = None,
     resume: Annotated[
-        Path | None, typer.Option(help="continue the run in this folder from its checkpoint", file_okay=False)
+        Path | None, typer.Option(metavar="DIR", file_okay=False, help=helpformat.with_default(
+            "continue the run in this folder from its checkpoint, instead of starting a new run", None))
     ] = None,
-    device: Annotated[str | None, typer.Option(metavar=DEVICE_METAVAR, help=DEVICE_HELP + " (default: auto)")] = None,
+    device: Annotated[str | None, typer.Option(metavar=DEVICE_METAVAR, help=helpformat.with_default(
+        _device_help("training's physics and networks"), "auto"))] = None,
     allow_changes: Annotated[
         bool, typer.Option(help="with --resume: let hyperparameter flags change the checkpoint's configuration")
     ] = False,
-    config_file: ConfigFileOption = None,
-    logger: LoggerOption = "jsonl",
+    config_file: Annotated[Path | None, typer.Option("--config", metavar="FILE", dir_okay=False,
+                                                     help=helpformat.with_default(_config_help("train", ""), None))
+                           ] = None,
+    logger: Annotated[str, typer.Option(metavar="NAMES", help=_logger_help(
+        "the run folder's", "summaries, --resume and compare"))] = "jsonl",
     wandb_project: WandbProjectOption = None,
     wandb_entity: WandbEntityOption = None,
     hp: dict = None,
@@ -323,7 +367,8 @@ def train_command(
     hyperparameter flags with --allow-changes). --config FILE reads the settings from a file (a run's
     config.json, or YAML); --logger adds TensorBoard or Weights & Biases.
 
-    Every hyperparameter flag overrides the preset's value.
+    Every hyperparameter flag overrides the preset's value; where the preset sets none, the flag's default is the
+    one shown, and Python's (ppo.train's and torch_ppo.train's) is shown beside it where that differs.
     """
     from brax_bridge_app import envinfo, loggers, runs
 
@@ -408,23 +453,34 @@ def _resume_config(resume: Path, env, trainer, preset, hp, allow_changes: bool =
 @command("compare")
 @with_hparams
 def compare_command(
-    env: Annotated[str | None, typer.Option(help=ENV_HELP)] = None,
-    out: Annotated[Path | None, typer.Option(help="report folder (default: runs/compare_<env>)")] = None,
+    env: Annotated[str | None, typer.Option(metavar="NAME", help=helpformat.with_default(
+        _env_help("unless --config gives it"), None))] = None,
+    out: Annotated[Path | None, typer.Option(metavar="DIR", file_okay=False, help=helpformat.with_default(
+        "the folder to write the report in, beside one run folder per trainer and seed", "runs/compare_ENV"))
+    ] = None,
     seeds: Annotated[
-        str | None, typer.Option(help=f"comma-separated seeds, each trained by both trainers; a verdict needs at "
-                                 f"least {MIN_SEEDS} (default: {DEFAULT_SEEDS})")
+        str | None, typer.Option(metavar="INTS", help=helpformat.with_default(
+            f"comma-separated seeds, each trained by every trainer; a verdict needs at least {MIN_SEEDS}",
+            DEFAULT_SEEDS))
     ] = None,
-    preset: Annotated[str | None, typer.Option(help=PRESET_HELP)] = None,
+    preset: Annotated[str | None, typer.Option(metavar="NAME", help=PRESET_HELP)] = None,
     trainers: Annotated[
-        str | None, typer.Option(metavar="NAMES", help="which trainers to run: jax, torch, or both comma-separated "
-                                 "(default: jax,torch)")
+        str | None, typer.Option(metavar="NAMES", help=helpformat.with_default(
+            "which trainers to run: jax, torch, or both comma-separated", DEFAULT_TRAINERS))
     ] = None,
-    device: Annotated[str | None, typer.Option(metavar=DEVICE_METAVAR, help=DEVICE_HELP + " (default: auto)")] = None,
+    device: Annotated[str | None, typer.Option(metavar=DEVICE_METAVAR, help=helpformat.with_default(
+        _device_help("every run's physics and networks"), "auto"))] = None,
     threshold: Annotated[
-        float | None, typer.Option(help="eval reward whose first reaching each run times (seconds and env steps)")
+        float | None, typer.Option(metavar="FLOAT", help=helpformat.with_default(
+            "an eval reward: the report gives the time (seconds and env steps) each run first reached it; without "
+            "it, no such time is reported", None))
     ] = None,
-    config_file: ConfigFileOption = None,
-    logger: LoggerOption = "jsonl",
+    config_file: Annotated[Path | None, typer.Option("--config", metavar="FILE", dir_okay=False,
+                                                     help=helpformat.with_default(_config_help(
+                                                         "compare", " (its trainer and seed are not used)"), None))
+                           ] = None,
+    logger: Annotated[str, typer.Option(metavar="NAMES", help=_logger_help(
+        "each run folder's", "the summaries and the report"))] = "jsonl",
     wandb_project: WandbProjectOption = None,
     wandb_entity: WandbEntityOption = None,
     hp: dict = None,
@@ -432,11 +488,12 @@ def compare_command(
     """Train both trainers with the same hyperparameters and seeds, each run in a process of its own; write
     compare.json, compare.png and report.md.
 
-    Runs go seed by seed, the trainer that goes first alternating, each in its own folder (<out>/<trainer>-seed<k>/).
+    Runs go seed by seed, the trainer that goes first alternating, each in its own folder (OUT/TRAINER-seedK/).
     The report gives each trainer's interquartile mean (IQM) with a 95 % bootstrap interval and a verdict from the
     probability of improvement; compare.png draws the IQM curves with their bands against env steps and wall time.
 
-    Every hyperparameter flag overrides the preset's value.
+    Every hyperparameter flag overrides the preset's value; where the preset sets none, the flag's default is the
+    one shown, and Python's (ppo.train's and torch_ppo.train's) is shown beside it where that differs.
     """
     from brax_bridge_app import comparison, envinfo, report, stats
 
@@ -447,7 +504,7 @@ def compare_command(
             config_file, "compare", env=env, preset=preset, device=device, seeds=seeds, trainers=trainers)
         env = _check_env(settings["env"])
         seed_list = _parse_seeds(settings["seeds"] or DEFAULT_SEEDS)
-        trainer_text = settings["trainers"] or "jax,torch"
+        trainer_text = settings["trainers"] or DEFAULT_TRAINERS
         trainer_list = [t.strip() for t in trainer_text.split(",") if t.strip()]
         distinct = len(set(trainer_list)) == len(trainer_list)
         if not trainer_list or not distinct or any(t not in hparams.TRAINERS for t in trainer_list):
@@ -494,12 +551,14 @@ def eval_command(
     run_dir: Annotated[
         Path, typer.Argument(help="a run folder written by `brax-bridge train`", file_okay=False, metavar="RUN_DIR")
     ],
-    episodes: Annotated[int, typer.Option(help="episodes to run (in parallel); >= 1")] = 10,
+    episodes: Annotated[int, typer.Option(metavar="INT", help="episodes to run (in parallel); >= 1")] = 10,
     render: Annotated[bool, typer.Option(help="write an HTML viewer and a video of the first episode")] = False,
-    deterministic: Annotated[bool, typer.Option("--deterministic/--stochastic", help="policy mode or samples")] = True,
-    seed: Annotated[int, typer.Option(help="seed of the evaluation episodes")] = 0,
+    deterministic: Annotated[bool, typer.Option(
+        "--deterministic/--stochastic", help="act with the policy's mode, or sample its actions")] = True,
+    seed: Annotated[int, typer.Option(metavar="INT", help="seed of the evaluation episodes")] = 0,
     video: Annotated[str, typer.Option(metavar="mp4|gif|none", help="video format with --render")] = "gif",
-    device: Annotated[str, typer.Option(metavar=DEVICE_METAVAR, help=DEVICE_HELP)] = "auto",
+    device: Annotated[str, typer.Option(metavar=DEVICE_METAVAR, help=_device_help(
+        "the evaluation's physics and policy"))] = "auto",
 ) -> None:
     """Load a run's checkpoint, run N episodes and report mean/std return; --render writes viewers."""
     from brax_bridge_app import evaluate, runtime
@@ -536,12 +595,22 @@ def eval_command(
     rundir.write_json(os.path.join(str(run_dir), rundir.EVAL), summary)
 
 
+def _refuse_out(value: str | None) -> None:
+    """bench writes a file, named with --json: --out names a folder in every other command, so bench refuses it
+    and names the flag to use."""
+    if value is not None:
+        raise typer.BadParameter(f"bench writes its results to a file, named with --json FILE (--out names a folder "
+                                 f"in train and compare); use --json {value}", param_hint="--out")
+
+
 @command("bench")
 def bench_command(
     size: Annotated[
         str, typer.Option(metavar="small|medium|large", help="small (seconds), medium (minutes) or large")
     ] = "small",
-    out: Annotated[Path | None, typer.Option(help="also write the results as JSON here", dir_okay=False)] = None,
+    json_file: Annotated[Path | None, typer.Option("--json", metavar="FILE", dir_okay=False, help=(
+        helpformat.with_default("also write the results to this JSON file", None)))] = None,
+    out: Annotated[str | None, typer.Option("--out", hidden=True, callback=_refuse_out)] = None,
 ) -> None:
     """Run the benchmark suite (benchmarks/*.py of a source checkout) at a chosen size and print the tables.
 
@@ -556,9 +625,29 @@ def bench_command(
     except bench.BenchmarksNotFound as err:
         console.print(f"[red]{err}[/]")
         raise typer.Exit(1) from None
-    if out is not None:
-        rundir.write_json(str(out), {"size": size, "machine": runtime.machine(), "results": results})
-        console.print(f"results: {out}")
+    if json_file is not None:
+        rundir.write_json(str(json_file), {"size": size, "machine": runtime.machine(), "results": results})
+        console.print(f"results: {json_file}")
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        # The installed distribution's version (pyproject.toml's), read without importing a package that would
+        # start configuring JAX.
+        typer.echo(f"brax-bridge {importlib.metadata.version('brax-bridge')}")
+        raise typer.Exit()
+
+
+@app.callback()
+def root_callback(
+    ctx: typer.Context,
+    version: Annotated[bool, typer.Option("--version", is_eager=True, callback=_print_version,
+                                          help="Show the version and exit.")] = False,
+) -> None:
+    """The command list's own options (``--version``); without a command, the help, and success."""
+    if ctx.invoked_subcommand is None:
+        typer.echo(ctx.get_help())
+        raise typer.Exit()
 
 
 def main() -> None:

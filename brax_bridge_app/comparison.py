@@ -1,11 +1,13 @@
 """``compare``'s runs: every (trainer, seed) run in a fresh process of its own, in interleaved order.
 
-A fresh process per run keeps one run's compiled programs, caches, memory and threads from favouring or slowing
-the next, so the trainers are measured alike; the interleaved order (jax then torch for the first seed, torch then
-jax for the second, ...) spreads a machine's drift over time (other load, temperature, a cache warming) evenly
-over both. Each run is ``brax-bridge train --config <run folder>/config.json --out <run folder>`` run with this
-Python, so it is the same run a user would get by hand; its ``summary.json`` records the process's ``pid`` and
-when the run started (``started_at``).
+A fresh process per run keeps one run's compiled programs, memory and threads from favouring or slowing the next,
+and so does a fresh, empty compile cache per run (JAX's persistent cache with the program cache in it, inductor's and
+Triton's, in a temporary folder removed afterwards): every run compiles as a first run would, so every time to the
+threshold counts compiling alike (``COMPILE_CACHE``, recorded in each run's summary and in compare.json). The
+interleaved order (jax then torch for the first seed, torch then jax for the second, ...) spreads a machine's drift
+over time (other load, temperature) evenly over both. Each run is ``brax-bridge train --config <run
+folder>/config.json --out <run folder>`` run with this Python, so it is the same run a user would get by hand; its
+``summary.json`` records the process's ``pid`` and when the run started (``started_at``).
 
 Ctrl-C reaches only this process (each run is started in its own process group) and is passed on to the running
 one: once, it stops at its next progress report with a resumable checkpoint and no further run starts; twice, it
@@ -21,6 +23,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
@@ -28,6 +31,10 @@ from typing import Any
 from rich.console import Console
 
 from brax_bridge_app import hparams, plots, report, rundir, runs, runtime, stats
+
+# The compile-cache condition every run of a comparison starts from, as compare.json and report.md state it.
+COMPILE_CACHE = "empty"
+_CACHE_VARIABLES = {"BRAX_BRIDGE_JAX_CACHE": "jax", "TORCHINDUCTOR_CACHE_DIR": "inductor", "TRITON_CACHE_DIR": "triton"}
 
 
 def interleaved(trainers: Sequence[str], seeds: Sequence[int]) -> list[tuple[str, int]]:
@@ -96,13 +103,15 @@ def run_one(run_dir: str, config: Mapping[str, Any], logger_args: Sequence[str],
     rundir.write_json(os.path.join(run_dir, rundir.CONFIG), config)
     started_at = datetime.datetime.now().astimezone().isoformat(timespec="milliseconds")
     start = time.perf_counter()
-    # Its own process group: a Ctrl-C in the terminal reaches this process alone, which passes it on once.
-    child = subprocess.Popen(train_command(run_dir, logger_args), env=dict(env), process_group=0)
-    interrupts.child = child
-    try:
-        returncode = child.wait()
-    finally:
-        interrupts.child = None
+    with tempfile.TemporaryDirectory(prefix="brax_bridge_compare_cache_") as cache:
+        caches = {name: os.path.join(cache, folder) for name, folder in _CACHE_VARIABLES.items()}
+        # Its own process group: a Ctrl-C in the terminal reaches this process alone, which passes it on once.
+        child = subprocess.Popen(train_command(run_dir, logger_args), env={**env, **caches}, process_group=0)
+        interrupts.child = child
+        try:
+            returncode = child.wait()
+        finally:
+            interrupts.child = None
     summary = rundir.read_json(summary_path) if os.path.isfile(summary_path) else None
     if summary is None or summary.get("pid") != child.pid:
         try:
@@ -111,7 +120,8 @@ def run_one(run_dir: str, config: Mapping[str, Any], logger_args: Sequence[str],
             rows = []
         summary = runs.summarize(config, rows, "failed", round(time.perf_counter() - start, 3))
         summary.update(error=_why_no_summary(returncode), pid=child.pid, started_at=started_at)
-        rundir.write_json(summary_path, summary)
+    summary["compile_cache"] = COMPILE_CACHE
+    rundir.write_json(summary_path, summary)
     return summary
 
 
@@ -180,13 +190,16 @@ def compare(plan: Plan, console: Console, env: dict[str, str]) -> tuple[list[dic
     plots.compare_iqm(by_trainer, os.path.join(plan.out_dir, "compare.png"), title=f"{title}, IQM over seeds")
     machine = runtime.machine(runtime.place(plan.device))
     shared = hparams.to_json(plan.hyperparameters)
+    notes = [*plan.notes, "Every run started from an empty compile cache of its own (JAX's, inductor's, Triton's), "
+             "as a first run does: start-up and the times to the threshold include compiling, alike for both trainers."]
     text = report.markdown(plan.env, summaries, result, shared, machine, rundir.command_line(), total,
-                           plan.threshold, plan.notes)
+                           plan.threshold, notes)
     with open(os.path.join(plan.out_dir, "report.md"), "w", encoding="utf-8") as f:
         f.write(text)
     rundir.write_json(os.path.join(plan.out_dir, "compare.json"), {
         "env": plan.env, "preset": plan.preset, "seeds": list(plan.seeds), "threshold": plan.threshold,
-        "hyperparameters": shared, "runs": summaries, **result, "total_wall_s": round(total, 3), "machine": machine,
+        "hyperparameters": shared, "compile_cache": COMPILE_CACHE, "runs": summaries, **result,
+        "total_wall_s": round(total, 3), "machine": machine,
     })
     console.print(f"total {total:.1f} s")
     return summaries, result, interrupts.requested

@@ -10,6 +10,7 @@ from typing import Any
 
 from brax_bridge_app import user_envs
 from brax_core import envs
+from brax_core.extras import install_line
 
 # config.json: the folder a user's env module was imported from, so a run is rebuilt from any working directory.
 IMPORT_DIR = "env_import_dir"
@@ -57,7 +58,7 @@ def check_name(name: str, import_dir: str | None = None) -> str | None:
     if name.startswith(envs.playground.PREFIX):
         available = playground_names()
         if not available:
-            return f"{name!r} needs MuJoCo Playground: pip install 'brax-bridge[playground]'"
+            return f"{name!r} needs MuJoCo Playground: {install_line('playground')}"
         if name not in available:
             return f"{name!r} is not a Playground task; Playground's tasks: {', '.join(available)}"
         return None

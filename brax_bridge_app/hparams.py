@@ -1,8 +1,9 @@
 """The command line's view of the PPO hyperparameter schema (``brax_core.training.agents.ppo.config``).
 
 Every ``PPOConfig`` field with ``command_line`` set is a flag of the same name (``num_envs`` -> ``--num-envs``),
-with the field's help text; ``seed`` is the commands' own ``--seed``/``--seeds``. Values are checked by the
-schema, and its errors are reported with flag names.
+with the field's help text (``flag_help``: without the schema's note on what ``None`` means, which a flag cannot
+be given; a flag writes it as 0 or a word instead); ``seed`` is the commands' own ``--seed``/``--seeds``. Values
+are checked by the schema, and its errors are reported with flag names.
 
 Plain Python on purpose, like the schema: the command line builds its flags from here before any command runs,
 so ``brax-bridge --help`` answers without importing JAX or torch. Presets and the trainers' keyword arguments are
@@ -11,6 +12,8 @@ in ``configuration``.
 
 from __future__ import annotations
 
+import numbers
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -86,6 +89,10 @@ def grouped() -> dict[str, list[FieldSpec]]:
 
 # Optional numbers whose flag takes 0 for None (a flag cannot be given "None").
 ZERO_MEANS_NONE = ("max_grad_norm", "clipping_epsilon_value", "normalize_until_count", "mean_clip_scale")
+# Optional integers whose flag takes a word for None, where 0 would read as a number (no checkpoints kept).
+NONE_WORDS: dict[str, str] = {"max_to_keep": "all"}
+# The schema's note on what None (or, for a switch, leaving it unset) means: "(None: no clipping)".
+_UNSET_NOTE = re.compile(r" \((?:None|unset): ([^()]*)\)")
 
 
 class HParamError(ValueError):
@@ -100,6 +107,38 @@ def default(name: str) -> Any:
 def defaults() -> dict[str, Any]:
     """Every flag's value without a preset or flag."""
     return {name: default(name) for name in BY_NAME}
+
+
+def flag_help(spec: FieldSpec) -> str:
+    """The field's help as its flag shows it: the schema's text without its note on what ``None`` means (the flag
+    says that with the value it takes instead: ``unset_meaning``)."""
+    return _UNSET_NOTE.sub("", spec.help)
+
+
+def unset_meaning(spec: FieldSpec) -> str | None:
+    """What ``None`` means for the field, from the schema's help ("no clipping"), or ``None`` if it says nothing."""
+    match = _UNSET_NOTE.search(spec.help)
+    return match.group(1) if match else None
+
+
+def _none_word(name: str, value: Any) -> Any:
+    """A ``NONE_WORDS`` field's value: its word (any case) -> ``None``; an integer, or its text, at least the field's
+    minimum; anything else refused, naming the flag and both accepted forms."""
+    spec, word = BY_NAME[name], NONE_WORDS[name]
+    given = value
+    if isinstance(value, str):
+        text = value.strip()
+        if text.lower() == word:
+            return None
+        try:
+            value = int(text)
+        except ValueError:
+            pass
+    if value is None:
+        return None
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool) and value >= (spec.minimum or 0):
+        return int(value)
+    raise HParamError(f"{spec.flag} must be an integer {spec.accepted(flags=True)} or {word}; got {given!r}")
 
 
 def parse_sizes(text: str | Any, name: str = "sizes") -> tuple[int, ...]:
@@ -118,7 +157,8 @@ def parse_sizes(text: str | Any, name: str = "sizes") -> tuple[int, ...]:
 
 
 def from_flags(values: Mapping[str, Any]) -> dict[str, Any]:
-    """Flag values in the schema's terms: sizes text parsed, 0 as None where ``ZERO_MEANS_NONE``."""
+    """Flag values in the schema's terms: sizes text parsed, 0 as None where ``ZERO_MEANS_NONE``, the word of
+    ``NONE_WORDS`` as None (and an integer written as text as the integer)."""
     out = dict(values)
     for name in schema.NETWORK_FIELDS[:2]:
         if name in out:
@@ -126,6 +166,9 @@ def from_flags(values: Mapping[str, Any]) -> dict[str, Any]:
     for name in ZERO_MEANS_NONE:
         if out.get(name) == 0:
             out[name] = None
+    for name in NONE_WORDS:
+        if name in out:
+            out[name] = _none_word(name, out[name])
     return out
 
 

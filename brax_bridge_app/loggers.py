@@ -12,7 +12,7 @@ A logger is called as ``progress_fn(env_steps, metrics)``: every scalar metric i
 hparams or W&B config. W&B reads its own environment (``WANDB_MODE=offline``, ``WANDB_DIR``, ``WANDB_PROJECT``,
 ``WANDB_RUN_GROUP``, ...); arguments given here take precedence, as in ``wandb.init``.
 
-TensorBoard and W&B are optional extras (``pip install 'brax-bridge[tensorboard]'``, ``[wandb]``); each is imported
+TensorBoard and W&B are optional extras (``pip install ".[tensorboard]"``, ``".[wandb]"``); each is imported
 when its logger is made, and ``require`` checks for it beforehand so the command line refuses a missing one before
 anything compiles.
 """
@@ -28,6 +28,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from brax_bridge_app import rundir
+from brax_core.extras import install_line
 
 # The command line's --logger names; jsonl is the run folder's metrics.jsonl.
 NAMES = ("jsonl", "tensorboard", "wandb")
@@ -55,7 +56,7 @@ def require(name: str) -> types.ModuleType | None:
         return importlib.import_module(module)
     except ImportError as err:
         raise MissingExtraError(
-            f"the {name} logger needs the {extra} extra ({err}): pip install 'brax-bridge[{extra}]'"
+            f"the {name} logger needs the {extra} extra ({err}): {install_line(extra)}"
         ) from None
 
 

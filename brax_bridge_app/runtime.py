@@ -14,9 +14,10 @@ import torch
 
 import brax_bridge
 from brax_core import _quiet  # noqa: F401  (hides MJX's import-time stdout line before anything else)
+from brax_core.extras import install_line
 
 DEVICE_CHOICES = ("auto", "cpu", "cuda", "cuda:N")
-GPU_INSTALL = "pip install 'brax-bridge[cuda]'"
+GPU_INSTALL = install_line("cuda")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -31,9 +31,11 @@ import jax.numpy as jnp
 import torch
 from torch import nn
 
+import brax_bridge
 import torch_ppo
 from brax_bridge import TorchEnv
 from brax_core.envs import PipelineEnv, State
+from brax_core.extras import install_line
 from brax_core.io import mjcf
 from brax_core.training.agents.ppo import networks as ppo_networks
 from brax_core.training.agents.ppo import train as ppo
@@ -180,13 +182,13 @@ def drive_from_torchrl_and_gymnasium(policy: Any, num_envs: int, steps: int) -> 
         found["torchrl_steps"] = tuple(rollout.batch_size)
         found["torchrl_return"] = float(rollout.get(("next", "reward")).sum(-1).mean())
     except ImportError:  # the torchrl extra is not installed
-        print("TorchRL is not installed: pip install 'brax-bridge[torchrl]'")
+        print(f"TorchRL is not installed: {install_line('torchrl')}")
     try:
         from brax_bridge.gymnasium import VectorEnv
 
         env = VectorEnv(bridge, array="torch")
         obs, _ = env.reset(seed=0)
-        total = torch.zeros(num_envs)
+        total = torch.zeros(num_envs, device=bridge.device)
         with torch.inference_mode():
             for _ in range(steps):
                 obs, reward, terminated, truncated, _ = env.step(act(obs))
@@ -194,7 +196,7 @@ def drive_from_torchrl_and_gymnasium(policy: Any, num_envs: int, steps: int) -> 
         found["gymnasium_observation"] = tuple(obs.shape)
         found["gymnasium_return"] = float(total.mean())
     except ImportError:
-        print("Gymnasium is not installed: pip install 'brax-bridge[gymnasium]'")
+        print(f"Gymnasium is not installed: {install_line('gymnasium')}")
     print(f"Arm3 through the bridge: {found}")
     return found
 
@@ -222,7 +224,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     cart_reports = train_cart_with_jax(args.tiny)
     with tempfile.TemporaryDirectory() as checkpoints:
         arm_reports, policy, reloaded = train_arm_with_torch(args.tiny, checkpoints)
-    observations = torch.randn(16, 15)
+    observations = torch.randn(16, 15, device=brax_bridge.default_device())  # where torch_ppo trained
     result: dict[str, Any] = {
         "cart_reports": cart_reports,
         "arm_reports": arm_reports,

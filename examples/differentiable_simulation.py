@@ -77,14 +77,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         iterations, horizon, lr = args.iterations or 30, args.horizon or 30, args.lr or 3e-3
     torch.manual_seed(0)
     policy = torch.nn.Sequential(torch.nn.Linear(env.observation_size, 32), torch.nn.Tanh(),
-                                 torch.nn.Linear(32, env.action_size), torch.nn.Tanh())
+                                 torch.nn.Linear(32, env.action_size), torch.nn.Tanh()).to(env.device)
     high = env.action_high
     optim = torch.optim.Adam(policy.parameters(), lr=lr)
 
     history = []
     for i in range(iterations):
         obs = env.reset(seed=0)["observation"]  # the same start states: progress is comparable across iterations
-        total = torch.zeros(())
+        total = torch.zeros((), device=env.device)
         for _ in range(horizon):
             nxt = env.step(policy(obs) * high)["next"]
             total = total + nxt["reward"].mean()

@@ -50,7 +50,7 @@ class Agent(torch.nn.Module):
 def deterministic_reward(env: VectorEnv, agent: Agent, steps: int, seed: int) -> float:
     """Mean reward per step of the policy's mean action over ``steps`` steps from the starts ``seed`` draws."""
     obs, _ = env.reset(seed=seed)
-    total = torch.zeros(env.num_envs)
+    total = torch.zeros(env.num_envs, device=env.bridge.device)
     for _ in range(steps):
         obs, reward, *_ = env.step(agent.actor_mean(obs).clamp(-1.0, 1.0))
         total += reward
@@ -61,8 +61,8 @@ def deterministic_reward(env: VectorEnv, agent: Agent, steps: int, seed: int) ->
 def episode_return(env: VectorEnv, agent: Agent, max_steps: int, seed: int) -> float:
     """Mean return of each env's first episode under the policy's mean action (what a reward threshold means)."""
     obs, _ = env.reset(seed=seed)
-    total = torch.zeros(env.num_envs)
-    running = torch.ones(env.num_envs, dtype=torch.bool)
+    total = torch.zeros(env.num_envs, device=env.bridge.device)
+    running = torch.ones(env.num_envs, dtype=torch.bool, device=env.bridge.device)
     for _ in range(max_steps):
         obs, reward, term, trunc, _ = env.step(agent.actor_mean(obs).clamp(-1.0, 1.0))
         total += reward * running
@@ -94,19 +94,20 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     eval_env = VectorEnv(name, 64, episode_length=episode_length, seed=args.seed + 1, array="torch")
     eval_steps = episode_length or 1000
     obs_size, act_size = env.single_observation_space.shape[0], env.single_action_space.shape[0]
-    agent = Agent(obs_size, act_size, hidden)
+    device = env.bridge.device  # where the physics runs (brax_bridge.default_device()): the network goes there too
+    agent = Agent(obs_size, act_size, hidden).to(device)
     optimizer = torch.optim.Adam(agent.parameters(), lr=lr, eps=1e-5)
     reward_before = deterministic_reward(eval_env, agent, eval_steps, seed=123)
     return_before = episode_return(eval_env, agent, eval_steps, seed=123)
 
-    buf_obs = torch.zeros(steps, num_envs, obs_size)
-    buf_act = torch.zeros(steps, num_envs, act_size)
-    buf_logp, buf_rew, buf_val = (torch.zeros(steps, num_envs) for _ in range(3))
-    buf_done, buf_valid = (torch.zeros(steps, num_envs) for _ in range(2))
+    buf_obs = torch.zeros(steps, num_envs, obs_size, device=device)
+    buf_act = torch.zeros(steps, num_envs, act_size, device=device)
+    buf_logp, buf_rew, buf_val = (torch.zeros(steps, num_envs, device=device) for _ in range(3))
+    buf_done, buf_valid = (torch.zeros(steps, num_envs, device=device) for _ in range(2))
 
     obs, _ = env.reset(seed=args.seed)
     # next-step mode: the call after an episode ends only resets; that step is no transition of the policy's
-    after_end = torch.zeros(num_envs, dtype=torch.bool)
+    after_end = torch.zeros(num_envs, dtype=torch.bool, device=device)
     history, start = [], time.perf_counter()
     for iteration in range(iterations):
         for t in range(steps):
@@ -123,8 +124,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             buf_done[t] = after_end.float()
 
         with torch.no_grad():
-            advantages = torch.zeros(steps, num_envs)
-            last, next_value = torch.zeros(num_envs), agent.value(obs)
+            advantages = torch.zeros(steps, num_envs, device=device)
+            last, next_value = torch.zeros(num_envs, device=device), agent.value(obs)
             for t in reversed(range(steps)):
                 nonterminal = 1.0 - buf_done[t]
                 delta = buf_rew[t] + gamma * next_value * nonterminal - buf_val[t]
@@ -140,7 +141,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         b_logp, b_adv, b_ret = buf_logp.flatten()[valid], advantages.flatten()[valid], returns.flatten()[valid]
         size = b_obs.shape[0]
         for _ in range(epochs):
-            for idx in torch.randperm(size).chunk(minibatches):
+            for idx in torch.randperm(size, device=device).chunk(minibatches):
                 _, logp, entropy, value = agent.act(b_obs[idx], b_act[idx])
                 ratio = (logp - b_logp[idx]).exp()
                 adv = (b_adv[idx] - b_adv[idx].mean()) / (b_adv[idx].std() + 1e-8)

@@ -36,6 +36,7 @@ import torch_ppo
 from brax_bridge import TorchEnv
 from brax_core import compile as compile_options
 from brax_core.envs import PipelineEnv, State
+from brax_core.extras import install_line
 from brax_core.io import mjcf
 
 ARM_JOINTS = 7
@@ -45,7 +46,7 @@ def pusher_xml() -> str:
     """The path of ``pusher_v5.xml`` inside the installed gymnasium package (the ``gymnasium`` extra)."""
     spec = importlib.util.find_spec("gymnasium")
     if spec is None or spec.origin is None:
-        raise ImportError("the Pusher arm's model ships with Gymnasium: pip install 'brax-bridge[gymnasium]'")
+        raise ImportError(f"the Pusher arm's model ships with Gymnasium: {install_line('gymnasium')}")
     return os.path.join(os.path.dirname(spec.origin), "envs", "mujoco", "assets", "pusher_v5.xml")
 
 

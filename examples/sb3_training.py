@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         gamma=0.97,
         policy_kwargs={"net_arch": [32, 32] if args.tiny else [64, 64], "log_std_init": -0.5},
         seed=args.seed,
-        device="cpu",
+        device=env.venv.bridge.device,  # the physics' device (brax_bridge.default_device()): one device for both
         verbose=0,
     )
     eval_env = VecNormalize(VecEnv(name, 64, episode_length=episode_length, seed=args.seed + 1),

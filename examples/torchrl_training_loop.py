@@ -65,6 +65,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         return_log_prob=True,
     )
     critic = ValueOperator(_mlp(obs_size, 1, hidden), in_keys=["observation"])
+    actor, critic = actor.to(env.device), critic.to(env.device)  # beside the physics (brax_bridge.default_device())
     loss_fn = ClipPPOLoss(actor, critic, clip_epsilon=0.2, entropy_coeff=1e-3, normalize_advantage=True)
     advantage = GAE(gamma=0.97, lmbda=0.95, value_network=critic)
     optim = torch.optim.Adam(loss_fn.parameters(), lr=3e-4 if not args.tiny else 3e-3)
@@ -88,7 +89,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             batch.set("value_target", bootstrap.get("value_target"))
         flat = batch.reshape(-1)
         for _ in range(epochs):
-            for idx in torch.randperm(flat.numel()).chunk(minibatches):
+            for idx in torch.randperm(flat.numel(), device=flat.device).chunk(minibatches):
                 losses = loss_fn(flat[idx])
                 total = losses["loss_objective"] + losses["loss_critic"] + losses["loss_entropy"]
                 optim.zero_grad()

@@ -492,3 +492,38 @@ def test_a_reset_mask_is_checked_before_anything_changes():
     with pytest.raises(ValueError, match="mask must be"):
         env.reset(seed=5, mask=torch.ones(3, dtype=torch.bool))
     assert np.array_equal(np.array(env._key), key)  # the refused call did not reseed
+
+
+def test_the_deferred_check_of_non_finite_actions_names_env_and_call_once_the_device_is_there(monkeypatch):
+    """The GPU's way (``brax_bridge.action_check``) run on the CPU with an event the test completes by hand: nothing
+    is reported before the device has reached the step, then the envs and the call are, once; the GPU test shows it
+    on a real device."""
+    from brax_bridge import action_check
+
+    class Event:
+        reached = False
+
+        def record(self):
+            Event.reached = False  # a newly queued copy: the device has not run it yet
+
+        def query(self):
+            return Event.reached
+
+    monkeypatch.setattr(torch.cuda, "Event", Event)
+    check = action_check.NonFiniteActionCheck(4, torch.device("cpu"), deferred=True)
+    good, bad = torch.zeros(4, 2), torch.zeros(4, 2)
+    bad[1, 0], bad[3, 1] = float("nan"), float("inf")
+    check.step(good)  # call 1 queues a copy ("nothing marked")
+    check.step(bad)  # call 2: marked, but the copy in flight is call 1's
+    check.check()  # the device has not reached call 1's copy: nothing to say yet, no waiting
+    Event.reached = True
+    check.step(good)  # call 3: call 1's copy said nothing; a new copy goes (it holds call 2's marks)
+    check.step(good)  # call 4: not reached yet
+    Event.reached = True
+    with pytest.raises(ValueError, match=r"env\(s\) \[1, 3\], first at step call\(s\) \[2\]"):
+        check.step(good)
+    Event.reached = True
+    for _ in range(3):  # reported once: the marks are cleared
+        check.step(good)
+        Event.reached = True
+    check.check()

@@ -91,6 +91,9 @@ def test_envs_lists_every_registered_env(monkeypatch):
         (["eval", "/no/such/run"], "RUN_DIR: run folder /no/such/run does not exist"),
         (["eval", "/tmp", "--episodes", "0"], "--episodes must be >= 1; got 0"),
         (["bench", "--size", "huge"], "--size must be one of: small, medium, large"),
+        (["bench", "--out", "r.json"], "--out: bench writes its results to a file, named with --json FILE"),
+        (["train", "--env", "fast", "--max-to-keep", "0"], "--max-to-keep must be an integer >= 1 or all; got '0'"),
+        (["compare", "--env", "fast", "--max-to-keep", "x"], "--max-to-keep must be an integer >= 1 or all; got 'x'"),
     ],
 )
 def test_bad_flags_are_named_before_anything_runs(args, message):
@@ -114,6 +117,8 @@ def test_hyperparameters_resolve_default_preset_flag():
     assert "fast" in configuration.presets() and used == "fast"  # the env's own preset applies by default
     resolved, _ = configuration.resolve("fast", None, {"max_grad_norm": 0.0, "num_envs": 1})
     assert resolved["max_grad_norm"] is None  # 0 documents "no clipping"
+    assert configuration.resolve("fast", None, {"max_to_keep": "all"})[0]["max_to_keep"] is None  # every one kept
+    assert configuration.resolve("fast", None, {"max_to_keep": "2"})[0]["max_to_keep"] == 2
     assert hparams.parse_sizes("64, 64") == (64, 64)
 
 
@@ -289,7 +294,7 @@ def test_bench_runs_each_script_with_its_arguments_and_skips_the_rest(tmp_path, 
     (tmp_path / "ppo_jax.py").write_text("def run(needs_this):\n    raise AssertionError('must not run')\n")
     monkeypatch.setattr(bench, "benchmarks_dir", lambda: str(tmp_path))
     out = tmp_path / "bench.json"
-    result = invoke("bench", "--size", "small", "--out", str(out))
+    result = invoke("bench", "--size", "small", "--json", str(out))
     assert result.exit_code == 0, result.output
     data = json.loads(out.read_text())["results"]
     small = bench.SIZES["small"]
@@ -302,7 +307,7 @@ def test_bench_runs_each_script_with_its_arguments_and_skips_the_rest(tmp_path, 
 def test_bench_outside_a_source_checkout_says_where_to_run_it(tmp_path, monkeypatch):
     monkeypatch.setattr(bench, "search_roots", lambda: [str(tmp_path)])
     out = tmp_path / "bench.json"
-    result = invoke("bench", "--size", "small", "--out", str(out))
+    result = invoke("bench", "--size", "small", "--json", str(out))
     assert result.exit_code == 1
     text = " ".join(result.output.split())
     assert "not installed with the package" in text and "root of a brax-bridge source checkout" in text
@@ -320,7 +325,7 @@ def test_auto_device_follows_jax_even_when_torch_sees_a_gpu(monkeypatch, capsys)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     assert runtime.default_device() == "cpu"
     note = capsys.readouterr().err
-    assert "JAX runs on the CPU, so torch does too" in note and "brax-bridge[cuda]" in note
+    assert "JAX runs on the CPU, so torch does too" in note and 'pip install ".[cuda]"' in note
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert runtime.default_device() == "cpu" and capsys.readouterr().err == ""
 
@@ -386,7 +391,7 @@ def test_device_cuda_without_jax_cuda_names_the_gpu_install(monkeypatch):
         result = invoke(*command, "--device", "cuda")
         assert result.exit_code == 2, result.output
         text = _error_text(result)
-        assert "--device cuda: JAX has no CUDA backend" in text and "brax-bridge[cuda]" in text
+        assert "--device cuda: JAX has no CUDA backend" in text and 'pip install ".[cuda]"' in text
 
 
 def test_device_cuda_with_cpu_torch_is_refused_by_name(monkeypatch):

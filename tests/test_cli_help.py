@@ -2,6 +2,12 @@
 no line is cut or runs past the terminal, paragraphs are reflowed rather than broken where the source broke them,
 fixed sets of values are listed, and the hyperparameter flags stand in sections by group.
 
+And every ``--help`` speaks one dialect (``brax_bridge_app.helpformat``): values are UPPERCASE metavars or the
+list of values they take, never Python types; each argument and option ends its help with ``[default: X]``, or
+says it has none with ``[no default]`` (leaving it out means the setting is not used) or ``[required]``; only the
+actions (``--help``, ``--version``: eager flags, which set nothing) show neither. The project's housekeeping is
+here too: ``--version``, a bare ``brax-bridge``, LICENSE and CITATION.cff.
+
 The commands and their flags are read from the application itself, so that a flag or command added later is
 covered too."""
 
@@ -10,11 +16,18 @@ import os
 import re
 import subprocess
 import sys
+import tomllib
+from pathlib import Path
 
 import pytest
+import yaml
+from cli_runner import invoke
 from typer.main import get_command
 
-from brax_bridge_app import cli, hparams
+import brax_bridge
+from brax_bridge_app import cli, config_files, helpformat, hparams
+
+ROOT = Path(__file__).resolve().parents[1]
 
 GROUP = get_command(cli.app)
 COMMANDS = {"": GROUP, **GROUP.commands}
@@ -97,3 +110,152 @@ def test_hyperparameters_stand_in_sections_by_group(name):
                 assert re.search(rf"(?<![\w-]){re.escape(choice)}(?![\w-])", body), f"{spec.flag}: {choice}"
     hyperparameters = "".join(body for title, body in sections.items() if title.startswith("Hyperparameters"))
     assert "--trainer " not in hyperparameters and "--device " not in hyperparameters  # the command's own flags
+
+
+# ---------------------------------------------------------------------------------------------- one help dialect
+
+# A metavar: an UPPERCASE placeholder (INT, FLOAT, TEXT, DIR, FILE, SIZES, NAME, ...), or the values a flag takes
+# separated by | (jax|torch), where a placeholder may stand for some of them (INT|all, cuda:N).
+PLACEHOLDER = r"[A-Z][A-Z_]*"
+METAVAR = re.compile(rf"{PLACEHOLDER}|[\w.:-]+(\|[\w.:-]+)+")
+# What typer and Python write for a value's type, and the other ways a default was once shown.
+PYTHON_TYPES = re.compile(r"<[^<>\s]*>|[{}]|list\[|\bNone:|\bunset:")
+OTHER_DEFAULT_STYLES = re.compile(r"(?<!\[)default:|\(no preset|\(None\b")
+
+
+def _entries(text: str) -> dict[str, str]:
+    """Every argument and option that ``--help`` lists (all sections but the command list): its first line's
+    names and metavar -> its whole help text, lines joined. An entry starts at a line indented by two spaces."""
+    entries = {}
+    for title, body in _sections(text).items():
+        if title == "Commands":
+            continue
+        for entry in re.split(r"^(?=  \S)", body, flags=re.M):
+            if entry.strip():
+                head, rest = [*re.split(r" {2,}|\n", entry.strip(), maxsplit=1), ""][:2]
+                entries[head] = " ".join(rest.split())
+    return entries
+
+
+def _actions(name: str) -> list[str]:
+    command = COMMANDS[name]
+    ctx = command.context_class(command, info_name=name or "brax-bridge")
+    return [opt for param in command.get_params(ctx) if helpformat.is_action(param) for opt in param.opts]
+
+
+@pytest.mark.parametrize("columns", [80, 120])
+@pytest.mark.parametrize("name", list(COMMANDS))
+def test_every_help_speaks_one_dialect(name, columns):
+    text = _help(name, columns)
+    assert not PYTHON_TYPES.search(text), f"`{name} --help` shows a Python type: {PYTHON_TYPES.search(text)[0]!r}"
+    assert not OTHER_DEFAULT_STYLES.search(text), f"`{name} --help`: {OTHER_DEFAULT_STYLES.search(text)[0]!r}"
+    entries = _entries(text)
+    actions = _actions(name)
+    params = [param for param in COMMANDS[name].params if not param.hidden]
+    assert len(entries) == len(params) + 1  # and -h/--help
+    for head, help_text in entries.items():
+        if any(re.search(rf"(?<![\w-]){re.escape(flag)}(?![\w-])", head) for flag in actions):
+            assert "default" not in help_text, f"{name}: the action {head} shows a default"
+            continue
+        # Says it has a default, or that it has none: `[default: X]`, else `[no default]` (leaving it out means the
+        # setting is not used) or `[required]` (the command cannot run without it); nothing after it.
+        assert re.search(r"\s\[(default: [^\[\]]+|no default|required)\]$", help_text), f"{name}: {head}"
+        assert help_text.count("[default:") + help_text.count("[no default]") + help_text.count("[required]") == 1
+    for param in params:
+        assert param.metavar is None or METAVAR.fullmatch(param.metavar), f"{name}: {param.name}: {param.metavar}"
+        if param.param_type_name == "argument" or not param.is_flag:
+            assert param.metavar is not None, f"{name}: {param.name} has no metavar"
+
+
+def test_out_is_a_folder_wherever_it_appears():
+    shown = 0
+    for name in COMMANDS:
+        for head, help_text in _entries(_help(name, 120)).items():
+            if head.split()[0] == "--out":
+                shown += 1
+                assert head == "--out DIR" and "folder" in help_text, f"{name}: {head} {help_text}"
+    assert shown == 2  # train's run folder, compare's report folder
+    # bench's results file is --json FILE; its old --out says so rather than writing a file or a folder.
+    assert "--json FILE" in _entries(_help("bench", 120))
+    result = invoke("bench", "--out", "results.json")
+    assert result.exit_code == 2 and "use --json results.json" in " ".join(result.output.split())
+
+
+def test_each_command_speaks_of_what_it_does():
+    entries = {name: _entries(_help(name, 120)) for name in COMMANDS}
+    assert "evaluation" in entries["eval"]["--device auto|cpu|cuda|cuda:N"]
+    assert "every run" in entries["compare"]["--device auto|cpu|cuda|cuda:N"]
+    for name in ("train", "eval"):
+        assert "both trainers" not in _help(name, 120)
+    # --config lists the keys the command reads, and no other (compare reads no trainer or seed of its own).
+    for name in ("train", "compare"):
+        listed = re.search(r"YAML with (.+?) and hyperparameter names as keys", entries[name]["--config FILE"])[1]
+        assert listed.replace(" and ", ", ").split(", ") == list(config_files.SETTINGS[name])
+    assert "trainer and seed are not used" in entries["compare"]["--config FILE"]
+
+
+def test_hyperparameter_defaults_say_the_presets_and_pythons_where_it_differs():
+    entries = _entries(_help("train", 120))
+    python = hparams.schema.defaults()
+    for spec in hparams.FIELDS:
+        (help_text,) = [text for head, text in entries.items() if head.split()[0] == spec.flag]
+        assert "[default: the preset's, else " in help_text, spec.flag
+        differs = spec.name in hparams.COMMAND_LINE_DEFAULTS and python.get(spec.name, hparams.default(spec.name)) \
+            != hparams.default(spec.name)
+        assert (f"in Python: {spec.name}=" in help_text) == differs, spec.flag
+    deterministic = next(text for head, text in entries.items() if head.startswith("--deterministic-eval"))
+    assert deterministic.endswith("[default: the preset's, else --deterministic-eval; in Python: "
+                                  "deterministic_eval=False]")
+    (keep,) = [text for head, text in entries.items() if head == "--max-to-keep INT|all"]
+    assert "an integer >= 1, or all" in keep
+
+
+@pytest.mark.parametrize(("given", "kept"), [("all", None), ("ALL", None), ("3", 3), (2, 2), (None, None)])
+def test_max_to_keep_takes_all_or_a_positive_integer(given, kept):
+    assert hparams.from_flags({"max_to_keep": given})["max_to_keep"] == kept
+    assert hparams.check("max_to_keep", given) == kept
+
+
+@pytest.mark.parametrize("given", ["0", 0, "-1", "none", "2.5", 2.5, True])
+def test_max_to_keep_refuses_anything_else_naming_the_flag_and_what_it_takes(given):
+    with pytest.raises(hparams.HParamError, match=re.escape(f"--max-to-keep must be an integer >= 1 or all; got "
+                                                            f"{given!r}")):
+        hparams.from_flags({"max_to_keep": given})
+
+
+# ---------------------------------------------------------------------------------------------- housekeeping
+
+
+def _pyproject() -> dict:
+    return tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+
+
+def test_version_prints_the_packages_version():
+    result = invoke("--version")
+    assert result.exit_code == 0, result.output
+    assert result.output == f"brax-bridge {brax_bridge.__version__}\n"
+    assert brax_bridge.__version__ == _pyproject()["version"]
+
+
+def test_a_bare_command_prints_the_help_and_succeeds():
+    result = invoke()
+    assert result.exit_code == 0, result.output
+    assert result.output == invoke("--help").output and "Commands:" in result.output
+    done = subprocess.run([sys.executable, "-m", "brax_bridge_app.cli"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and "Commands:" in done.stdout, done.stderr
+
+
+def test_citation_and_license_match_the_package():
+    citation = yaml.safe_load((ROOT / "CITATION.cff").read_text(encoding="utf-8"))
+    project = _pyproject()
+    assert citation["cff-version"] == "1.2.0" and citation["title"] == project["name"] == "brax-bridge"
+    assert citation["version"] == brax_bridge.__version__ == project["version"]
+    assert citation["license"] == project["license"]["text"] == "Apache-2.0"
+    assert citation["authors"] == [{"name": "The brax-bridge authors"}] and citation["message"].strip()
+    assert " ".join(citation["abstract"].split()) == project["description"]
+    license_text = (ROOT / "LICENSE").read_text(encoding="utf-8")
+    assert license_text.startswith("Copyright 2026 The brax-bridge authors\n")
+    for words in ("Apache License", "Version 2.0, January 2004", "TERMS AND CONDITIONS FOR USE, REPRODUCTION, AND "
+                  "DISTRIBUTION", "9. Accepting Warranty or Additional Liability.", "END OF TERMS AND CONDITIONS",
+                  "APPENDIX: How to apply the Apache License to your work."):
+        assert words in license_text, words

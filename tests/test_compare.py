@@ -170,6 +170,7 @@ def test_a_dead_run_is_reported_failed_then_ctrl_c_reaches_the_next_run_and_ends
     class KillFirst(subprocess.Popen):
         def __init__(self, *args, **kwargs):
             super().__init__(*args, **kwargs)
+            self.env_given = kwargs["env"]
             if not started:
                 self.kill()
             started.append(self)
@@ -198,6 +199,13 @@ def test_a_dead_run_is_reported_failed_then_ctrl_c_reaches_the_next_run_and_ends
     assert "| 1 | torch | 0 | failed: the run's process was ended by SIGKILL" in text
     assert "| 2 | torch | 1 | interrupted |" in text and "**Verdict:** No verdict" in text
     assert "comparison stopped early" in result.output
+    # Each run compiled from an empty cache of its own (JAX's, inductor's, Triton's), removed once it ended.
+    variables = ("BRAX_BRIDGE_JAX_CACHE", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")
+    folders = [[run.env_given[name] for name in variables] for run in started]
+    assert len({folder for run in folders for folder in run}) == 6
+    assert not any(os.path.exists(os.path.dirname(folder)) for run in folders for folder in run)
+    assert data["compile_cache"] == "empty" and failed["compile_cache"] == stopped["compile_cache"] == "empty"
+    assert "Every run started from an empty compile cache of its own" in text
 
 
 def test_the_default_seeds_give_a_verdict_its_runs():

@@ -170,7 +170,7 @@ def test_a_non_finite_action_raises_a_catchable_error_and_cuda_goes_on():
     env.step(bad)
     torch.cuda.synchronize()
     # The check never waits for the GPU: once it has run the bad step, one of the next calls reports it.
-    with pytest.raises(ValueError, match=r"NaN or infinity for env\(s\) \[3\]"):
+    with pytest.raises(ValueError, match=r"NaN or infinity for env\(s\) \[3\], first at step call\(s\) \[2\]"):
         for _ in range(3):
             env.step(action)
     assert (torch.arange(4, device="cuda") * 2).sum().item() == 12  # the CUDA context still works

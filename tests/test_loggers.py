@@ -108,9 +108,9 @@ def test_a_missing_extra_is_named_before_anything_runs(tmp_path, monkeypatch, ex
     result = invoke("train", "--env", "fast", "--out", str(run_dir), "--logger", f"jsonl,{extra}", *TINY)
     assert result.exit_code == 2, result.output
     assert f"--logger {extra}: the {extra} logger needs the {extra} extra" in error_text(result)
-    assert f"pip install 'brax-bridge[{extra}]'" in error_text(result)
+    assert f'pip install ".[{extra}]" (in the brax-bridge checkout)' in error_text(result)
     assert not run_dir.exists()
-    with pytest.raises(loggers.MissingExtraError, match=rf"pip install 'brax-bridge\[{extra}\]'"):
+    with pytest.raises(loggers.MissingExtraError, match=rf'pip install "\.\[{extra}\]"'):
         loggers.TensorBoardLogger(str(tmp_path)) if extra == "tensorboard" else loggers.WandbLogger()
 
 

@@ -197,7 +197,7 @@ def test_the_command_line_has_a_flag_per_field_with_its_help():
     for spec in SPECS:
         assert spec.flag in options, spec.flag  # seed: the command's own --seed
         if spec.command_line:
-            assert options[spec.flag].help.startswith(spec.help)
+            assert options[spec.flag].help.startswith(hparams.flag_help(spec))
     result = CliRunner().invoke(cli.app, ["train", "--help"], env={"COLUMNS": "250"}, terminal_width=250)
     assert result.exit_code == 0
     missing = [spec.flag for spec in SPECS if spec.flag not in result.output]

@@ -134,10 +134,7 @@ def test_an_option_of_the_own_networks_beside_network_factory_is_refused_by_name
         torch_ppo.train("fast", num_timesteps=STEP, network_factory=residual_networks, **{**TINY, **given})
 
 
-def test_the_jax_trainers_network_factory_and_non_callables_are_refused_with_what_to_pass():
-    jax_factory = functools.partial(ppo_networks.make_ppo_networks, policy_hidden_layer_sizes=(8,))
-    with pytest.raises(ValueError, match=r"pass policy_hidden_layer_sizes=\(8,\) to torch_ppo.train instead"):
-        torch_ppo.train("fast", num_timesteps=STEP, network_factory=jax_factory, **TINY)
+def test_a_network_factory_that_is_not_callable_is_refused_with_what_to_pass():
     with pytest.raises(TypeError, match=r"network_factory must be a callable fn\(observation_size, action_size\)"):
         torch_ppo.train("fast", num_timesteps=STEP, network_factory="residual", **TINY)
 
@@ -155,3 +152,32 @@ def test_a_custom_network_is_refused_by_every_transfer_to_jax_and_sees_flat_batc
     for convert in (policy_transfer.torch_params_to_jax, policy_transfer.jax_policy_params):
         with pytest.raises(ValueError, match=r"policy parameters named 0.bias, .* cannot be transferred to JAX"):
             convert(params_of(modules))
+
+
+# Every preset, JAX recipe and GPU recipe, sized down to `fast`'s training (what the preset's networks are stays).
+_FAST_SIZED = dict(TINY, num_timesteps=STEP, num_evals=2, num_eval_envs=4)
+_ALL_PRESETS = [("PRESETS", name) for name in sorted(presets.PRESETS)] + [
+    ("GPU_PRESETS", name) for name in sorted(presets.GPU_PRESETS)
+]
+
+
+@pytest.mark.parametrize(("table", "name"), _ALL_PRESETS)
+def test_every_preset_trains_with_torch_ppo_in_one_call(table, name):
+    preset = getattr(presets, table)[name]
+    _, params, metrics = torch_ppo.train("fast", **{**preset, **_FAST_SIZED})
+    keywords = preset["network_factory"].keywords  # the JAX factory's options became torch_ppo's own networks'
+    for role, sizes in (("policy", "policy_hidden_layer_sizes"), ("value", "value_hidden_layer_sizes")):
+        layers = getattr(params, f"{role}_params")
+        widths = [layers[f"hidden_{i}.weight"].shape[0] for i in range(len(keywords[sizes]))]
+        assert widths == list(keywords[sizes]), (role, widths)
+        assert f"hidden_{len(keywords[sizes]) + 1}.weight" not in layers  # the sizes' layers, then the output
+    assert metrics["eval/episode_reward"] == metrics["eval/episode_reward"]  # a number, trained and evaluated
+
+
+def test_the_jax_factory_conflicting_with_an_argument_is_refused():
+    factory = presets.PRESETS["fast"]["network_factory"]
+    with pytest.raises(ValueError, match=r"policy_hidden_layer_sizes=\(4,\) differs from network_factory's"):
+        torch_ppo.train("fast", network_factory=factory, policy_hidden_layer_sizes=(4,), **_FAST_SIZED)
+    foreign = functools.partial(ppo_networks.make_ppo_networks, layer_norm=True)
+    with pytest.raises(ValueError, match="sets layer_norm=True, which torch_ppo's networks do not have"):
+        torch_ppo.train("fast", network_factory=foreign, **_FAST_SIZED)

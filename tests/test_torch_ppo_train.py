@@ -184,6 +184,31 @@ def test_missing_or_corrupt_checkpoints_raise_errors_naming_the_path(tmp_path):
         checkpoint.load(foreign)
 
 
+def test_a_checkpoint_of_the_other_trainer_is_refused_naming_that_trainer(tmp_path):
+    from brax_core.training.agents.ppo import checkpoint as jax_checkpoint
+
+    jax_dir, torch_dir = tmp_path / "jax", tmp_path / "torch"
+    net = presets.PRESETS["fast"]["network_factory"]
+    ppo_train.train(envs.get_environment("fast"), num_timesteps=STEP, num_evals=0, network_factory=net,
+                    save_checkpoint_path=str(jax_dir), **TINY)
+    torch_ppo.train("fast", num_timesteps=STEP, save_checkpoint_path=torch_dir, **_tiny())
+    with pytest.raises(ValueError, match=r"written by the JAX trainer .*not by torch_ppo: restore it with "
+                                         r"brax_core\.training\.agents\.ppo\.train\(\.\.\., restore_checkpoint_path"):
+        torch_ppo.train("fast", num_timesteps=2 * STEP, restore_checkpoint_path=jax_dir, **_tiny())
+    with pytest.raises(ValueError, match=r"written by torch_ppo, not by the JAX trainer .*restore it with "
+                                         r"torch_ppo\.train\(\.\.\., restore_checkpoint_path=PATH\)"):
+        ppo_train.train(envs.get_environment("fast"), num_timesteps=2 * STEP, num_evals=0, network_factory=net,
+                        restore_checkpoint_path=str(torch_dir), **TINY)
+    for load in (jax_checkpoint.load_params, jax_checkpoint.load_config):
+        with pytest.raises(ValueError, match="written by torch_ppo"):
+            load(torch_dir)
+    with pytest.raises(ValueError, match="written by the JAX trainer"):
+        checkpoint.load_policy(jax_dir)
+    # Each trainer still reads its own.
+    assert checkpoint.load(torch_dir)["env_steps"] == STEP
+    assert jax_checkpoint.load_config(jax_dir)["env_steps"] == STEP
+
+
 def test_num_timesteps_zero_builds_and_returns_the_initial_policy():
     make_policy, params, metrics = torch_ppo.train("fast", num_timesteps=0, **_tiny())
     assert metrics == {}

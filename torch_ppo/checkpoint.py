@@ -29,7 +29,14 @@ import torch
 
 from brax_core.training import resume
 from brax_core.training.run import checkpoints as run_checkpoints
-from brax_core.training.run.checkpoints import STALE_TMP_S, CheckpointError, latest_step, resolve, step_directories
+from brax_core.training.run.checkpoints import (
+    STALE_TMP_S,
+    CheckpointError,
+    latest_step,
+    resolve,
+    resolve_for,
+    step_directories,
+)
 from torch_ppo import distributed
 from torch_ppo.network_factory import NetworkFactory
 from torch_ppo.networks import PPOModules
@@ -104,7 +111,7 @@ def save(directory: str | os.PathLike, state: dict[str, Any], max_to_keep: int |
 def load(path: str | os.PathLike, map_location: Any = "cpu") -> dict[str, Any]:
     """Loads and validates a checkpoint (a step directory, a file of the earlier layout, or the newest under a save
     path); ``state['path']`` says which."""
-    found = resolve(path)
+    found = resolve_for(path, "torch_ppo")
     file = found
     if os.path.isdir(found):
         run_checkpoints.verify_files(found, STATE_FILE)

@@ -49,6 +49,40 @@ def name_of(network_factory: Callable[..., Any]) -> str:
     return f"{module}.{getattr(fn, '__qualname__', type(fn).__qualname__)}"
 
 
+def _is_jax_factory(network_factory: Any) -> bool:
+    fn = getattr(network_factory, "func", network_factory)
+    return getattr(fn, "__module__", "").startswith("brax_core.training.agents.ppo.networks")
+
+
+def options_of_jax_factory(arguments: dict[str, Any], defaults: dict[str, Any]) -> dict[str, Any]:
+    """``train``'s bound ``arguments`` with the JAX trainer's ``network_factory`` (brax_core's
+    ``make_ppo_networks``, bare or a ``functools.partial`` of it, as every preset carries) taken as torch_ppo's own
+    networks' options: each keyword of the partial becomes the ``train`` argument of its name, and
+    ``network_factory`` is dropped. So ``torch_ppo.train(env, **presets.PRESETS[name])`` builds the preset's networks.
+
+    ``defaults``: ``train``'s defaults by name. A keyword that ``train`` also received with another value, or that
+    torch_ppo's networks do not have, is a ``ValueError`` naming it. Arguments without such a factory are returned
+    unchanged."""
+    factory = arguments.get("network_factory")
+    if factory is None or not _is_jax_factory(factory):
+        return arguments
+    out = {**arguments, "network_factory": None}
+    for name, value in (getattr(factory, "keywords", None) or {}).items():
+        if name not in defaults or name in ("network_factory", "environment"):
+            raise ValueError(
+                f"network_factory={name_of(factory)} sets {name}={value!r}, which torch_ppo's networks do not have; "
+                "drop it from the partial, or pass a network_factory of torch modules"
+            )
+        given = arguments[name]
+        if given != defaults[name] and given != value:
+            raise ValueError(
+                f"{name}={given!r} differs from network_factory's {name}={value!r}: pass one of them (torch_ppo takes "
+                "the JAX factory's keywords as its own arguments)"
+            )
+        out[name] = value
+    return out
+
+
 def check_factory(network_factory: Any) -> NetworkFactory:
     """``network_factory`` itself, refused when it is not a callable or is the JAX trainer's own (brax_core's
     ``make_ppo_networks`` builds flax networks; its options are ``train``'s own arguments here)."""
@@ -57,8 +91,7 @@ def check_factory(network_factory: Any) -> NetworkFactory:
             "network_factory must be a callable fn(observation_size, action_size) -> (policy_module, value_module), "
             f"got {network_factory!r}"
         )
-    fn = getattr(network_factory, "func", network_factory)
-    if getattr(fn, "__module__", "").startswith("brax_core.training.agents.ppo.networks"):
+    if _is_jax_factory(network_factory):  # train() takes these as options; other entry points refuse them
         keywords = dict(getattr(network_factory, "keywords", None) or {})
         given = ", ".join(f"{k}={v!r}" for k, v in keywords.items()) or "its options"
         raise ValueError(

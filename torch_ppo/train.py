@@ -14,7 +14,7 @@ from typing import Any
 import torch
 
 from brax_core.training.run.driver import RunDriver
-from torch_ppo import arguments, distributed
+from torch_ppo import arguments, distributed, network_factory
 from torch_ppo.params import TorchPPOParams, params_of
 from torch_ppo.trainer import Trainer
 
@@ -32,7 +32,9 @@ def train(*args: Any, **kwargs: Any) -> tuple[Callable[..., Any], TorchPPOParams
         )
     bound = arguments.SIGNATURE.bind(*args, **kwargs)
     bound.apply_defaults()
-    given = bound.arguments
+    # The JAX trainer's network_factory (every preset's) becomes torch_ppo's own networks' options.
+    defaults = {name: parameter.default for name, parameter in arguments.SIGNATURE.parameters.items()}
+    given = network_factory.options_of_jax_factory(dict(bound.arguments), defaults)
     resolved_device = arguments.resolve_device(given["device"], given["environment"])
     dist = distributed.setup(resolved_device)
     threads_before = torch.get_num_threads()

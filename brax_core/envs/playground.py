@@ -5,7 +5,7 @@ so that brax_core's training wrappers (time limit, auto-reset with ``final_obs``
 randomisation), both trainers and the bridge use it as they use a built-in env. Registry names take the form
 ``"playground:CheetahRun"``.
 
-MuJoCo Playground is an optional extra (``pip install 'brax-bridge[playground]'``): this module imports it only
+MuJoCo Playground is an optional extra (``pip install ".[playground]"``): this module imports it only
 when a Playground task is asked for, so ``brax_core`` never depends on it at import.
 """
 
@@ -24,6 +24,7 @@ import numpy as np
 from mujoco import mjx
 
 from brax_core.envs.base import PipelineEnv, State
+from brax_core.extras import install_line
 
 PREFIX = "playground:"
 # Points at an existing MuJoCo Menagerie checkout, used instead of the folder inside the Playground install.
@@ -59,7 +60,7 @@ def _playground() -> Any:
     try:
         import mujoco_playground
     except ImportError as e:
-        raise ImportError("Playground tasks need MuJoCo Playground: pip install 'brax-bridge[playground]'") from e
+        raise ImportError(f"Playground tasks need MuJoCo Playground: {install_line('playground')}") from e
     return mujoco_playground
 
 

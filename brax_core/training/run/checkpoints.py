@@ -135,6 +135,46 @@ def resolve(path: str | os.PathLike) -> str:
     return found[-1][1]
 
 
+# The trainers that write checkpoints here, by the name their manifests give, with the call that restores each one's.
+TRAINERS = {
+    "jax": (
+        "the JAX trainer (brax_core.training.agents.ppo)",
+        "brax_core.training.agents.ppo.train(..., restore_checkpoint_path=PATH)",
+    ),
+    "torch_ppo": ("torch_ppo", "torch_ppo.train(..., restore_checkpoint_path=PATH)"),
+}
+
+
+def written_by(found: str) -> str | None:
+    """The trainer (a key of ``TRAINERS``) that wrote the checkpoint ``found`` (a resolved path): its manifest's, or
+    for a checkpoint without one, the trainer whose files it holds; ``None`` where neither tells."""
+    if os.path.isfile(found):
+        return "torch_ppo" if found.endswith(".pt") else None  # torch_ppo's one-file layout
+    manifest = read_manifest(found)
+    if manifest is not None:
+        return manifest.get("trainer")
+    if os.path.isfile(os.path.join(found, "state.pt")):
+        return "torch_ppo"
+    if os.path.isdir(os.path.join(found, _LEGACY_STEP_ITEM)):
+        return "jax"
+    return None
+
+
+def resolve_for(path: str | os.PathLike, trainer: str) -> str:
+    """``resolve(path)``, refusing a checkpoint another trainer wrote with a ``CheckpointError`` that names that
+    trainer and the call that restores it."""
+    found = resolve(path)
+    writer = written_by(found)
+    if writer in TRAINERS and writer != trainer:
+        name, call = TRAINERS[writer]
+        raise CheckpointError(
+            f"checkpoint at {found!r} was written by {name}, not by {TRAINERS[trainer][0]}: restore it with {call}; "
+            "to start this trainer from that policy instead, convert its parameters with torch_ppo.policy_transfer "
+            "(jax_params_to_torch, torch_params_to_jax) and pass them as restore_params"
+        )
+    return found
+
+
 # ---------------------------------------------------------------------------------------------- writing
 
 

@@ -64,7 +64,7 @@ from brax_core.training.agents.ppo.checkpoint_config import (
     value_from_config,
 )
 from brax_core.training.run import checkpoints as run_checkpoints
-from brax_core.training.run.checkpoints import STEP_NAME_DIGITS, CheckpointError, resolve, step_name
+from brax_core.training.run.checkpoints import STEP_NAME_DIGITS, CheckpointError, resolve, resolve_for, step_name
 from brax_core.training.run.checkpoints import latest_step as latest_step  # the save path's newest step
 from brax_core.training.run.checkpoints import step_directories as step_directories
 
@@ -287,12 +287,12 @@ def _check_shapes(step_dir: str, item: str, restored: Any, target: Any) -> None:
 
 def restore_item(path: str | os.PathLike, item: str, target: Any) -> Any:
     """One item (``params``, ``state``) restored into the structure (and shardings) of ``target``."""
-    return _restore_item(resolve(path), item, target)
+    return _restore_item(resolve_for(path, "jax"), item, target)
 
 
 def restore_env_state(path: str | os.PathLike, target: Any) -> Any | None:
     """The saved environment state, or ``None`` when there is none or it does not fit ``target``."""
-    step_dir = resolve(path)
+    step_dir = resolve_for(path, "jax")
     if not os.path.isdir(os.path.join(step_dir, "env_state")):
         return None
     try:
@@ -312,7 +312,7 @@ def load(path: str | os.PathLike) -> ppo_networks.PPOTrainingParams:
 
 def load_params(path: str | os.PathLike) -> ppo_networks.PPOTrainingParams:
     """``PPOTrainingParams(normalizer_params, policy_params, value_params)`` from a checkpoint."""
-    step_dir = resolve(path)
+    step_dir = resolve_for(path, "jax")
     config = _read_config(step_dir)
     return _restore_params(step_dir, config, networks_from_config(config))
 
@@ -339,7 +339,7 @@ def load_policy(
             f"load_policy(path, network_factory=None, deterministic=True): network_factory must be callable or "
             f"None, got {network_factory!r}"
         )
-    step_dir = resolve(path)
+    step_dir = resolve_for(path, "jax")
     config = _read_config(step_dir)
     network = networks_from_config(config, network_factory)
     expected = _obs_size(config)

@@ -25,7 +25,7 @@ from brax_core.training import networks, resume, types
 from brax_core.training.acme import running_statistics
 from brax_core.training.agents.ppo import networks as ppo_networks
 from brax_core.training.agents.ppo import networks_vision
-from brax_core.training.run.checkpoints import CheckpointError, resolve
+from brax_core.training.run.checkpoints import CheckpointError, resolve_for
 from brax_core.training.run.checkpoints import latest_step as latest_step  # the save path's newest step
 from brax_core.training.run.checkpoints import step_directories as step_directories
 
@@ -279,7 +279,7 @@ def run_config(
 def check_resume_config(path: str | os.PathLike, requested: Mapping[str, Any], allow: Any) -> None:
     """Refuses to resume from the checkpoint at ``path`` with a configuration other than its saved one (see
     ``resume.check_config``); allowed changes are logged."""
-    step_dir = resolve(path)
+    step_dir = resolve_for(path, "jax")
     changed = resume.check_config(step_dir, _read_config(step_dir), requested, allow)
     for name, (saved, now) in changed.items():
         logging.warning("resuming from %s with %s changed from %r to %r", step_dir, name, saved, now)
@@ -396,7 +396,7 @@ def load_config_json(path: str | os.PathLike) -> dict[str, Any]:
 
 def _read_config(path: str | os.PathLike) -> dict[str, Any]:
     """The JSON configuration of a checkpoint as plain dicts."""
-    step_dir = resolve(path)
+    step_dir = resolve_for(path, "jax")
     config_dir = os.path.join(step_dir, "config")
     files = [f for f in os.listdir(config_dir) if not f.startswith(".")] if os.path.isdir(config_dir) else []
     try:
