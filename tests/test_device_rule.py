@@ -56,3 +56,29 @@ def test_a_ready_torch_env_decides_for_torch_ppo():
     assert arguments.resolve_device(None, env) == env.device
     with pytest.raises(ValueError, match="differs from the TorchEnv's device"):
         arguments.resolve_device("cuda:3", env)
+
+
+def test_every_adapter_and_the_bridge_place_their_env_by_the_rule(monkeypatch):
+    """Each entry point with no device given asks the rule (here it answers the CPU, and the env lands there)."""
+    from brax_bridge import _device
+    from brax_bridge.gymnasium import VectorEnv as GymVectorEnv
+    from brax_bridge.rsl_rl import RslRlVecEnv
+    from brax_bridge.sb3 import VecEnv as Sb3VecEnv
+    from brax_bridge.torchrl import BraxBridgeEnv
+
+    asked = []
+    rule = _device.default_jax_device
+    monkeypatch.setattr(_device, "default_jax_device", lambda: asked.append(1) or rule())
+    makers = {
+        "TorchEnv": lambda: brax_bridge.TorchEnv("fast", num_envs=2),
+        "torchrl": lambda: BraxBridgeEnv("fast", num_envs=2),
+        "gymnasium": lambda: GymVectorEnv("fast", num_envs=2, array="torch"),
+        "rsl_rl": lambda: RslRlVecEnv("fast", num_envs=2),
+        "sb3": lambda: Sb3VecEnv("fast", num_envs=2),
+    }
+    for name, make in makers.items():
+        before = len(asked)
+        env = make()
+        bridge = env if isinstance(env, brax_bridge.TorchEnv) else env.bridge
+        assert len(asked) > before, name
+        assert bridge.device == torch.device("cpu") and bridge.jax_device.platform == "cpu", name
