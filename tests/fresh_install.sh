@@ -53,6 +53,16 @@ for extra in $EXTRAS; do
 done
 
 if [ "$SUITE" = 1 ]; then
+  # The render and video tests draw frames with a headless OpenGL backend (Mesa's EGL or OSMesa); where neither
+  # works, Debian's Mesa packages are installed when this runs as root with apt-get, else those tests report skips.
+  has_gl() {
+    (cd "$WORK" && "$VENV_PYTHON" -c "from brax_core.io import image; exit(image.backend_available() is None)")
+  }
+  if ! has_gl && command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+    step "headless OpenGL for the render tests: apt-get install libegl1 libgl1-mesa-dri libosmesa6"
+    { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q libegl1 libgl1-mesa-dri \
+      libosmesa6 >/dev/null; } || echo "could not install Mesa's OpenGL: the render tests will report skips"
+  fi
   step "extra test, then the test suite"
   pip_install torch==2.13.0 "$WHEEL[test]"
   "$VENV_PYTHON" -m pip check
