@@ -59,6 +59,29 @@ def test_every_run_in_a_process_of_its_own_in_interleaved_order(compared):
         assert config["device"] == "cpu" and config["hyperparameters"] == data["hyperparameters"]
 
 
+def test_the_main_job_at_a_tiny_size_writes_its_report_figure_and_runs(tmp_path):
+    """`make run`'s path (compare, both trainers) with two seeds each and a few thousand env steps per run."""
+    result = invoke("compare", "--env", "fast", "--out", str(tmp_path), "--seeds", "0,1", "--device", "cpu",
+                    "--threshold", str(THRESHOLD), *TINY)
+    assert result.exit_code == 0, result.output
+    data = json.loads((tmp_path / "compare.json").read_text())
+    runs = data["runs"]
+    assert [(run["trainer"], run["seed"]) for run in runs] == [("jax", 0), ("torch", 0), ("torch", 1), ("jax", 1)]
+    assert all(run["status"] == "completed" and run["compile_cache"] == "empty" for run in runs)
+    for trainer in ("jax", "torch"):
+        finals = sorted(run["final_reward"] for run in runs if run["trainer"] == trainer)
+        iqm = data["trainers"][trainer]["final_reward"]["iqm"]
+        assert iqm == pytest.approx(sum(finals) / 2)  # two runs: their mean is the middle half
+        assert (tmp_path / f"{trainer}-seed0" / rundir.SUMMARY).is_file()
+    text = (tmp_path / "report.md").read_text()
+    assert sum(bool(re.match(r"\| \d \| (jax|torch) \| \d \| completed \|", line)) for line in text.splitlines()) == 4
+    assert "**Verdict:** Not resolved by the seeds given: 2 jax and 2 torch completed runs" in text
+    with Image.open(tmp_path / "compare.png") as figure:
+        assert figure.size == (1100, 420)
+        pixels = np.asarray(figure.convert("RGB"))
+    assert len(np.unique(pixels.reshape(-1, 3), axis=0)) > 10  # curves and bands drawn, not a blank canvas
+
+
 def _iqm_by_hand(values: list[float]) -> float:
     middle = sorted(values)[1:3]  # four runs: the middle two
     return sum(middle) / 2
