@@ -60,21 +60,40 @@ def test_importing_the_environments_turns_the_cache_on(tmp_path):
     assert done.stdout.strip().splitlines()[-1] == str(tmp_path / "brax_bridge" / "jax")
 
 
-def test_each_program_compiles_while_the_next_is_lowered():
-    """``compile_side_by_side`` hands each program to XLA as soon as it is lowered: on a 2-core CPU the first
-    programs compile while the next are traced."""
-    first_compiling = threading.Event()
+def _compiles_while_lowering(compile_all, timeout: float) -> bool:
+    """Whether ``compile_all`` (``compile_side_by_side``'s signature) compiles the first program while the second is
+    being lowered: the first program's compile waits, up to ``timeout``, for the second's lowering to start, which
+    only a compile running beside the generator lets happen; a sequential compile times out."""
+    compiling, lowering_second = threading.Event(), threading.Event()
 
     class First:  # stands for a jax.stages.Lowered
         def compile(self):
-            first_compiling.set()
+            compiling.set()
+            if not lowering_second.wait(timeout):
+                raise TimeoutError("the second program was not lowered while the first compiled")
             return "first"
 
     def lowered():
         yield First()
-        assert first_compiling.wait(timeout=20), "the first program was not compiling while the second was lowered"
+        compiling.wait(timeout)
+        lowering_second.set()
         yield jax.jit(lambda x: x + 1.0).lower(1.0)
 
-    first, second = compile_options.compile_side_by_side(lowered())
+    try:
+        first, second = compile_all(lowered())
+    except TimeoutError:
+        return False
     assert first == "first" and float(second(2.0)) == 3.0
+    return True
+
+
+def test_each_program_compiles_while_the_next_is_lowered():
+    """``compile_side_by_side`` hands each program to XLA as soon as it is lowered: on a 2-core CPU the first
+    programs compile while the next are traced."""
+    assert _compiles_while_lowering(compile_options.compile_side_by_side, timeout=20)
     assert compile_options.compile_side_by_side([]) == []
+
+
+def test_the_overlap_check_fails_a_sequential_compile():
+    sequential = lambda programs: [program.compile() for program in programs]  # noqa: E731
+    assert not _compiles_while_lowering(sequential, timeout=0.5)
