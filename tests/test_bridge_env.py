@@ -345,19 +345,28 @@ def _scale_gear(sys, rng):
     return sys.tree_replace({"actuator_gear": gear}), in_axes
 
 
-def test_randomization_fn_gets_one_key_per_env():
+def _cart_velocities_after_one_push(randomization_fn) -> torch.Tensor:
+    """Every env from the same state (at rest, upright), pushed by the same action: only the model can differ."""
+    env = TorchEnv("inverted_pendulum", num_envs=3, randomization_fn=randomization_fn, seed=4)
+    env.reset()
+    env.set_physics(qpos=torch.zeros(3, 2), qvel=torch.zeros(3, 2))
+    return env.step(torch.full((3, 1), 1.0))["next", "observation"][:, 2]
+
+
+def test_randomization_fn_gets_one_key_per_env_and_gives_each_env_its_model():
     seen = []
 
     def record(sys, rng):
         seen.append(rng.shape)
         return _scale_gear(sys, rng)
 
-    env = TorchEnv("inverted_pendulum", num_envs=3, randomization_fn=functools.partial(record), seed=4)
-    env.reset()
-    nxt = env.step(torch.full((3, 1), 1.0))["next"]
+    randomised = _cart_velocities_after_one_push(functools.partial(record))
     assert seen and seen[0][0] == 3
-    velocities = nxt["observation"][:, 2]
-    assert velocities.unique().numel() == 3  # different gears push the cart differently
+    assert randomised.unique().numel() == 3  # three gears push the cart three ways
+    plain = _cart_velocities_after_one_push(None)
+    assert plain.unique().numel() == 1 and plain[0] != 0  # the same model pushes every env alike
+    # The push scales with the gear: each env's velocity over the plain model's is its drawn scale, in [0.5, 1.5].
+    assert bool(((randomised / plain[0] > 0.5) & (randomised / plain[0] < 1.5)).all())
 
 
 def test_state_dict_round_trip_continues_the_same_trajectory():
