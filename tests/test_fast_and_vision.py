@@ -11,6 +11,7 @@ import pytest
 
 import torch_ppo
 from brax_core import envs
+from brax_core.envs.base import Wrapper
 from brax_core.training.acme import running_statistics
 from brax_core.training.agents.ppo import checkpoint, networks_vision
 from brax_core.training.agents.ppo import networks as ppo_networks
@@ -226,6 +227,43 @@ def test_vision_ppo_trains_augments_checkpoints_and_reloads(tmp_path):
     expected, _ = make_policy(params, deterministic=True)(obs, jax.random.PRNGKey(0))
     np.testing.assert_allclose(loaded(obs, jax.random.PRNGKey(0))[0], expected, rtol=1e-5, atol=1e-6)
     assert expected.shape == (3, 1)
+
+
+class _ViewsThatVary(Wrapper):
+    """``fast`` with image views that hold a spatial pattern moving with the cart (``fast``'s own views are zeros,
+    which a shift leaves as they are)."""
+
+    def _with_views(self, state):
+        pattern = jnp.arange(float(np.prod(VIEW)), dtype=jnp.float32).reshape(VIEW) / np.prod(VIEW)
+        views = {f"pixels/view_{i}": jnp.sin(7.0 * pattern + state.obs["state"][0] + i) for i in range(2)}
+        return state.replace(obs={**state.obs, **views})
+
+    def reset(self, rng):
+        return self._with_views(self.env.reset(rng))
+
+    def step(self, state, action):
+        return self._with_views(self.env.step(state, action))
+
+
+def test_augment_pixels_shifts_the_views_the_update_learns_from(monkeypatch):
+    """Where the views vary, training with the shift differs from the same training (the same random draws) with
+    the shift replaced by the identity; the same run twice is identical, so the difference is the shift's."""
+    from brax_core.training.agents.ppo import training_step
+
+    monkeypatch.setenv("BRAX_BRIDGE_PROGRAM_CACHE", "0")  # each run traces its own update, the patched one too
+    env = _ViewsThatVary(envs.get_environment("fast", pixel_obs=True, obs_mode="dict_pixels_state"))
+
+    def train():
+        factory = _vision_factory("state", "state")
+        _, params, _ = ppo.train(env, vision=True, augment_pixels=True, network_factory=factory,
+                                 **{**TINY_VISION, "num_evals": 0})
+        return jax.tree.leaves(params.policy_params)
+
+    shifted, again = train(), train()
+    monkeypatch.setattr(training_step, "_shift_pixels", lambda data, key: data)
+    unshifted = train()
+    assert all(np.array_equal(a, b) for a, b in zip(shifted, again, strict=True))
+    assert any(not np.allclose(a, b) for a, b in zip(shifted, unshifted, strict=True))
 
 
 @pytest.mark.slow
