@@ -1,12 +1,14 @@
 """The documentation site: it builds with ``mkdocs build --strict`` (a broken link or an unknown API reference
-fails the build), its API pages hold the public objects, every guide opens with the task it solves, and every code
-block marked runnable runs.
+fails the build), its API pages hold the public objects, every guide opens with the task it solves, and every Python
+block of README.md and docs/ is either run here or marked illustrative.
 
 A block is runnable when the line before its ```` ```python ```` fence is ``<!-- runnable -->``, or
-``<!-- runnable needs=torchrl,gymnasium -->`` when it imports optional libraries (their extras). Each block runs in a
-namespace of its own, so that it stands alone as a reader would copy it, with the bridge's copy counters at zero; the
-blocks of a page run in order in a folder of their own. To pay for importing JAX and torch only once per worker, the
-pages are dealt into ``_SHARDS`` groups, each run in one fresh interpreter; a traceback names the page and its line.
+``<!-- runnable needs=torchrl,gymnasium -->`` when it imports optional libraries (their extras); it is
+``<!-- illustrative -->`` when it cannot run in seconds on a CPU (a GPU, several processes, a long training run, a
+user's own files, Brax itself) or is a fragment of a larger program. Each runnable block runs in a namespace of its
+own, so that it stands alone as a reader would copy it, with the bridge's copy counters at zero; the blocks of a page
+run in order in a folder of their own. To pay for importing JAX and torch only once per worker, the pages are dealt
+into ``_SHARDS`` groups, each run in one fresh interpreter; a traceback names the page and its line.
 """
 
 import importlib.util
@@ -23,40 +25,82 @@ ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 CONFIG = ROOT / "mkdocs.yml"
 
-_MARKER = re.compile(r"^<!-- runnable(?: needs=(?P<needs>[\w.,-]+))? -->\n(?P<fence>```[^\n]*)\n", re.M)
-_ANY_MARKER = re.compile(r"<!--\s*runnable")
+_MARKER = re.compile(r"<!-- (?P<kind>runnable|illustrative)(?: needs=(?P<needs>[\w.,-]+))? -->")
+_ANY_MARKER = re.compile(r"<!--\s*(?:runnable|illustrative)")
+_FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})(?P<info>[^`]*)$")
+_PYTHON = {"python", "py", "python3"}
+_MARKER_HELP = ("write `<!-- runnable -->`, `<!-- runnable needs=module -->` or `<!-- illustrative -->` on the line "
+                "directly before the ```python fence")
+
+
+def code_blocks(text: str, page: str = "page.md") -> list[dict]:
+    """Every fenced code block of a Markdown page, in order: ``{"page", "line" (of the first code line),
+    "language", "marker" ("runnable", "illustrative" or None), "needs", "code"}``.
+
+    A marker that is not on the line directly before a ```` ```python ```` fence, a marker on another language's
+    block, an illustrative marker with ``needs=`` and a fence that is never closed raise ``ValueError`` naming the
+    page and line, so that a block meant to run is never skipped silently.
+    """
+    lines = text.split("\n")
+    blocks, index, marker_lines, code_lines = [], 0, set(), set()
+    while index < len(lines):
+        opening = _FENCE.match(lines[index])
+        if not opening:
+            index += 1
+            continue
+        fence, indent = opening.group("fence"), opening.group("indent")
+        closing = re.compile(rf"^[ \t]*{re.escape(fence[0])}{{{len(fence)},}}[ \t]*$")
+        end = next((row for row in range(index + 1, len(lines)) if closing.match(lines[row])), None)
+        if end is None:
+            raise ValueError(f"{page}:{index + 1}: the {fence}{opening.group('info')} block is never closed")
+        language = (opening.group("info").split() or [""])[0].lower()
+        marker = _MARKER.fullmatch(lines[index - 1].strip()) if index else None
+        if marker:
+            marker_lines.add(index - 1)
+            if language not in _PYTHON:
+                raise ValueError(f"{page}:{index}: a {marker.group('kind')} marker must be followed by a ```python "
+                                 f"fence, got {lines[index].strip()!r}")
+            if marker.group("kind") == "illustrative" and marker.group("needs"):
+                raise ValueError(f"{page}:{index}: an illustrative block is never run, so it needs nothing: "
+                                 f"{lines[index - 1].strip()!r}")
+        # Dedented by the fence's own indentation, as Markdown does for a block inside a list item.
+        body = [row[len(indent):] if row.startswith(indent) else row.lstrip() for row in lines[index + 1 : end]]
+        blocks.append({
+            "page": page, "line": index + 2, "language": language, "marker": marker and marker.group("kind"),
+            "needs": [name for name in ((marker and marker.group("needs")) or "").split(",") if name],
+            "code": "\n".join(body) + "\n",
+        })
+        code_lines.update(range(index, end + 1))
+        index = end + 1
+    for row, line in enumerate(lines):
+        if row not in marker_lines and row not in code_lines and _ANY_MARKER.search(line):
+            raise ValueError(f"{page}:{row + 1}: a marker that is not well-formed or not directly before its "
+                             f"fence: {line.strip()!r} ({_MARKER_HELP})")
+    return blocks
 
 
 def runnable_blocks(text: str, page: str = "page.md") -> list[dict]:
     """The runnable blocks of a Markdown page: ``{"page", "line" (of the first code line), "needs", "code"}``.
 
-    A marker that is not directly followed by a ```` ```python ```` fence, or a fence that is never closed, raises
-    ``ValueError``, so that a block meant to run is never skipped silently.
+    A block is runnable when the line before its ```` ```python ```` fence is ``<!-- runnable -->``, or
+    ``<!-- runnable needs=module,module -->``; ``code_blocks`` says what it refuses.
     """
-    blocks = []
-    for match in _MARKER.finditer(text):
-        line = text.count("\n", 0, match.start()) + 1
-        if not re.fullmatch(r"```python(\s.*)?", match.group("fence")):
-            raise ValueError(f"{page}:{line}: a runnable marker must be followed by a ```python fence, "
-                             f"got {match.group('fence')!r}")
-        end = text.find("\n```", match.end() - 1)
-        if end < 0:
-            raise ValueError(f"{page}:{line}: the runnable block is never closed")
-        needs = [name for name in (match.group("needs") or "").split(",") if name]
-        blocks.append({"page": page, "line": line + 2, "needs": needs, "code": text[match.end() : end + 1]})
-    markers = len(_ANY_MARKER.findall(text))
-    if markers != len(blocks):
-        raise ValueError(f"{page}: {markers} runnable markers but {len(blocks)} well-formed ones "
-                         "(write `<!-- runnable -->` or `<!-- runnable needs=module -->` on the line before the fence)")
-    return blocks
+    return [{key: block[key] for key in ("page", "line", "needs", "code")}
+            for block in code_blocks(text, page) if block["marker"] == "runnable"]
+
+
+def unmarked_python_blocks(text: str, page: str = "page.md") -> list[str]:
+    """``page:line`` of each ```` ```python ```` block that is marked neither runnable nor illustrative."""
+    return [f"{block['page']}:{block['line'] - 1}" for block in code_blocks(text, page)
+            if block["language"] in _PYTHON and block["marker"] is None]
 
 
 def _pages() -> list[Path]:
-    return sorted(DOCS.rglob("*.md"))
+    return [ROOT / "README.md", *sorted(DOCS.rglob("*.md"))]
 
 
 def _pages_with_blocks() -> list[Path]:
-    return [page for page in _pages() if _ANY_MARKER.search(page.read_text(encoding="utf-8"))]
+    return [page for page in _pages() if re.search(r"<!--\s*runnable", page.read_text(encoding="utf-8"))]
 
 
 def _mkdocs_environment() -> dict[str, str]:
@@ -159,14 +203,32 @@ def test_every_guide_starts_with_the_task_it_solves():
         "it solves (\"You want to ...\")"
 
 
+def test_every_python_block_is_runnable_or_illustrative():
+    unmarked = [where for page in _pages()
+                for where in unmarked_python_blocks(page.read_text(encoding="utf-8"), str(page.relative_to(ROOT)))]
+    assert not unmarked, (f"Python blocks marked neither runnable nor illustrative (fence at page:line): "
+                          f"{', '.join(unmarked)}; {_MARKER_HELP}")
+
+
 def test_the_block_reader_refuses_what_it_would_skip():
-    good = "# t\n\n<!-- runnable needs=torchrl -->\n```python\nx = 1\n```\n\n```python\nnot run\n```\n"
+    good = ("# t\n\n<!-- runnable needs=torchrl -->\n```python\nx = 1\n```\n\n<!-- illustrative -->\n```python\n"
+            "train(hours=3)\n```\n\n```python\nnot run\n```\n\n```bash\nls\n```\n")
     assert runnable_blocks(good) == [{"page": "page.md", "line": 5, "needs": ["torchrl"], "code": "x = 1\n"}]
-    with pytest.raises(ValueError, match="followed by a ```python fence"):
+    assert unmarked_python_blocks(good) == ["page.md:13"]
+    assert [block["marker"] for block in code_blocks(good)] == ["runnable", "illustrative", None, None]
+    listed = "- a step:\n\n   <!-- runnable -->\n   ```python\n   x = 1\n   ```\n"
+    assert runnable_blocks(listed)[0]["code"] == "x = 1\n"  # inside a list item, dedented as Markdown does
+    shown = "````markdown\n<!-- runnable -->\n```python\nx = 1\n```\n````\n"
+    assert runnable_blocks(shown) == [] and unmarked_python_blocks(shown) == []  # a marker shown as an example
+    with pytest.raises(ValueError, match="page.md:1: a runnable marker must be followed by a ```python fence"):
         runnable_blocks("<!-- runnable -->\n```bash\nls\n```\n")
-    with pytest.raises(ValueError, match="well-formed"):
+    with pytest.raises(ValueError, match="page.md:1: a marker that is not well-formed"):
         runnable_blocks("<!-- runnable -->\n\n```python\nx = 1\n```\n")
-    with pytest.raises(ValueError, match="never closed"):
+    with pytest.raises(ValueError, match="page.md:1: a marker that is not well-formed"):
+        runnable_blocks("<!-- illustrative: GPU -->\n```python\nx = 1\n```\n")
+    with pytest.raises(ValueError, match="illustrative block is never run"):
+        runnable_blocks("<!-- illustrative needs=torchrl -->\n```python\nx = 1\n```\n")
+    with pytest.raises(ValueError, match="page.md:2: the ```python block is never closed"):
         runnable_blocks("<!-- runnable -->\n```python\nx = 1\n")
 
 
@@ -174,14 +236,16 @@ _SHARDS = 2  # one per core: `make test` runs the suite with two workers
 
 _RUNNER = """
 import json, os, sys
+# First, as a block that imports it would in a process of its own: it sets JAX's GPU memory up before JAX starts, which
+# an earlier block that uses brax_core alone would otherwise start.
+import brax_bridge
 top = os.getcwd()
 for page in json.load(sys.stdin):
     folder = os.path.join(top, page["name"].replace(os.sep, "_"))
     os.makedirs(folder)
     os.chdir(folder)
     for block in page["blocks"]:
-        if "brax_bridge" in sys.modules:
-            sys.modules["brax_bridge"].reset_stats()  # a block's copy counts are its own, as in a fresh process
+        brax_bridge.reset_stats()  # a block's copy counts are its own, as in a fresh process
         # Blank lines in front, so that a traceback gives the line in the Markdown page.
         source = "\\n" * (block["line"] - 1) + block["code"]
         exec(compile(source, block["page"], "exec"), {"__name__": "__main__"})

@@ -372,8 +372,11 @@ def test_locomotion_config_builds_networks_for_dict_observations():
     network = kwargs["network_factory"]
     assert network.keywords["value_obs_key"] == "privileged_state"
     nets = network({"state": (48,), "privileged_state": (123,)}, 12)
-    params = nets.policy_network.init(jax.random.PRNGKey(0))
-    assert params is not None
+    policy = nets.policy_network.init(jax.random.PRNGKey(0))["params"]
+    value = nets.value_network.init(jax.random.PRNGKey(0))["params"]
+    # The policy reads "state" and the critic "privileged_state", through Playground's layer sizes.
+    assert [policy[f"hidden_{i}"]["kernel"].shape for i in range(4)] == [(48, 512), (512, 256), (256, 128), (128, 24)]
+    assert [value[f"hidden_{i}"]["kernel"].shape for i in range(4)] == [(123, 512), (512, 256), (256, 128), (128, 1)]
     unknown = set(kwargs) - set(inspect.signature(ppo.train).parameters)
     assert not unknown, f"Playground's locomotion config keys ppo.train does not take: {sorted(unknown)}"
 
