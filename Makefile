@@ -7,7 +7,7 @@ OUT ?= runs/compare_inverted_pendulum
 TEST_VENV ?= .venv-test
 EXTRAS ?= torchrl gymnasium sb3 rsl-rl export playground tensorboard wandb docs
 
-.PHONY: install run test install-check pytest lint bench docs
+.PHONY: install run test install-check pytest test-slow lint bench docs
 
 install:
 	$(PIP) torch==2.13.0
@@ -28,6 +28,12 @@ install-check:
 # The suite in the current environment (after `make install`), for quick iterations.
 pytest:
 	$(PYTHON) -m pytest -q -n 2 --dist worksteal
+
+# The slow tier in the current environment (after `make install`): the tests marked `slow`, which the default selection
+# (`-m 'not slow'` in pyproject.toml) and so `make test` leave out: long training runs, every env with both trainers,
+# the two-process runs.
+test-slow:
+	$(PYTHON) -m pytest -q -m slow -n 2 --dist worksteal
 
 lint:
 	$(PYTHON) -m ruff check .

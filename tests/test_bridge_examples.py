@@ -35,15 +35,16 @@ def test_torchrl_training_loop_runs_collector_and_ppo():
     result = _load("torchrl_training_loop").main(["--tiny"])
     assert [h["iteration"] for h in result["history"]] == list(range(25))
     # The deterministic policy over one 20-step episode: `fast` pays the position reached, 0.0308 per step when
-    # pushing every step (0 when never pushing); the untrained one rarely pushes.
+    # pushing every step, 0 when never pushing. Seeds 0-2: the untrained policy never pushed, the trained one always.
     before, after = result["eval_reward_before"], result["eval_reward_after"]
-    assert after > 0.9 * BEST_PER_STEP_20 and after >= before, (before, after)
+    assert after > before + 0.9 * BEST_PER_STEP_20, (before, after)
     assert result["copies"] == 0
 
 
-def test_bring_your_own_robot_trains_both_envs_and_drives_the_policy_from_torchrl_and_gymnasium():
+def test_bring_your_own_robot_runs_both_trainings_and_drives_the_policy_from_torchrl_and_gymnasium():
     pytest.importorskip("torchrl")
     pytest.importorskip("gymnasium")
+    # 320 env steps per env: this checks that each part runs, with each reward inside its task's range.
     result = _load("bring_your_own_robot").main(["--tiny"])
     for reports in (result["cart_reports"], result["arm_reports"]):
         assert reports[0][0] == 0 and reports[-1][0] >= 320 and len(reports) == 2

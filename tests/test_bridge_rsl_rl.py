@@ -1,4 +1,5 @@
-"""brax_bridge.rsl_rl: RSL-RL's VecEnv contract and its OnPolicyRunner training on `fast`."""
+"""brax_bridge.rsl_rl: RSL-RL's VecEnv contract, its OnPolicyRunner updating the policy on `fast`, and the example's
+runner learning `inverted_pendulum` beyond what an untrained policy reaches."""
 
 import jax.numpy as jnp
 import pytest
@@ -95,7 +96,7 @@ def test_privileged_observations_become_the_critic_group():
     assert torch.equal(obs["policy"][:, 0], obs["critic"][:, 0])
 
 
-def test_on_policy_runner_trains_with_the_stock_ppo():
+def test_on_policy_runner_updates_the_policy_with_the_stock_ppo():
     torch.manual_seed(0)
     env = RslRlVecEnv("fast", 32, episode_length=20, seed=0)
     cfg = _stock_config(num_steps=16)
@@ -122,14 +123,14 @@ def _example():
     return module
 
 
-@pytest.mark.slow
 def test_rsl_rl_example_improves_the_inference_policy():
-    # 6 iterations of 16 envs x 24 steps: a random policy balances the pendulum for about 8 steps; the runner's
-    # deterministic policy balances several times as long after these 2,304 env steps.
-    result = _example().main(["--tiny"])
+    # 12 iterations of 32 envs x 24 steps, 100-step episodes. The runner's deterministic policy, untrained, balanced
+    # the pendulum for 4.0-39.6 steps (median 7) over seeds 0-19; after these 9,216 env steps, 68.4-100 over seeds 0-9,
+    # 58-94 above its own start (seed 0: 8.5 -> 76.1).
+    result = _example().main(["--tiny", "--num-envs", "32", "--iterations", "12"])
     before, after = result["episode_return_before"], result["episode_return_after"]
-    assert result["env_steps"] == 6 * 24 * 16 and result["max_episode_length"] == 100
-    assert before < 15 and after > before + 15, (before, after)
+    assert result["env_steps"] == 12 * 24 * 32 and result["max_episode_length"] == 100
+    assert after >= 60 and after > before + 40, (before, after)
 
 
 @pytest.mark.slow

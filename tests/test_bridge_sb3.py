@@ -181,11 +181,12 @@ def test_sb3_ppo_learns_fast():
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     result = module.main(["--tiny"])
-    # the deterministic policy over one 20-step episode: `fast` pays the position reached, 0.0308 per step when
-    # pushing every step, 0 when never pushing
+    # the deterministic policy over one 20-step episode: `fast` pays the position reached, 0.0308 per step when pushing
+    # every step, 0 when never pushing. Seeds 0-2: the untrained policy at 0 each (it never pushed), the trained one at
+    # 0.0308, 0.0145 and 0.0308.
     best = sum(0.02**2 * t * (t + 1) / 2 for t in range(1, 21)) / 20
     before, after = result["eval_reward_before"], result["eval_reward_after"]
-    assert after > 0.9 * best and after >= before, (before, after)
+    assert after > before + 0.9 * best, (before, after)
 
 
 @pytest.mark.slow

@@ -4,8 +4,8 @@ Each run is the smallest that still exercises the whole pipeline: two evaluation
 training epoch with auto-resets inside it (episodes of 8 steps against unrolls of 4), a checkpoint written and
 loaded back into a policy that acts on the env's own observations. The torch trainer evaluates with its torch
 backend here, on the bridge step its training compiled (the JAX backend's rollout has tests of its own). The
-learning checks on `inverted_pendulum` train for real (marked ``slow``; ``fast`` learns with each trainer in the
-default suite).
+learning checks at the end train for real: each trainer takes `inverted_pendulum` from its untrained policy's
+evaluation reward to 900 or more, and raises `hopper`'s by a margin that untrained policies rarely differ by.
 
 Each run compiles the env's MJX step into two or three XLA programs, most of a run's time on a CPU, so the default suite
 trains a few envs that cover what differs between them: ``fast`` (no physics), ``inverted_pendulum`` (MJX without
@@ -133,8 +133,9 @@ def test_jax_trainer_trains_evaluates_and_checkpoints(name, tmp_path):
         np.testing.assert_array_equal(np.asarray(saved), np.asarray(trained))
 
 
-# The learning checks: `inverted_pendulum`'s preset, 30 training steps of 8192 env steps, evaluated 4 times. A
-# random policy balances for about 10-20 steps; the maximum is 1000.
+# The learning checks, in the default suite. `inverted_pendulum`'s preset for 30 training steps of 8192 env steps,
+# evaluated 4 times; the maximum is 1000. Over seeds 0-2 of each trainer the untrained policy balanced for 3.8-7.8
+# steps and the last evaluation scored 1000 (one run 939.8).
 LEARN = {
     k: v
     for k, v in presets.PRESETS["inverted_pendulum"].items()
@@ -144,7 +145,8 @@ LEARN_STEPS = 245_760
 
 
 def _learning_check(train_fn, **kwargs) -> list[float]:
-    """Trains ``inverted_pendulum`` with ``train_fn``; the evaluation rewards, checked to be four and to start low."""
+    """Trains ``inverted_pendulum`` with ``train_fn``; the four evaluation rewards, the first (the untrained
+    policy's) checked to be low."""
     rewards = []
     train_fn(
         "inverted_pendulum",
@@ -159,14 +161,47 @@ def _learning_check(train_fn, **kwargs) -> list[float]:
     return rewards
 
 
-@pytest.mark.slow
 def test_jax_trainer_learns_inverted_pendulum():
     rewards = _learning_check(ppo.train, network_factory=presets.PRESETS["inverted_pendulum"]["network_factory"])
-    assert max(rewards) >= 900, rewards
+    assert rewards[-1] >= 900, rewards
 
 
-@pytest.mark.slow
 def test_torch_trainer_learns_inverted_pendulum():
     nets = presets.network_kwargs("inverted_pendulum")
     rewards = _learning_check(torch_ppo.train, **nets)
-    assert max(rewards) >= 900, rewards
+    assert rewards[-1] >= 900, rewards
+
+
+# A locomotion env with contacts: `hopper`'s preset for 15 training steps of 2048 env steps, evaluated before and
+# after. Untrained policies of both trainers (seeds 0-15) scored 5.5-22.4 in 30 of 32 draws, 70.3 and 117.9 in the
+# other two, so one untrained policy beats another by more than the required gain of 75 in about 3% of pairs. Trained
+# over seeds 0-3, each gained 80-216 over its own untrained policy (seed 0: JAX 19.6 -> 163.8, torch 13.0 -> 121.0).
+LOCOMOTION = {
+    k: v for k, v in presets.PRESETS["hopper"].items() if k not in ("num_timesteps", "num_evals", "network_factory")
+}
+LOCOMOTION_GAIN = 75.0
+
+
+def _locomotion_rewards(train_fn, **kwargs) -> tuple[float, float]:
+    """The evaluation reward of the untrained policy and of the policy trained for 30,720 env steps on ``hopper``."""
+    rewards = []
+    train_fn(
+        "hopper",
+        num_timesteps=30_720,
+        num_evals=2,
+        progress_fn=lambda step, m: rewards.append(m["eval/episode_reward"]),
+        **LOCOMOTION,
+        **kwargs,
+    )
+    assert len(rewards) == 2
+    return rewards[0], rewards[1]
+
+
+def test_jax_trainer_gains_reward_on_hopper():
+    untrained, trained = _locomotion_rewards(ppo.train, network_factory=presets.PRESETS["hopper"]["network_factory"])
+    assert trained > untrained + LOCOMOTION_GAIN, (untrained, trained)
+
+
+def test_torch_trainer_gains_reward_on_hopper():
+    untrained, trained = _locomotion_rewards(torch_ppo.train, **presets.network_kwargs("hopper"))
+    assert trained > untrained + LOCOMOTION_GAIN, (untrained, trained)

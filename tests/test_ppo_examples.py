@@ -18,9 +18,12 @@ def _load(name):
 def test_port_brax_script_trains_and_rolls_out():
     result = _load("port_brax_script").main(["--tiny"])
     assert result["steps"][0] == 0 and result["steps"][-1] >= 61_440
-    # `fast` pays the position reached: pushing every step returns 68.7 per 100-step episode, a random policy ~34.
-    assert result["eval_rewards"][-1] > 65.0
-    assert result["rollout_reward"] > 65.0
+    # `fast` pays the position reached: pushing every step returns 68.7 per 100-step episode. The first evaluation is
+    # the untrained policy's, sampling its actions as the rollout does (34.6-37.3 over seeds 0-2; the last evaluation
+    # 68.3-68.7, the rollout 67.5-68.7).
+    untrained = result["eval_rewards"][0]
+    assert result["eval_rewards"][-1] > untrained + 25.0, result["eval_rewards"]
+    assert result["rollout_reward"] > untrained + 25.0, (untrained, result["rollout_reward"])
 
 
 def test_save_intermediate_policies_saves_every_eval_and_reloads(tmp_path):
@@ -29,8 +32,9 @@ def test_save_intermediate_policies_saves_every_eval_and_reloads(tmp_path):
     assert len(result["saved"]) == 4 and all(os.path.exists(p) for p in result["saved"])
     assert os.path.basename(result["saved"][0]) == "policy_000000000000.pkl"
     first, last = (result["rewards"][os.path.basename(p)] for p in (result["saved"][0], result["saved"][-1]))
-    # `fast` pays at most 68.7 per 100-step episode (~34 at random); one epoch of the preset already comes close
-    assert last > 65.0 and last >= first, (first, last)
+    # The deterministic rollouts of the first (untrained) and last saved policies: `fast` pays at most 68.7 per
+    # 100-step episode, for pushing every step. Seeds 0-2: 0 untrained (it never pushes from rest), 68.7 trained.
+    assert last > first + 60.0, (first, last)
 
 
 def test_custom_activation_checkpoint_reloads_from_config_alone(tmp_path):

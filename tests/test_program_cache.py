@@ -235,8 +235,42 @@ def test_describe_refuses_code_outside_the_key():
     for value in (mine, functools.partial(mine, 1), jax.jit(mine), {"fn": mine}, object()):
         with pytest.raises(TypeError):
             program_cache.describe(value)
-    assert program_cache.describe(jax.nn.relu) == program_cache.describe(jax.nn.relu)
     assert program_cache.describe(np.arange(3)) != program_cache.describe(np.arange(1, 4))
+
+
+_DESCRIBE_ACTIVATIONS = (
+    "import functools, json\n"
+    "from brax_core import program_cache\n"
+    "from brax_core.training.agents.ppo.config import ACTIVATIONS\n"
+    "from brax_core.training.networks import validate_activation\n"
+    "import jax\n"
+    "named = {name: validate_activation(name) for name in ACTIVATIONS}\n"
+    "named['elu_alpha_2'] = functools.partial(jax.nn.elu, alpha=2.0)\n"
+    "print(json.dumps({name: program_cache.describe(fn) for name, fn in named.items()}, sort_keys=True))\n"
+)
+
+
+def test_activations_are_described_apart_and_alike_in_a_fresh_interpreter():
+    """The key of a program holds its network's activation: two activations must not share a key (one would run the
+    other's program), and a later process must compute the same description (or it would never find the program)."""
+    import functools
+    import json
+
+    from brax_core.training.agents.ppo.config import ACTIVATIONS
+    from brax_core.training.networks import validate_activation
+
+    # The names both trainers know (a user's registered activation is not described: its code is outside the key).
+    named = {name: validate_activation(name) for name in ACTIVATIONS}
+    named["elu_alpha_2"] = functools.partial(jax.nn.elu, alpha=2.0)
+    here = {name: json.loads(json.dumps(program_cache.describe(fn))) for name, fn in named.items()}
+    # Names for one function object (flax's swish is jax's silu) describe alike; every other pair apart.
+    for a, b in ((a, b) for a in named for b in named if a < b):
+        assert (here[a] == here[b]) is (named[a] is named[b]), (a, b)
+    result = subprocess.run(
+        [sys.executable, "-c", _DESCRIBE_ACTIVATIONS], capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert json.loads(result.stdout.splitlines()[-1]) == here
 
 
 def test_jax_ppo_loads_its_programs_in_a_later_run(cache_dir, monkeypatch):

@@ -65,15 +65,18 @@ def _assert_same_update(eager: Trainer, compiled: Trainer, eager_metrics, compil
         assert compiled_metrics[name] == pytest.approx(value, rel=1e-4, abs=1e-6), name
 
 
+# The learning-rate rule inside the compiled step, with clipping and the clipped value loss: the configuration the
+# default suite compiles (its programs come from inductor's caches after a first run).
+ADAPTIVE_KL_CLIPPED = dict(
+    learning_rate_schedule="ADAPTIVE_KL", desired_kl=0.01, max_grad_norm=0.5, clipping_epsilon_value=0.2
+)
+
+
 @pytest.mark.parametrize(
     "overrides",
     [
         pytest.param({}, id="constant-rate", marks=pytest.mark.slow),
-        # the learning-rate rule inside the compiled step, with clipping and the clipped value loss
-        pytest.param(
-            dict(learning_rate_schedule="ADAPTIVE_KL", desired_kl=0.01, max_grad_norm=0.5, clipping_epsilon_value=0.2),
-            id="adaptive-kl-clipped",
-        ),
+        pytest.param(ADAPTIVE_KL_CLIPPED, id="adaptive-kl-clipped"),
     ],
 )
 def test_the_compiled_step_gives_the_eager_steps_parameters(overrides):
@@ -130,12 +133,41 @@ def test_a_step_that_cannot_compile_fails_when_compiling_was_asked_for():
         _one_training_step(requested)
 
 
-def test_on_a_cpu_the_step_is_compiled_with_the_cpp_wrapper(monkeypatch):
-    """The options every program of the update is compiled with: inductor's C++ wrapper on a CPU only."""
-    cpu = compiled_update.compile_options(torch.device("cpu"))
-    assert cpu == {"fullgraph": True, "dynamic": False, "options": {"cpp_wrapper": True}}
-    assert compiled_update.compile_options(torch.device("cuda", 0)) == {"fullgraph": True, "dynamic": False}
+def _record_inductor_programs(monkeypatch) -> list[tuple[bool, str]]:
+    """Every program inductor hands back from now on, as (built with the C++ wrapper, its generated wrapper code):
+    ``post_compile`` runs on each program whether freshly compiled or loaded from inductor's caches."""
+    from torch._inductor import output_code
+
     seen = []
-    monkeypatch.setattr(torch, "compile", lambda fn, **kwargs: seen.append(kwargs) or fn)
-    assert isinstance(_trainer(True).update, compiled_update.CompiledPPOUpdate)
-    assert seen == [cpu]
+    post_compile = output_code.CompiledFxGraph.post_compile
+
+    def recording(self, *args, **kwargs):
+        seen.append((bool(self.fx_kwargs.get("cpp_wrapper")), self.source_code))
+        return post_compile(self, *args, **kwargs)
+
+    monkeypatch.setattr(output_code.CompiledFxGraph, "post_compile", recording)
+    return seen
+
+
+def test_on_a_cpu_the_step_is_compiled_with_the_cpp_wrapper(monkeypatch):
+    """Inductor builds the update's programs with its C++ wrapper on a CPU: the generated code calls the kernels
+    from a C++ entry point instead of a generated Python function."""
+    seen = _record_inductor_programs(monkeypatch)
+    trainer = _trainer(True, **ADAPTIVE_KL_CLIPPED)
+    _one_training_step(trainer)
+    assert trainer.update._compiled_once and not trainer.update._eager
+    assert seen, "no program was compiled"
+    for cpp_wrapper, code in seen:
+        assert cpp_wrapper and "inductor_entry" in code
+
+
+@pytest.mark.gpu
+def test_on_a_cuda_gpu_the_update_options_keep_inductors_python_wrapper(monkeypatch):
+    """On a CUDA GPU the update's compile options build programs without the C++ wrapper (inductor's default there,
+    where the kernels are Triton's)."""
+    seen = _record_inductor_programs(monkeypatch)
+    device = torch.device("cuda", 0)
+    program = torch.compile(lambda x, y: (x * y).sin().sum(), **compiled_update.compile_options(device))
+    x = torch.randn(64, device=device)
+    torch.testing.assert_close(program(x, x), (x * x).sin().sum())
+    assert seen and not any(cpp_wrapper or "inductor_entry" in code for cpp_wrapper, code in seen)
