@@ -8,6 +8,7 @@ import glob
 import json
 import os
 import struct
+import time
 
 _FILE_HEADER = 7
 _BLOCK = 32768
@@ -44,16 +45,29 @@ def offline_runs(wandb_dir: str) -> list[str]:
     return sorted(glob.glob(os.path.join(wandb_dir, "**", "offline-run-*", "run-*.wandb"), recursive=True))
 
 
-def read_run(path: str) -> tuple[dict, list[dict]]:
-    """``(config, history)`` of the run logged in ``path``: its config as a dict, and each logged row."""
+def _records(path: str, wait_s: float) -> list:
+    """The records of the transaction log ``path`` once it holds the run's ``exit`` record: wandb's service process
+    writes the log behind ``run.finish()``, so right after it the file can still hold its header alone."""
     from wandb.proto import wandb_internal_pb2
 
-    with open(path, "rb") as file:
-        payloads = _payloads(file.read())
+    deadline = time.monotonic() + wait_s
+    while True:
+        with open(path, "rb") as file:
+            records = []
+            for payload in _payloads(file.read()):
+                record = wandb_internal_pb2.Record()
+                record.ParseFromString(payload)
+                records.append(record)
+        if any(record.WhichOneof("record_type") == "exit" for record in records) or time.monotonic() > deadline:
+            return records
+        time.sleep(0.05)
+
+
+def read_run(path: str, wait_s: float = 30.0) -> tuple[dict, list[dict]]:
+    """``(config, history)`` of the run logged in ``path``: its config as a dict, and each logged row (waiting up to
+    ``wait_s`` for wandb to have written the whole run)."""
     config, history = {}, []
-    for payload in payloads:
-        record = wandb_internal_pb2.Record()
-        record.ParseFromString(payload)
+    for record in _records(path, wait_s):
         kind = record.WhichOneof("record_type")
         if kind == "run":
             config.update({item.key: json.loads(item.value_json) for item in record.run.config.update})
