@@ -265,7 +265,8 @@ class TorchEnv:
         For a Playground task by name, ``config_overrides={"episode_length": n}`` sets it as well (as in
         Playground's own training); giving both with different values raises ``ValueError``.
       action_repeat: environment steps per ``step`` call.
-      device: None (JAX's default device), a torch device/string or a ``jax.Device``; torch tensors live on
+      device: None (``brax_bridge.default_device()``: JAX's default device where torch can reach it, else the
+        CPU), a torch device/string or a ``jax.Device``; torch tensors live on
         the matching device ('cpu' <-> cpu, 'cuda:i' <-> gpu:i).
       seed: seeds resets and domain randomisation.
       randomization_fn: Brax-style ``fn(sys, rng) -> (batched_sys, in_axes)``; ``rng`` is ``num_envs`` keys.

@@ -70,8 +70,8 @@ DEFAULT_TRAINERS = ",".join(hparams.TRAINERS)
 
 
 def _device_help(what: str) -> str:
-    return (f"where {what} run: auto (CUDA where JAX and torch both have it, else the CPU), cpu, cuda or cuda:N "
-            "(the Nth GPU)")
+    return (f"where {what} run: auto (JAX's default device where torch can reach it, else the CPU), cpu, cuda or "
+            "cuda:N (the Nth GPU)")
 
 
 def _env_help(required: str) -> str:
