@@ -70,8 +70,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "MlpPolicy",
         env,
         n_steps=16 if args.tiny else 64,
-        batch_size=64 if args.tiny else 1024,
-        n_epochs=4,
+        # 10 epochs of 512-sample minibatches: 80 gradient steps per 4,096-step rollout. With 4 epochs of 1,024 (16
+        # steps) the policy balanced within 200k steps for one seed of three; with these, for each of the three.
+        batch_size=64 if args.tiny else 512,
+        n_epochs=4 if args.tiny else 10,
         learning_rate=3e-3 if args.tiny else 3e-4,
         gamma=0.97,
         policy_kwargs={"net_arch": [32, 32] if args.tiny else [64, 64], "log_std_init": -0.5},

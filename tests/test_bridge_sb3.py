@@ -195,5 +195,6 @@ def test_sb3_ppo_learns_inverted_pendulum():
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     result = module.main(["--env", "inverted_pendulum", "--num-envs", "64", "--timesteps", "200000"])
-    # measured (seed 0, 200k steps, 30 s on a 2-core CPU): an episode return of 26 before, 771 after
-    assert result["eval_return_before"] < 100 and result["eval_return_after"] >= 500, result
+    # measured (200k steps, about 22 s each on a 2-core CPU): an episode return of 26 before, 1,000 (the longest
+    # episode) after, for seeds 0, 1 and 2
+    assert result["eval_return_before"] < 100 and result["eval_return_after"] >= 900, result

@@ -34,8 +34,9 @@
 * Physics check (``tests/test_envs_cheetah_ant_humanoid.py``): MJX and native ``mujoco.mj_step`` on the same model, same
   controls, same start agree within 1e-4 on ``qpos`` and 2e-3 on ``qvel`` (absolute) over 25 physics steps
   (float32 MJX against float64 MuJoCo) from the standing start, before the feet land. With the shipped single
-  solver iteration, a foot landing can make the two take different partial steps (measured 6e-3 in ``qpos``
-  within 25 steps); the slow test compares 100 steps with contacts at 4 solver iterations.
+  solver iteration the line search stops early, and a foot landing can make MJX's and MuJoCo's partial steps
+  differ (measured 6e-3 in ``qpos`` within 25 steps); with the solve converged they agree within 1e-5 in float32
+  and 1e-14 over 100 steps in float64 (slow tests).
 
 Differences from Brax 0.14's ``humanoid`` (deliberate): observations 45-220 are MuJoCo's own ``cinert`` and
 ``cvel`` per body (the layout of MuJoCo's MJX tutorial humanoid); Brax builds them from its own transforms (the
