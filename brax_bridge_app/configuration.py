@@ -30,14 +30,6 @@ def presets() -> dict[str, dict[str, Any]]:
     return {**ppo_presets.PRESETS, **gpu}
 
 
-def preset_config(name: str) -> PPOConfig:
-    """A preset as a validated ``PPOConfig`` (fields it leaves out keep ``ppo.train``'s defaults)."""
-    table = presets()
-    if name not in table:
-        raise ValueError(f"no PPO preset named {name!r}; presets: {', '.join(sorted(table))}")
-    return PPOConfig.from_train_kwargs(table[name])
-
-
 def _preset_values(preset: Mapping[str, Any]) -> dict[str, Any]:
     """A preset's entries as schema fields, a callable activation by its name (run folders are JSON)."""
     values = fields_of_train_kwargs(preset)

@@ -158,7 +158,6 @@ def test_values_are_normalised_and_the_config_is_frozen():
 def test_every_preset_validates(name):
     preset = configuration.presets()[name]
     config = PPOConfig.from_train_kwargs(preset)
-    assert config == configuration.preset_config(name)
     for key, value in preset.items():
         if key != "network_factory":
             assert getattr(config, key) == value

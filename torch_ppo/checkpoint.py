@@ -46,7 +46,6 @@ __all__ = [
     "FORMAT",
     "STALE_TMP_S",
     "CheckpointError",
-    "checkpoint_files",
     "checksums",
     "latest_step",
     "load",
@@ -62,11 +61,6 @@ STATE_FILE = "state.pt"
 CONFIG_FILE = "config.json"
 _REQUIRED = ("format", "config", "modules", "optimizer", "env_steps", "rng_state")
 remove_stale_temporaries = run_checkpoints.remove_stale_temporaries
-
-
-def checkpoint_files(directory: str | os.PathLike) -> list[str]:
-    """The checkpoints in ``directory`` (step directories, and files of the earlier layout), oldest first."""
-    return [path for _, path in run_checkpoints.checkpoints_in(directory)]
 
 
 def checksums(state: Any, prefix: str = "") -> dict[str, str]:

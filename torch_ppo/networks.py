@@ -684,8 +684,3 @@ def make_actor(
     """``observation -> loc, scale -> action`` (+ ``raw_action``, ``action_log_prob`` when sampling)."""
     head = TensorDictModule(modules.policy, in_keys=["observation"], out_keys=["loc", "scale"])
     return TensorDictSequential(head, TanhNormalSampler(deterministic, generator, squash=modules.policy.squash))
-
-
-def make_critic(modules: PPOModules) -> TensorDictModule:
-    """``observation -> state_value``."""
-    return TensorDictModule(modules.value, in_keys=["observation"], out_keys=["state_value"])

@@ -188,10 +188,6 @@ def positive_int(name: str, value: Any) -> int:
     return check(FieldSpec("int", "", minimum=1, name=name), value)
 
 
-def non_negative_int(name: str, value: Any) -> int:
-    return check(FieldSpec("int", "", minimum=0, name=name), value)
-
-
 def real(name: str, value: Any, low: float | None = None, high: float | None = None, open_low: bool = False) -> float:
     return check(FieldSpec("float", "", minimum=low, maximum=high, min_open=open_low, name=name), value)
 

@@ -65,12 +65,6 @@ def step_directories(path: str | os.PathLike) -> list[str]:
     return [p for _, p in _entries(path) if os.path.isdir(p)]
 
 
-def checkpoints_in(path: str | os.PathLike) -> list[tuple[int, str]]:
-    """``(env_steps, path)`` of every checkpoint under the save path ``path``, oldest first: step directories and
-    torch_ppo's earlier checkpoint files."""
-    return _entries(path)
-
-
 def _entries(path: str | os.PathLike) -> list[tuple[int, str]]:
     path = os.fspath(path)
     if not os.path.isdir(path):
