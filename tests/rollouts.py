@@ -1,4 +1,7 @@
-"""A synthetic training batch with the keys torch_ppo's collector stores, for tests that drive its update directly."""
+"""A synthetic training batch with the keys torch_ppo's collector stores, and torch_ppo's loss of such a batch, for
+tests that drive its update directly."""
+
+import dataclasses
 
 import torch
 from tensordict import TensorDict
@@ -31,3 +34,15 @@ def synthetic_batch(
     if behaviour:
         data["loc"], data["scale"] = n(act), torch.rand(rows, steps, act, generator=g) + 0.5
     return TensorDict(data, batch_size=[rows, steps])
+
+
+def torch_ppo_loss(modules, batch: TensorDict, entropy_noise: torch.Tensor, **hyperparameters):
+    """torch_ppo's loss of a ``[rows, steps]`` TensorDict as the update computes it (``Batch.of``, time-major), with
+    the collection-time values under ``state_value`` where the batch holds them; keyword arguments are
+    ``LossConfig``'s."""
+    from torch_ppo.losses import Batch, LossConfig, ppo_loss
+
+    inputs = Batch.of(batch)
+    if "state_value" in batch.keys():
+        inputs = dataclasses.replace(inputs, old_value=batch.get("state_value").squeeze(-1))
+    return ppo_loss(modules, LossConfig(**hyperparameters), inputs.time_major(), entropy_noise)

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import torch
 from ml_collections import config_dict
+from rollouts import torch_ppo_loss
 
 from brax_core.training.acme import running_statistics
 from brax_core.training.agents.ppo import checkpoint
@@ -19,7 +20,6 @@ from brax_core.training.agents.ppo import losses as jax_losses
 from brax_core.training.agents.ppo import networks as ppo_networks
 from brax_core.training.agents.ppo import train as jax_ppo
 from brax_core.training.agents.ppo.config import ConfigError, PPOConfig
-from torch_ppo import losses as torch_losses
 from torch_ppo import policy_transfer as transfer
 from torch_ppo.networks import PPOModules, resolve_kernel_init
 from torch_ppo.params import load_params, make_inference_fn, params_of
@@ -360,7 +360,7 @@ def test_normal_policy_loss_matches_brax_core(variant):
     (jax_total, jax_metrics), jax_grads = jax.value_and_grad(loss_fn, has_aux=True, allow_int=True)(params)
     modules = load_params(_torch_modules(options), transfer.jax_params_to_torch(params))
     noise = torch.zeros(data["raw_action"].shape[1], data["raw_action"].shape[0], ACT)  # unused by 'normal'
-    terms = torch_losses.compute_ppo_loss(modules, _as_tensordict(data), noise, **hyper)
+    terms = torch_ppo_loss(modules, _as_tensordict(data), noise, **hyper)
     terms.total_loss.backward()
     for name in ("policy_loss", "v_loss", "entropy_loss", "approx_kl"):
         assert abs(float(getattr(terms, name).detach()) - float(jax_metrics[name])) <= 1e-4, name

@@ -5,6 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import torch
+from rollouts import torch_ppo_loss
 from tensordict import TensorDict
 
 from brax_core.training import types
@@ -157,12 +158,17 @@ def test_ppo_loss_matches_brax_core_with_copied_weights(activation, bootstrap_on
     load_params(modules, jax_params_to_torch(params))
     # The JAX entropy estimate samples normal(key, loc.shape) in time-major layout: hand torch that same noise.
     noise = torch.from_numpy(np.array(jax.random.normal(key, (T, B, ACT))))
-    terms = torch_losses.compute_ppo_loss(modules, _as_tensordict(batch), noise, **hyper)
+    terms = torch_ppo_loss(modules, _as_tensordict(batch), noise, **hyper)
     terms.total_loss.backward()
 
-    for name in ("policy_loss", "v_loss", "entropy_loss", "approx_kl"):
+    diagnostics = ("approx_kl", "old_approx_kl", "clip_fraction", "explained_variance")
+    for name in ("policy_loss", "v_loss", "entropy_loss", *diagnostics):
         assert abs(float(getattr(terms, name).detach()) - float(jax_metrics[name])) <= 1e-4, name
     assert abs(float(terms.total_loss.detach()) - float(jax_total)) <= 1e-4
+    # The diagnostics are informative on this batch (a behaviour policy unlike the current one, a critic that is not
+    # exact), so their agreement is not that of two constants.
+    assert 0.0 < float(terms.clip_fraction) < 1.0 and float(terms.old_approx_kl) != 0.0
+    assert float(terms.explained_variance) < 1.0
     # Gradients agree too (same loss, same weights), on the first policy and value layers.
     pairs = ((modules.policy.mlp, jax_grads.policy_params), (modules.value.mlp, jax_grads.value_params))
     for torch_mlp, jax_tree in pairs:
@@ -237,7 +243,7 @@ def test_one_training_step_gives_the_same_normaliser_and_parameters():
         for m in range(minibatches):
             index = torch.from_numpy(order[u][m * rows : (m + 1) * rows])
             noise = torch.from_numpy(np.array(jax.random.normal(keys[u][m], (T, rows, ACT))))
-            terms = torch_losses.compute_ppo_loss(modules, td[index], noise, **hyper)
+            terms = torch_ppo_loss(modules, td[index], noise, **hyper)
             adam.zero_grad()
             terms.total_loss.backward()
             adam.step()
@@ -339,7 +345,7 @@ def test_value_loss_options_and_kl_match_brax_core(distributional):
                          use_distributional_critic=distributional, num_quantiles=7)
     load_params(modules, jax_params_to_torch(params))
     noise = torch.from_numpy(np.array(jax.random.normal(key, (T, B, ACT))))
-    terms = torch_losses.compute_ppo_loss(modules, _td_with_behaviour(batch), noise, **hyper)
+    terms = torch_ppo_loss(modules, _td_with_behaviour(batch), noise, **hyper)
     terms.total_loss.backward()
     for name in ("policy_loss", "v_loss", "entropy_loss", "approx_kl", "kl_mean"):
         assert abs(float(getattr(terms, name).detach()) - float(jax_metrics[name])) <= 1e-4, name
@@ -459,7 +465,7 @@ def test_one_adaptive_kl_training_step_with_clipped_values_and_an_ema_normaliser
         for m in range(minibatches):
             index = torch.from_numpy(order[u][m * rows : (m + 1) * rows])
             noise = torch.from_numpy(np.array(jax.random.normal(keys[u][m], (T, rows, ACT))))
-            terms = torch_losses.compute_ppo_loss(modules, td[index], noise, **hyper)
+            terms = torch_ppo_loss(modules, td[index], noise, **hyper)
             adam.zero_grad()
             terms.total_loss.backward()
             lr = adam.param_groups[0]["lr"]

@@ -101,8 +101,17 @@ def test_fast_env_learns_with_the_jax_metric_names_and_zero_copy_collection():
         "training/v_loss",
         "training/entropy_loss",
         "training/approx_kl",
+        "training/old_approx_kl",
+        "training/clip_fraction",
+        "training/explained_variance",
+        "training/grad_norm",
     }
     assert set(reports[-1][1]) == expected
+    training = reports[-1][1]
+    # The diagnostics of a run that learns: some ratios clipped, gradients flowing, and the critic explaining part
+    # of the returns' variance (it fits them from scratch in this run, so between 0 and 1 is what is known).
+    assert 0.0 <= training["training/clip_fraction"] <= 1.0 and training["training/grad_norm"] > 0.0
+    assert training["training/explained_variance"] < 1.0
     assert metrics == reports[-1][1]
     assert [s for s, _ in policies] == [0, 16 * STEP, 32 * STEP]  # once before training too, as Brax does
     assert isinstance(params, TorchPPOParams)

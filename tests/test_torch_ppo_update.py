@@ -1,5 +1,5 @@
 """torch_ppo's training update is bit for bit the plain per-minibatch PPO update: minibatches indexed from the
-batch TensorDict, ``losses.compute_ppo_loss``, per-tensor gradient norms and Adam's loop over parameters.
+batch TensorDict, ``losses.ppo_loss``, per-tensor gradient norms and Adam's loop over parameters.
 
 The trainer takes shortcuts for speed (plain tensors gathered once per pass, a fused GAE step, foreach Adam and norms,
 stacked loss sums); none may change a single bit of the result. It also equals the JAX trainer's own update on the
@@ -12,12 +12,12 @@ import inspect
 import numpy as np
 import pytest
 import torch
-from rollouts import synthetic_batch
+from rollouts import synthetic_batch, torch_ppo_loss
 from tensordict import TensorDict
 
 import torch_ppo
 from torch_ppo import arguments, distributed
-from torch_ppo.losses import compute_gae, compute_ppo_loss
+from torch_ppo.losses import compute_gae
 from torch_ppo.trainer import Trainer
 from torch_ppo.update import loss_config
 
@@ -80,7 +80,7 @@ def _reference_update(trainer, data: TensorDict) -> None:
         shuffled = data[trainer.update.minibatch_order(ROWS)].reshape(m, ROWS // m, T)
         for i in range(m):
             noise = trainer.update.entropy_noise((T, hp.batch_size, ACT))
-            terms = compute_ppo_loss(modules, shuffled[i], noise, **loss_config(hp)._asdict())
+            terms = torch_ppo_loss(modules, shuffled[i], noise, **loss_config(hp)._asdict())
             optimizer.zero_grad()
             terms.total_loss.backward()
             grads = [p.grad for p in modules.parameters() if p.grad is not None]

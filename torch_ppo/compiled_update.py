@@ -24,8 +24,8 @@ from torch import nn
 from torch.func import functional_call, grad
 
 from brax_core.training.run.schedule import plan_run
-from torch_ppo.losses import LossTerms
-from torch_ppo.update import PPOUpdate, adapt_learning_rate, global_norm_scale
+from torch_ppo.losses import Batch, LossTerms
+from torch_ppo.update import PPOUpdate, adapt_learning_rate, global_norm, global_norm_scale, step_metrics
 
 # Minibatch steps from which ``torch_compile=None`` compiles: compiling takes tens of seconds on a small CPU (a few
 # with a warm inductor cache) and saves about 3 ms per step there (benchmarks/results/training-speed.md).
@@ -124,11 +124,10 @@ class CompiledPPOUpdate(PPOUpdate):
         self._adam = (*self._adam_state(), self._beta_powers, self.metric_sums, self._lr())
         super().__call__(rollout)
 
-    def sgd_step(self, inputs: dict[str, Any], noise: torch.Tensor) -> None:
+    def sgd_step(self, minibatch: Batch, noise: torch.Tensor) -> None:
         if self._eager:
-            super().sgd_step(inputs, noise)
+            super().sgd_step(minibatch, noise)
             return
-        inputs = {name: value for name, value in inputs.items() if value is not None}
         # Every input of the compiled step keeps its shape, dtype and strides from one call to the next, so once
         # compiled its guards need not be evaluated on each of the hundreds of calls per batch (they cost more than
         # the arithmetic at these sizes). Only these calls skip them.
@@ -139,7 +138,7 @@ class CompiledPPOUpdate(PPOUpdate):
         )
         try:
             with stance:
-                self._run_programs(inputs, noise)
+                self._run_programs(minibatch, noise)
         except Exception as error:
             if self._compiled_once or not self._fall_back:
                 raise
@@ -150,27 +149,27 @@ class CompiledPPOUpdate(PPOUpdate):
                 str(error).splitlines()[0] if str(error) else "",
             )
             self._eager = True
-            super().sgd_step(inputs, noise)
+            super().sgd_step(minibatch, noise)
             return
         self._compiled_once = True
 
-    def _run_programs(self, inputs: dict[str, Any], noise: torch.Tensor) -> None:
+    def _run_programs(self, minibatch: Batch, noise: torch.Tensor) -> None:
         if self.dist.enabled:
-            grads, terms = self._gradients_program(self._params, inputs, noise)
+            grads, terms = self._gradients_program(self._params, minibatch, noise)
             grads, kl_mean = self._all_reduce(grads, terms.kl_mean)
             self._apply_program(self._params, grads, terms, kl_mean, *self._adam)
         else:
-            self._step_program(self._params, inputs, noise, *self._adam)
+            self._step_program(self._params, minibatch, noise, *self._adam)
 
     # ---------------------------------------------------------------- the compiled functions
 
-    def _step(self, params, inputs, noise, exp_avgs, exp_avg_sqs, steps, beta_powers, metric_sums, lr) -> None:
-        grads, terms = self._gradients(params, inputs, noise)
+    def _step(self, params, minibatch, noise, exp_avgs, exp_avg_sqs, steps, beta_powers, metric_sums, lr) -> None:
+        grads, terms = self._gradients(params, minibatch, noise)
         self._apply(params, grads, terms, terms.kl_mean, exp_avgs, exp_avg_sqs, steps, beta_powers, metric_sums, lr)
 
-    def _gradients(self, params, inputs, noise) -> tuple[list[torch.Tensor], LossTerms]:
+    def _gradients(self, params, minibatch, noise) -> tuple[list[torch.Tensor], LossTerms]:
         def total_loss(named: dict[str, torch.Tensor]) -> tuple[torch.Tensor, LossTerms]:
-            terms = functional_call(self._loss, named, (), {**inputs, "entropy_noise": noise})
+            terms = functional_call(self._loss, named, (minibatch, noise))
             return terms.total_loss, terms
 
         grads, terms = grad(total_loss, has_aux=True)(dict(zip(self._names, params, strict=True)))
@@ -180,8 +179,9 @@ class CompiledPPOUpdate(PPOUpdate):
         """Clipping, the learning-rate rule and Adam (``torch.optim.Adam``'s arithmetic), in place."""
         hp = self.hp
         with torch.no_grad():
+            norm = global_norm(grads)
             if hp.max_grad_norm is not None:
-                scale = global_norm_scale(grads, hp.max_grad_norm)
+                scale = global_norm_scale(norm, hp.max_grad_norm)
                 grads = [g * scale for g in grads]
             if self.adaptive_kl:
                 lr.copy_(
@@ -200,7 +200,7 @@ class CompiledPPOUpdate(PPOUpdate):
                 exp_avg_sq.mul_(beta2).addcmul_(g, g, value=1 - beta2)
                 denominator = exp_avg_sq.sqrt() / correction2_sqrt + group["eps"]
                 param.sub_(step_size * exp_avg / denominator)
-            values = [lr if name == "learning_rate" else getattr(terms, name) for name in self.metric_names]
+            values = step_metrics(self.metric_names, terms, norm, lr)
             metric_sums.add_(torch.stack([value.to(metric_sums.dtype) for value in values]))
 
     # ---------------------------------------------------------------- eager glue

@@ -1,12 +1,15 @@
 """GAE and the PPO loss, with the JAX PPO's semantics (``brax_core.training.agents.ppo.losses``).
 
-``compute_gae`` is time-major (``[T, B]``) like its JAX twin; ``compute_ppo_loss`` takes a minibatch TensorDict in
-the rollout layout ``[B, T]`` and transposes internally.
+``compute_gae`` is time-major (``[T, B]``) like its JAX twin. ``ppo_loss`` takes a ``Batch``, the loss's inputs by
+name: ``Batch.of`` reads them from a collected rollout TensorDict ``[B, T]`` and ``Batch.time_major`` gives the
+``[T, B]`` layout the loss computes in.
 """
 
 from __future__ import annotations
 
-from typing import NamedTuple
+import dataclasses
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import torch
 from tensordict import TensorDictBase
@@ -102,12 +105,18 @@ def normal_kl(old_loc: torch.Tensor, old_scale: torch.Tensor, loc: torch.Tensor,
 
 
 class LossTerms(NamedTuple):
+    """The loss and its diagnostics for one minibatch; every field but ``total_loss`` carries no gradient except
+    the three loss terms that sum to it."""
+
     total_loss: torch.Tensor
     policy_loss: torch.Tensor
     v_loss: torch.Tensor
     entropy_loss: torch.Tensor
     entropy: torch.Tensor
-    approx_kl: torch.Tensor
+    approx_kl: torch.Tensor  # E[(r - 1) - log r]: KL(behaviour || current), low variance
+    old_approx_kl: torch.Tensor  # E[-log r]: the same KL's plain estimator
+    clip_fraction: torch.Tensor  # the share of samples whose ratio lies outside 1 ± clipping_epsilon
+    explained_variance: torch.Tensor  # 1 - Var(returns - V) / Var(returns); NaN when the returns are constant
     kl_mean: torch.Tensor  # KL(behaviour || current); 0 unless the behaviour's loc and scale are given
 
 
@@ -126,113 +135,65 @@ class LossConfig(NamedTuple):
     use_distributional_critic: bool = False
 
 
-LOSS_KEYS = (
-    "observation",
-    "raw_action",
-    "action_log_prob",
-    ("next", "final_observation"),
-    ("next", "reward"),
-    ("next", "terminated"),
-    ("next", "truncated"),
-)
-# What the loss compares with the behaviour policy when present: its values (clipped value loss) and its
-# distribution (mean KL, for the ADAPTIVE_KL schedule), under TorchRL's names.
-BEHAVIOUR_KEYS = ("state_value", "loc", "scale")
+@dataclasses.dataclass(frozen=True)
+class Batch:
+    """The loss's inputs by name, ``[rows, T, ...]`` as collected (``[T, rows, ...]`` after ``time_major``).
 
-
-def compute_ppo_loss(
-    modules: PPOModules,
-    batch: TensorDictBase,
-    entropy_noise: torch.Tensor,
-    entropy_cost: float = 1e-4,
-    discounting: float = 0.9,
-    reward_scaling: float = 1.0,
-    gae_lambda: float = 0.95,
-    clipping_epsilon: float = 0.3,
-    normalize_advantage: bool = True,
-    vf_loss_coefficient: float = 0.5,
-    bootstrap_on_timeout: bool = False,
-    clipping_epsilon_value: float | None = None,
-    use_distributional_critic: bool = False,
-) -> LossTerms:
-    """Clipped-surrogate PPO loss on a ``[B, T]`` minibatch TensorDict.
-
-    ``batch`` holds ``observation``, ``raw_action``, ``action_log_prob`` (behaviour), ``("next", "reward")``,
-    ``("next", "terminated")``, ``("next", "truncated")`` and ``("next", "final_observation")`` (the observation
-    each transition reached, before any auto-reset; the JAX side's ``next_observation`` is the same).
-    ``entropy_noise`` (``[T, B, action_size]``, standard normal) is the sample at which the entropy estimate
-    evaluates the tanh jacobian, passed in so the loss is a pure function of its inputs. ``state_value``
-    (``[B, T, 1]``, the values at collection time) is needed by ``clipping_epsilon_value`` with the scalar critic;
-    ``loc`` and ``scale`` (the behaviour distribution) give ``kl_mean``. The new arguments mean what they mean in
-    the JAX ``compute_ppo_loss``.
+    The behaviour's values (``old_value``, for the clipped value loss) and distribution (``old_loc``, ``old_scale``,
+    for ``kl_mean``) are ``None`` where the loss does not compare with them; the episode-end flags are floats.
     """
-    config = LossConfig(
-        entropy_cost,
-        discounting,
-        reward_scaling,
-        gae_lambda,
-        clipping_epsilon,
-        normalize_advantage,
-        vf_loss_coefficient,
-        bootstrap_on_timeout,
-        clipping_epsilon_value,
-        use_distributional_critic,
-    )
-    old_value, old_loc, old_scale = unpack_behaviour(batch)
-    return ppo_loss_from_tensors(
-        modules, config, *unpack_batch(batch), entropy_noise, old_value=old_value, old_loc=old_loc, old_scale=old_scale
-    )
+
+    observation: Any  # a tensor, or a TensorDict of named observations
+    final_observation: Any  # the observation each transition reached, before any auto-reset
+    raw_action: torch.Tensor  # the policy's sample before the tanh squashing
+    behaviour_log_prob: torch.Tensor
+    reward: torch.Tensor
+    truncation: torch.Tensor
+    termination: torch.Tensor
+    old_value: torch.Tensor | None = None
+    old_loc: torch.Tensor | None = None
+    old_scale: torch.Tensor | None = None
+
+    @classmethod
+    def of(cls, rollout: TensorDictBase) -> Batch:
+        """The inputs of a collected ``[rows, T]`` TensorDict with TorchRL's keys (``("next", "reward")``, ...);
+        ``loc`` and ``scale`` when it holds them."""
+        reward = rollout.get(("next", "reward")).squeeze(-1)
+        flag = lambda key: rollout.get(("next", key)).squeeze(-1).to(reward.dtype)  # noqa: E731
+        return cls(
+            observation=rollout.get("observation"),
+            final_observation=rollout.get(("next", "final_observation")),
+            raw_action=rollout.get("raw_action"),
+            behaviour_log_prob=rollout.get("action_log_prob"),
+            reward=reward,
+            truncation=flag("truncated"),
+            termination=flag("terminated"),
+            old_loc=rollout.get("loc", None),
+            old_scale=rollout.get("scale", None),
+        )
+
+    def map(self, fn: Callable[[Any], Any]) -> Batch:
+        """``fn`` applied to every input present."""
+        values = {field.name: getattr(self, field.name) for field in dataclasses.fields(self)}
+        return Batch(**{name: None if value is None else fn(value) for name, value in values.items()})
+
+    def time_major(self) -> Batch:
+        """The same inputs ``[T, rows, ...]``, the layout ``ppo_loss`` takes."""
+        return self.map(lambda x: x.transpose(0, 1))
 
 
-def rollout_behaviour(batch: TensorDictBase) -> tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]:
-    """``(state_value [B, T], loc, scale)`` of a ``[B, T]`` batch in its own layout; ``None`` for those it lacks."""
-    value, loc, scale = (batch.get(key, None) for key in BEHAVIOUR_KEYS)
-    return (None if value is None else value.squeeze(-1), loc, scale)
+def ppo_loss(modules: PPOModules, config: LossConfig, batch: Batch, entropy_noise: torch.Tensor) -> LossTerms:
+    """The clipped-surrogate PPO loss of a time-major minibatch (``Batch.time_major``): the JAX
+    ``compute_ppo_loss`` line for line, tensors in and out (so ``torch.compile`` and ``DistributedDataParallel`` can
+    wrap it).
 
-
-def unpack_behaviour(batch: TensorDictBase) -> tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]:
-    """``(state_value [T, B], loc, scale)`` of a ``[B, T]`` batch, time-major; ``None`` for those it lacks."""
-    return tuple(None if x is None else x.transpose(0, 1) for x in rollout_behaviour(batch))
-
-
-def rollout_tensors(batch: TensorDictBase) -> tuple[torch.Tensor | TensorDictBase, ...]:
-    """The loss inputs of a ``[B, T]`` batch in its own layout ``[B, T, ...]`` (flags as float), in the order
-    ``ppo_loss_from_tensors`` takes them; ``unpack_batch`` is their time-major view."""
-    reward = batch.get(("next", "reward")).squeeze(-1)
-    flag = lambda key: batch.get(("next", key)).squeeze(-1).to(reward.dtype)
-    return (
-        batch.get("observation"),
-        batch.get(("next", "final_observation")),
-        batch.get("raw_action"),
-        batch.get("action_log_prob"),
-        reward,
-        flag("truncated"),
-        flag("terminated"),
-    )
-
-
-def unpack_batch(batch: TensorDictBase) -> tuple[torch.Tensor | TensorDictBase, ...]:
-    """The loss inputs of a ``[B, T]`` batch, time-major ``[T, B, ...]`` (flags as float)."""
-    return tuple(x.transpose(0, 1) for x in rollout_tensors(batch))
-
-
-def ppo_loss_from_tensors(
-    modules: PPOModules,
-    config: LossConfig,
-    observation: torch.Tensor | TensorDictBase,
-    final_observation: torch.Tensor | TensorDictBase,
-    raw_action: torch.Tensor,
-    behaviour_log_prob: torch.Tensor,
-    reward: torch.Tensor,
-    truncation: torch.Tensor,
-    termination: torch.Tensor,
-    entropy_noise: torch.Tensor,
-    old_value: torch.Tensor | None = None,
-    old_loc: torch.Tensor | None = None,
-    old_scale: torch.Tensor | None = None,
-) -> LossTerms:
-    """The PPO loss on time-major tensors: the JAX ``compute_ppo_loss`` line for line (plain tensors in and out,
-    so it can be wrapped by ``torch.compile`` and ``DistributedDataParallel``)."""
+    ``entropy_noise`` (``[T, B, action_size]``, standard normal) is the sample at which the entropy estimate
+    evaluates the tanh jacobian, passed in so the loss is a pure function of its inputs. ``batch.old_value`` is needed
+    by ``clipping_epsilon_value`` with the scalar critic; ``old_loc`` and ``old_scale`` give ``kl_mean``.
+    """
+    observation, final_observation, raw_action = batch.observation, batch.final_observation, batch.raw_action
+    reward, truncation, termination = batch.reward, batch.truncation, batch.termination
+    old_value, old_loc, old_scale = batch.old_value, batch.old_loc, batch.old_scale
     num_steps = observation.shape[0]
     # One value pass over observations and bootstrap observations: [T + 1, B] (or [2T, B] with bootstrapping).
     bootstrap_obs = final_observation if config.bootstrap_on_timeout else final_observation[-1:]
@@ -264,7 +225,7 @@ def ppo_loss_from_tensors(
         value_targets = advantages + baseline.detach()  # Brax's targets, before advantage normalisation
     if config.normalize_advantage:
         advantages = (advantages - advantages.mean()) / (advantages.std(correction=0) + 1e-8)
-    log_ratio = target_log_prob - behaviour_log_prob
+    log_ratio = target_log_prob - batch.behaviour_log_prob
     rho = torch.exp(log_ratio)
     surrogate1 = rho * advantages
     surrogate2 = rho.clamp(1.0 - config.clipping_epsilon, 1.0 + config.clipping_epsilon) * advantages
@@ -289,10 +250,34 @@ def ppo_loss_from_tensors(
     entropy = policy.entropy(loc, scale, entropy_noise).mean()
     entropy_loss = -config.entropy_cost * entropy
     total = policy_loss + v_loss + entropy_loss
-    # Low-variance estimator E[(r - 1) - log r] of KL(behaviour || current), as on the JAX side.
-    approx_kl = ((rho - 1.0) - log_ratio).mean().detach()
-    if old_loc is not None and old_scale is not None:
-        kl_mean = normal_kl(old_loc, old_scale, loc, scale).mean().detach()
-    else:
-        kl_mean = torch.zeros_like(approx_kl)
-    return LossTerms(total, policy_loss, v_loss, entropy_loss, entropy.detach(), approx_kl, kl_mean)
+    with torch.no_grad():
+        # CleanRL's diagnostics, as on the JAX side: two estimators of KL(behaviour || current), the clipped share
+        # and how much of the returns' variance the critic explains.
+        approx_kl = ((rho - 1.0) - log_ratio).mean()
+        old_approx_kl = (-log_ratio).mean()
+        clip_fraction = ((rho - 1.0).abs() > config.clipping_epsilon).to(rho.dtype).mean()
+        explained_variance = explained_variance_of(baseline, vs)
+        if old_loc is not None and old_scale is not None:
+            kl_mean = normal_kl(old_loc, old_scale, loc, scale).mean()
+        else:
+            kl_mean = torch.zeros_like(approx_kl)
+    return LossTerms(
+        total,
+        policy_loss,
+        v_loss,
+        entropy_loss,
+        entropy.detach(),
+        approx_kl,
+        old_approx_kl,
+        clip_fraction,
+        explained_variance,
+        kl_mean,
+    )
+
+
+def explained_variance_of(predicted: torch.Tensor, returns: torch.Tensor) -> torch.Tensor:
+    """``1 - Var(returns - predicted) / Var(returns)`` over all elements: 1 for a perfect critic, 0 for one that
+    predicts the mean, NaN when the returns are constant (CleanRL's definition)."""
+    variance = returns.var(correction=0)
+    residual = (returns - predicted).var(correction=0)
+    return torch.where(variance > 0, 1.0 - residual / variance, torch.full_like(variance, float("nan")))

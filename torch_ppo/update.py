@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -21,10 +21,22 @@ from torch import nn
 from brax_core.training.agents.ppo import adaptive_kl
 from brax_core.training.agents.ppo.config import PPOConfig
 from torch_ppo.distributed import DistributedContext
-from torch_ppo.losses import LossConfig, LossTerms, ppo_loss_from_tensors
+from torch_ppo.losses import Batch, LossConfig, LossTerms, ppo_loss
 from torch_ppo.networks import PPOModules
 
-METRIC_NAMES = ("total_loss", "policy_loss", "v_loss", "entropy_loss", "approx_kl")
+# The JAX trainer's names for the same quantities (its loss and training step); ``grad_norm`` is the gradients' global
+# norm before clipping.
+METRIC_NAMES = (
+    "total_loss",
+    "policy_loss",
+    "v_loss",
+    "entropy_loss",
+    "approx_kl",
+    "old_approx_kl",
+    "clip_fraction",
+    "explained_variance",
+    "grad_norm",
+)
 # What collection keeps of every step (the loss's inputs, the action and done); the last five under "next".
 _COLLECTED_NEXT = ("final_observation", "reward", "terminated", "truncated", "done")
 _COLLECTED = ("observation", "action", "raw_action", "action_log_prob", *_COLLECTED_NEXT)
@@ -111,48 +123,6 @@ def collect(
     return TensorDict(data, batch_size=[num_unrolls * env.num_envs, unroll_length], device=env.device), observation
 
 
-@dataclasses.dataclass(frozen=True)
-class Batch:
-    """The loss's inputs by name, ``[rows, T, ...]`` as collected (or time-major in a minibatch): the behaviour's
-    values, ``loc`` and ``scale`` are ``None`` where the loss does not compare with them."""
-
-    observation: Any
-    final_observation: Any
-    raw_action: torch.Tensor
-    behaviour_log_prob: torch.Tensor
-    reward: torch.Tensor
-    truncation: torch.Tensor
-    termination: torch.Tensor
-    old_value: torch.Tensor | None = None
-    old_loc: torch.Tensor | None = None
-    old_scale: torch.Tensor | None = None
-
-    @classmethod
-    def of(cls, rollout: TensorDictBase) -> Batch:
-        """The inputs of a collected ``[rows, T]`` TensorDict (episode-end flags as floats)."""
-        reward = rollout.get(("next", "reward")).squeeze(-1)
-        flag = lambda key: rollout.get(("next", key)).squeeze(-1).to(reward.dtype)  # noqa: E731
-        return cls(
-            observation=rollout.get("observation"),
-            final_observation=rollout.get(("next", "final_observation")),
-            raw_action=rollout.get("raw_action"),
-            behaviour_log_prob=rollout.get("action_log_prob"),
-            reward=reward,
-            truncation=flag("truncated"),
-            termination=flag("terminated"),
-            old_loc=rollout.get("loc", None),
-            old_scale=rollout.get("scale", None),
-        )
-
-    def map(self, fn: Callable[[Any], Any]) -> Batch:
-        """``fn`` applied to every input present."""
-        return Batch(**{name: None if value is None else fn(value) for name, value in self.inputs().items()})
-
-    def inputs(self) -> dict[str, Any]:
-        """The inputs as ``ppo_loss_from_tensors``' keyword arguments."""
-        return {field.name: getattr(self, field.name) for field in dataclasses.fields(self)}
-
-
 class LossModule(nn.Module):
     """The PPO loss as a module over plain tensors, so DDP can wrap it and ``torch.func`` can call it with other
     parameters."""
@@ -162,8 +132,8 @@ class LossModule(nn.Module):
         self.modules_ = modules
         self.config = config
 
-    def forward(self, **inputs: torch.Tensor | None) -> LossTerms:
-        return ppo_loss_from_tensors(self.modules_, self.config, **inputs)
+    def forward(self, minibatch: Batch, entropy_noise: torch.Tensor) -> LossTerms:
+        return ppo_loss(self.modules_, self.config, minibatch, entropy_noise)
 
 
 def loss_config(hp: PPOConfig) -> LossConfig:
@@ -171,18 +141,24 @@ def loss_config(hp: PPOConfig) -> LossConfig:
     return LossConfig(**{name: getattr(hp, name) for name in LossConfig._fields})
 
 
-def global_norm_scale(grads: Sequence[torch.Tensor], max_norm: float) -> torch.Tensor:
-    """optax.clip_by_global_norm's factor: ``max_norm / norm`` when the gradients' global ``norm >= max_norm``,
-    else 1 (a tensor: no host read)."""
+def global_norm(grads: Sequence[torch.Tensor]) -> torch.Tensor:
+    """The gradients' global L2 norm (optax.global_norm), a tensor: no host read."""
     # One call for every per-tensor norm (the same vector_norm per tensor, without a Python call each).
-    norm = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(list(grads))))
+    return torch.linalg.vector_norm(torch.stack(torch._foreach_norm(list(grads))))
+
+
+def global_norm_scale(norm: torch.Tensor, max_norm: float) -> torch.Tensor:
+    """optax.clip_by_global_norm's factor for gradients of global norm ``norm``: ``max_norm / norm`` when
+    ``norm >= max_norm``, else 1."""
     return torch.where(norm < max_norm, torch.ones_like(norm), max_norm / norm)
 
 
-def clip_global_norm_(params: Sequence[nn.Parameter], max_norm: float) -> None:
-    """optax.clip_by_global_norm on the parameters' gradients, in place."""
-    grads = [p.grad for p in params if p.grad is not None]
-    torch._foreach_mul_(grads, global_norm_scale(grads, max_norm))
+def step_metrics(
+    names: Sequence[str], terms: LossTerms, grad_norm: torch.Tensor, learning_rate: torch.Tensor | None
+) -> list[torch.Tensor]:
+    """One minibatch step's values of the metrics ``names``, in order."""
+    extra = {"grad_norm": grad_norm, "learning_rate": learning_rate}
+    return [extra[name] if name in extra else getattr(terms, name) for name in names]
 
 
 class PPOUpdate:
@@ -233,26 +209,28 @@ class PPOUpdate:
             minibatch_rows = rows // hp.num_minibatches
             shuffled = batch.map(lambda x, o=order, r=minibatch_rows: x[o].reshape(hp.num_minibatches, r, *x.shape[1:]))
             for i in range(hp.num_minibatches):
-                minibatch = shuffled.map(lambda x, i=i: x[i].transpose(0, 1))
+                minibatch = shuffled.map(lambda x, i=i: x[i]).time_major()
                 noise = self.entropy_noise((hp.unroll_length, self.local_batch, self.modules.action_size))
-                self.sgd_step(minibatch.inputs(), noise)
+                self.sgd_step(minibatch, noise)
                 self.metric_count += 1
         if self.adaptive_kl:
             self.modules.normalizer.update(batch.observation, group)
 
-    def sgd_step(self, inputs: dict[str, Any], noise: torch.Tensor) -> None:
-        """One Adam step on a time-major minibatch (``Batch.inputs``); adds its metrics to ``metric_sums``."""
+    def sgd_step(self, minibatch: Batch, noise: torch.Tensor) -> None:
+        """One Adam step on a time-major minibatch; adds its metrics to ``metric_sums``."""
         hp = self.hp
-        terms = self.loss_module(**inputs, entropy_noise=noise)
+        terms = self.loss_module(minibatch, noise)
         self.optimizer.zero_grad(set_to_none=True)
         terms.total_loss.backward()
-        if hp.max_grad_norm is not None:
-            clip_global_norm_(self._params, hp.max_grad_norm)
+        with torch.no_grad():
+            grads = [p.grad for p in self._params if p.grad is not None]
+            norm = global_norm(grads)
+            if hp.max_grad_norm is not None:
+                torch._foreach_mul_(grads, global_norm_scale(norm, hp.max_grad_norm))
         learning_rate = self.adapt_learning_rate(terms.kl_mean) if self.adaptive_kl else None
         self.optimizer.step()
         with torch.no_grad():  # one stacked sum for all names: two ops per minibatch, not two per name
-            step = [learning_rate if n == "learning_rate" else getattr(terms, n) for n in self.metric_names]
-            self.metric_sums += torch.stack(step)
+            self.metric_sums += torch.stack(step_metrics(self.metric_names, terms, norm, learning_rate))
 
     def read_metrics(self) -> dict[str, torch.Tensor]:
         """The means of the metrics over the minibatch steps since the last read (tensors); starts a new interval."""

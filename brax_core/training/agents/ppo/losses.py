@@ -131,6 +131,15 @@ def normal_kl(old_loc: jax.Array, old_scale: jax.Array, loc: jax.Array, scale: j
     return jnp.sum(ratio_term + spread - 0.5, axis=-1)
 
 
+def explained_variance(predicted: jax.Array, returns: jax.Array) -> jax.Array:
+    """``1 - Var(returns - predicted) / Var(returns)`` over all elements: 1 for a perfect critic, 0 for one that
+    predicts the mean, NaN when the returns are constant (CleanRL's definition)."""
+    variance = jnp.var(returns)
+    residual = jnp.var(returns - predicted)
+    safe = jnp.where(variance > 0, variance, 1.0)
+    return jnp.where(variance > 0, 1.0 - residual / safe, jnp.nan)
+
+
 def compute_ppo_loss(
     params: PPONetworkParams,
     normalizer_params: Any,
@@ -176,7 +185,10 @@ def compute_ppo_loss(
         normalisation (Brax's targets, the one-step return on the λ-return of the next step).
 
     Returns:
-      ``(total_loss, metrics)`` with metrics ``total_loss, policy_loss, v_loss, entropy_loss, approx_kl``, and
+      ``(total_loss, metrics)`` with metrics ``total_loss, policy_loss, v_loss, entropy_loss``, the diagnostics
+      ``approx_kl`` and ``old_approx_kl`` (two estimators of ``KL(behaviour || current)``), ``clip_fraction`` (the
+      share of ratios outside ``1 ± clipping_epsilon``) and ``explained_variance`` (``explained_variance`` of the
+      critic's values for the λ-returns), and
       ``kl_mean`` (mean ``KL(behaviour || current)``, see ``normal_kl``) when ``extras['policy_extras']`` holds the
       behaviour policy's ``distribution_params``.
     """
@@ -240,15 +252,19 @@ def compute_ppo_loss(
     entropy = jnp.mean(distribution.entropy(policy_logits, rng))
     entropy_loss = entropy_cost * -entropy
 
-    # The low-variance estimator E[(r - 1) - log r] of KL(behaviour || current) (Schulman, 2020).
-    approx_kl = jax.lax.stop_gradient(jnp.mean((rho_s - 1.0) - log_ratio))
     total_loss = policy_loss + v_loss + entropy_loss
+    # CleanRL's diagnostics: KL(behaviour || current) by the low-variance estimator E[(r - 1) - log r] (Schulman,
+    # 2020) and by the plain E[-log r], the share of clipped ratios and the returns' variance the critic explains.
+    log_ratio, rho_s = jax.lax.stop_gradient(log_ratio), jax.lax.stop_gradient(rho_s)
     metrics = {
         "total_loss": total_loss,
         "policy_loss": policy_loss,
         "v_loss": v_loss,
         "entropy_loss": entropy_loss,
-        "approx_kl": approx_kl,
+        "approx_kl": jnp.mean((rho_s - 1.0) - log_ratio),
+        "old_approx_kl": jnp.mean(-log_ratio),
+        "clip_fraction": jnp.mean((jnp.abs(rho_s - 1.0) > clipping_epsilon).astype(rho_s.dtype)),
+        "explained_variance": explained_variance(jax.lax.stop_gradient(baseline), jax.lax.stop_gradient(vs)),
     }
     behaviour_params = data.extras["policy_extras"].get("distribution_params")
     if behaviour_params is not None:

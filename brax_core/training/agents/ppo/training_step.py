@@ -98,6 +98,7 @@ def make_ppo_update(
         optimizer_state, params, key = carry
         key, key_loss = jax.random.split(key)
         (_, metrics), grads = loss_and_pgrad_fn(params, normalizer_params, data, key_loss)
+        metrics["grad_norm"] = optax.tree.norm(grads)  # of the gradients averaged over devices, before clipping
         if adaptive_kl:
             # The rate for this minibatch's step already follows its KL (measured before the step), as in Brax.
             optimizer_state, metrics["learning_rate"] = ppo_optimizer.adaptive_kl_learning_rate(
