@@ -159,7 +159,7 @@ def _x64_enabled() -> bool:
     return bool(jax.config.jax_enable_x64)
 
 
-try:  # private entry point behind jax.dlpack.from_dlpack, minus its per-call Python overhead (about 4x faster)
+try:  # private entry point behind jax.dlpack.from_dlpack, without its per-call Python overhead
     from jax._src.dlpack import DLDeviceType as _DLDeviceType
     from jax._src.lib import _jax as _jaxlib
 

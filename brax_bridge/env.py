@@ -283,9 +283,8 @@ class TorchEnv:
         wrapper typically adds a layer to that. MuJoCo Playground's ``wrapper.wrap_for_brax_training`` means
         brax_core's own wrappers (they do its job on ``PlaygroundEnv``'s State), as in the JAX trainer.
       cpu_opt_level: LLVM optimisation level (0-3) of the jitted step when it runs on a CPU; None means 1. Level 0
-        compiles about twice as fast and steps several times slower (figures in ``brax_core.compile``), so it suits
-        short runs: torch_ppo chooses it by the run's length (``brax_core.compile.auto_level_for_run`` with
-        ``step_only=True``).
+        compiles sooner and steps slower (see ``brax_core.compile``), so it suits short runs: torch_ppo chooses it
+        by the run's length (``brax_core.compile.auto_level_for_run`` with ``step_only=True``).
         ``BRAX_CORE_CPU_OPT_LEVEL``, when set, overrides it; accelerators ignore it. The reset always compiles at
         level 0 on a CPU unless that variable says otherwise.
       **env_kwargs: passed to the environment's constructor when ``env`` is a name.
@@ -645,7 +644,7 @@ class TorchEnv:
 
     @contextlib.contextmanager
     def _exclusive(self, what: str) -> Iterator[None]:
-        # A non-blocking lock: about 0.1 us per call, and it turns a silent race on donated buffers into an error.
+        # A non-blocking lock, cheap next to a step: it turns a silent race on donated buffers into an error.
         if not self._busy.acquire(blocking=False):
             raise RuntimeError(
                 f"TorchEnv.{what} was called while another thread is inside step/reset/set_physics on the same "
@@ -995,7 +994,8 @@ def _host_tensor(array: Any) -> torch.Tensor:
 
 
 def _tensordict(source: dict, batch_size: torch.Size, device: torch.device) -> TensorDict:
-    # _new_unsafe skips per-entry validation (3x faster); shapes are guaranteed by the jitted step.
+    # _new_unsafe skips the per-entry validation, which costs more than the rest of building the TensorDict; the
+    # jitted step guarantees the shapes it would check.
     make = getattr(TensorDict, "_new_unsafe", None)
     if make is None:
         return TensorDict(source, batch_size=batch_size, device=device)

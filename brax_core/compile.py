@@ -1,18 +1,18 @@
 """XLA compile options shared by every compiled entry point (trainers, the bridge, evaluation).
 
 On a CPU, compiling MJX dominates short runs. LLVM's optimisation level trades compile time for step speed: level 0
-compiles in about half the time of level 1 but steps several times slower (benchmarks/results/startup.md, "Compile
-options"). So level 0 pays off only for runs that are short next to the physics' cost, and a model with contacts
+compiles sooner than level 1 but steps slower (benchmarks/results/startup.md, "Compile options"). So level 0 pays
+off only for runs that are short next to the physics' cost, and a model with contacts
 costs far more per step: ``auto_level_for_run`` makes that choice for the JAX PPO and, with the
 break-even of a physics step compiled alone, for torch_ppo's training env (``brax_bridge.TorchEnv``'s
 ``cpu_opt_level``); torch_ppo's evaluation compiles at the JAX trainer's level for the run.
 ``BRAX_CORE_CPU_OPT_LEVEL`` chooses for every compile: ``0``-``3``, ``default`` (XLA's own), or ``auto``
 (unset: the caller's choice for its run length). Accelerators always use XLA's defaults.
 
-Level 0 also turns off XLA's CPU fusion emitters (``xla_cpu_use_fusion_emitters``), which at level 0 compiles faster and
-steps as fast or faster. At level 1 they are left on: without them the programs compile faster, but the step is faster
-on some models and slower on others, and a few models compile pathologically slowly with them, for minutes instead of
-seconds (both in benchmarks/results/startup.md, "Compile options"). ``BRAX_CORE_CPU_FUSION_EMITTERS`` chooses: ``auto``
+Level 0 also turns off XLA's CPU fusion emitters (``xla_cpu_use_fusion_emitters``): at level 0 that shortens the
+compile without slowing the step. At level 1 they are left on: without them the programs compile sooner, but the step
+speeds up on some models and slows down on others; a few models compile pathologically slowly with them (both in
+benchmarks/results/startup.md, "Compile options"). ``BRAX_CORE_CPU_FUSION_EMITTERS`` chooses: ``auto``
 (unset: off at level 0 only), ``on`` or ``off`` at every level. Where a jaxlib has no such option
 (``cpu_fusion_emitters_option`` asks), the level is the only option set.
 
@@ -120,7 +120,7 @@ def compiler_options(platform: str, auto_level: int | None = 1) -> dict[str, Any
 def cpu_fusion_emitters_option() -> bool:
     """Whether this jaxlib's CPU compiler takes ``xla_cpu_use_fusion_emitters`` (jaxlib 0.11 refuses it: "No such
     compile option"). Every jaxlib before 0.11 has it; a later one is asked by compiling a one-op program on the CPU
-    with it, once per process (about 40 ms)."""
+    with it, once per process."""
     import jax
     import jax.numpy as jnp
 

@@ -62,7 +62,7 @@ default device where torch can reach it, else the CPU),
 long enough to repay compiling it; ``torch_ppo.compiled_update``), ``num_threads`` (torch's intra-op threads on CPU
 while training, restored on return; ``None`` keeps torch's setting). The default is 1: JAX's physics runs on its own
 thread pool on the same cores, and torch's OpenMP workers waiting at barriers behind it slow
-small ops down many times over (benchmarks/results/startup.md). ``environment``/``eval_env`` may also be ready
+small ops down (benchmarks/results/startup.md). ``environment``/``eval_env`` may also be ready
 ``TorchEnv``s (with ``num_envs`` per process). On a CPU the training env's step compiles at LLVM level 0 (faster to
 compile, slower to run) for runs too short for level 1 to repay its compile, and the evaluation
 at the level the JAX trainer would choose for ``num_timesteps`` on this environment (see
@@ -80,8 +80,8 @@ that differs from it is refused). ``max_checkpoints_to_keep`` is a deprecated al
 Evaluation (``eval_backend``, a torch addition): ``'jax'`` copies the actor's weights into brax_core's networks
 of the same layout and runs the JAX trainer's evaluation (its env, ``make_eval_env``, and its compiled rollout)
 in one call per evaluation; ``'torch'`` has the torch actor step a separate ``TorchEnv`` of ``num_eval_envs``
-envs through the bridge, a call per env step (several times slower than the one JAX call;
-benchmarks/results/training-speed.md, "PPO parity"). Both report the same ``eval/*`` metrics. ``None`` (the
+envs through the bridge, a call per env step where ``'jax'`` makes one call per evaluation
+(benchmarks/results/training-speed.md, "PPO parity"). Both report the same ``eval/*`` metrics. ``None`` (the
 default) means ``'jax'``, except for an ``eval_env`` that is a ready ``TorchEnv`` or an actor brax_core's networks
 cannot express (an activation function known to torch only), which go through the bridge; ``'jax'`` refuses those.
 
@@ -224,7 +224,7 @@ def parse(arguments: Mapping[str, Any], device: torch.device, world_size: int) -
                 "networks_vision.make_ppo_networks_vision)"
             )
     fields = {field.name: arguments[field.name] for field in dataclasses.fields(PPOConfig)}
-    if arguments["max_checkpoints_to_keep"] is not None:  # older name of max_to_keep
+    if arguments["max_checkpoints_to_keep"] is not None:  # deprecated alias of max_to_keep
         fields["max_to_keep"] = arguments["max_checkpoints_to_keep"]
     hp = PPOConfig(**fields)
     # Kernel initialisers are outside the schema (a name and its keyword arguments): resolved once here so a bad

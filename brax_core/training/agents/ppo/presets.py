@@ -2,8 +2,8 @@
 
 ``PRESETS[name]`` holds everything but the environment: ``ppo.train(env, **PRESETS[name])``. Network sizes live in
 the ``network_factory`` partial; ``network_kwargs(name)`` returns them as plain data for trainers that build their
-own networks (the torch trainer reuses these presets). Each preset's comment says what it reaches; how they were
-tuned, with the measurements, is in benchmarks/results/learning.md ("Preset tuning").
+own networks (the torch trainer reuses these presets). How each was tuned and what it reaches are in
+benchmarks/results/learning.md ("Preset tuning").
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ def _locomotion(**overrides: Any) -> dict[str, Any]:
 
 
 PRESETS: dict[str, dict[str, Any]] = {
-    # The no-physics test env: the most a 100-step episode pays (68.7) within 48 training steps.
+    # The no-physics test env: sized for tests that train it to the most a 100-step episode pays (68.7).
     "fast": dict(
         num_timesteps=61_440,
         episode_length=100,
@@ -62,7 +62,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         num_eval_envs=32,
         network_factory=_networks((16, 16), (16, 16)),
     ),
-    # The maximum, 1,000, at about 200k env steps with both trainers, and it stays there.
+    # Small batches of short unrolls and small networks: on a CPU compiling dominates and the physics is cheap.
     "inverted_pendulum": dict(
         num_timesteps=400_000,
         episode_length=1000,
@@ -80,7 +80,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         num_eval_envs=16,
         network_factory=_networks((32, 32), (64, 64)),
     ),
-    # Passes 9,000 (of about 9,360) at 1.3M-4.7M env steps in most runs; the clip ratio 0.1 keeps the balance found.
+    # Tuned for few env steps; the clip ratio 0.1 keeps the balance once found.
     "inverted_double_pendulum": dict(
         num_timesteps=5_000_000,
         episode_length=1000,
@@ -99,7 +99,9 @@ PRESETS: dict[str, dict[str, Any]] = {
         num_eval_envs=16,
         network_factory=_networks((64, 64), (128, 128)),
     ),
-    # Passes -10 at 6M-9M env steps (a hand-tuned controller scores -5.2, a random policy -815).
+    # The double pendulum's recipe with Brax's action repeat; the small clip ratio, the entropy bonus and the wide
+    # value network keep the arm from turning from steady to oscillating; many eval envs because where the target
+    # lands sways an episode's reward.
     "reacher": dict(
         num_timesteps=8_000_000,
         episode_length=1000,
@@ -120,12 +122,12 @@ PRESETS: dict[str, dict[str, Any]] = {
         max_grad_norm=1.0,
         network_factory=_networks((64, 64), (256, 256)),
     ),
-    # In 3.5 minutes on 2 cores: halfcheetah 500-5,400, hopper and walker2d 350-1,250, ant 200-1,250 (6 seeds).
+    # One recipe for the five locomotion envs, tuned for few env steps.
     "halfcheetah": _locomotion(num_timesteps=5_000_000),
     "hopper": _locomotion(num_timesteps=5_000_000),
     "walker2d": _locomotion(num_timesteps=5_000_000),
     "ant": _locomotion(num_timesteps=5_000_000),
-    # humanoid: about 500-750 (untrained 123) in 12-15 minutes.
+    # humanoid: wider networks for its larger observation.
     "humanoid": _locomotion(num_timesteps=5_000_000, network_factory=_networks((128, 128), (256, 256))),
 }
 
@@ -148,7 +150,6 @@ def _brax_gpu(**overrides: Any) -> dict[str, Any]:
 
 # Brax's training-notebook recipes with Brax's default networks, sized for a GPU (``--preset <env>-gpu``).
 GPU_PRESETS: dict[str, dict[str, Any]] = {
-    # Passes 3,000 at 28M env steps with both trainers on one H200.
     "ant": _brax_gpu(
         num_envs=4096,
         batch_size=2048,
@@ -157,7 +158,6 @@ GPU_PRESETS: dict[str, dict[str, Any]] = {
         entropy_cost=1e-2,
         reward_scaling=10.0,
     ),
-    # About 7,600 at 28M env steps (untrained 88).
     "humanoid": _brax_gpu(
         num_envs=2048,
         batch_size=1024,
@@ -166,7 +166,6 @@ GPU_PRESETS: dict[str, dict[str, Any]] = {
         entropy_cost=1e-3,
         reward_scaling=0.1,
     ),
-    # About 5,000-5,700 from 18M env steps on, not steadily.
     "halfcheetah": _brax_gpu(
         num_envs=2048,
         batch_size=512,
@@ -179,8 +178,8 @@ GPU_PRESETS: dict[str, dict[str, Any]] = {
     ),
 }
 
-# Playground's Control Suite config cut to a CPU's size (``{**from_playground(config), **PLAYGROUND_CPU, ...}``):
-# CartpoleSwingup and CheetahRun learn on 2 cores within minutes.
+# Playground's Control Suite config cut to a CPU's size (``{**from_playground(config), **PLAYGROUND_CPU, ...}``), so
+# that CartpoleSwingup and CheetahRun learn on a CPU.
 PLAYGROUND_CPU: dict[str, Any] = dict(
     num_envs=256,
     batch_size=256,
