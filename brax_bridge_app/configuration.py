@@ -73,7 +73,7 @@ def resolve(
 
 
 def run_config(run: Mapping[str, Any]) -> PPOConfig:
-    """The ``PPOConfig`` of a run folder's ``config.json`` (``hyperparameters`` and ``seed``); fields an older
+    """The ``PPOConfig`` of a run folder's ``config.json`` (``hyperparameters`` and ``seed``); fields a
     folder lacks take the command line's defaults."""
     values = {**hparams.defaults(), **run["hyperparameters"], "seed": int(run["seed"])}
     try:

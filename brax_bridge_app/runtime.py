@@ -80,8 +80,8 @@ def check_device(device: str) -> str:
 
 
 def place(device: str | None = "auto") -> Placement:
-    """Both trainers' physics and networks for ``--device`` (``None`` is ``auto``, as run folders written before
-    the choice was recorded say); raises ``ValueError`` when JAX or torch cannot run there, naming the install."""
+    """Both trainers' physics and networks for ``--device`` (``None`` is ``auto``: a run folder's ``config.json``
+    without a recorded device); raises ``ValueError`` when JAX or torch cannot run there, naming the install."""
     requested = check_device(device or "auto")
     chosen = torch.device(default_device() if requested == "auto" else requested)
     if chosen.type == "cpu":

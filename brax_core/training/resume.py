@@ -94,7 +94,7 @@ def _same(a: Any, b: Any) -> bool:
 
 def config_differences(saved: Mapping[str, Any], requested: Mapping[str, Any]) -> dict[str, tuple[Any, Any]]:
     """``{field: (saved value, requested value)}`` for every field both configurations hold and that differs
-    (a field an older checkpoint lacks is not compared)."""
+    (a field the saved configuration lacks is not compared)."""
     a, b = _fields(saved), _fields(requested)
     return {k: (a[k], b[k]) for k in sorted(a.keys() & b.keys()) if not _same(a[k], b[k])}
 

@@ -9,8 +9,8 @@ naming the file instead of loading as a different policy. A step directory appea
 and torch_ppo both write into a temporary directory and rename it), so an interrupted save never looks like a
 checkpoint; ``max_to_keep`` (default ``None``: all) bounds how many are kept.
 
-Checkpoints written before this layout still resolve and load: torch_ppo's ``checkpoint_<steps, 15 digits>.pt``
-files and the JAX trainer's step directories with their digests in ``files.sha256.json``.
+Two other layouts also resolve and load: torch_ppo's one-file layout (``checkpoint_<steps, 15 digits>.pt`` files in
+the save path) and the JAX trainer's step directories without a manifest (digests in ``files.sha256.json``).
 """
 
 from __future__ import annotations
@@ -29,11 +29,11 @@ from typing import Any
 STEP_NAME_DIGITS = 12
 MANIFEST = "manifest.json"
 MANIFEST_FORMAT = "brax_core.checkpoint/1"
-# The JAX trainer's file digests before manifests existed: {item: {path inside the item: SHA-256}}.
+# The file digests of a JAX step directory without a manifest: {item: {path inside the item: SHA-256}}.
 LEGACY_FILE_CHECKSUMS = "files.sha256.json"
-# torch_ppo's checkpoints before step directories: one file per step in the save path.
+# torch_ppo's one-file layout: one file per step in the save path.
 LEGACY_TORCH_FILE = re.compile(r"^checkpoint_(\d+)\.pt$")
-# What a step directory saved by the JAX trainer before manifests existed always holds.
+# What a JAX step directory without a manifest always holds.
 _LEGACY_STEP_ITEM = "config"
 _STEP_NAME = re.compile(r"^\d+$")
 # What a save cut short leaves: torch_ppo's temporary files and directories (orbax names its own ``*.orbax-*``).
@@ -105,12 +105,12 @@ def checked_paths(
 
 def is_step_directory(path: str | os.PathLike) -> bool:
     """Whether ``path`` is one checkpoint's step directory (it holds a manifest, or the config item of a JAX
-    checkpoint written before manifests) rather than a save path."""
+    checkpoint without one) rather than a save path."""
     return os.path.isfile(os.path.join(path, MANIFEST)) or os.path.isdir(os.path.join(path, _LEGACY_STEP_ITEM))
 
 
 def resolve(path: str | os.PathLike) -> str:
-    """The checkpoint ``path`` names: a step directory (or a checkpoint file of torch_ppo's earlier layout) itself,
+    """The checkpoint ``path`` names: a step directory (or a checkpoint file of torch_ppo's one-file layout) itself,
     or the newest one under a save path. Raises ``FileNotFoundError`` naming the path where there is none."""
     path = os.path.abspath(os.fspath(path))
     if not os.path.exists(path):
@@ -291,7 +291,7 @@ def _read_json(step_dir: str, name: str) -> Any:
 
 def verify_files(step_dir: str, item: str) -> None:
     """Checks the files of ``item`` against the digests written with them, before anything reads them (a
-    checkpoint without digests, from a save cut short before its manifest or an old version, is not checked)."""
+    checkpoint without digests, such as a save cut short before its manifest, is not checked)."""
     expected = _expected_digests(step_dir)
     if expected is None:
         return

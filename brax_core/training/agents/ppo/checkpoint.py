@@ -16,7 +16,7 @@ these orbax items,
   bytes), compared with the arrays an item restores to;
 and then the manifest (written once orbax has finished the step directory) with a SHA-256 of every file of
 ``params``, ``state`` and ``env_state``, checked before orbax reads an item. A flipped bit in a checkpoint raises
-``CheckpointError`` (``ChecksumError`` is its older name) naming the file (or the array) instead of loading as a
+``CheckpointError`` (alias ``ChecksumError``) naming the file (or the array) instead of loading as a
 different policy, and orbax never starts reading corrupt data (a read failing inside orbax closes its event loop
 under reads still in flight, whose callbacks then print stray "Event loop is closed" tracebacks).
 
