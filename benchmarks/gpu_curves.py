@@ -7,9 +7,8 @@ evaluation, best and final reward, the first evaluation to pass ``--threshold EN
 throughput. Earlier folders only add their runs to the figures. Trainer ``brax`` is Brax's own PPO
 (``benchmarks/brax_ppo_run.py``).
 
-  python benchmarks/gpu_curves.py benchmarks/gpu_runs/h200-2026-11-26 --threshold ant=3000
-  python benchmarks/gpu_curves.py benchmarks/gpu_runs/h200-2026-11-26 benchmarks/gpu_runs/h200-2026-11-26-brax \
-      --threshold ant=3000 hopper=1000 walker2d=1000
+  python benchmarks/gpu_curves.py gpu_out/runs --threshold ant=3000
+  python benchmarks/gpu_curves.py earlier_out/runs gpu_out/runs --threshold ant=3000 hopper=1000 walker2d=1000
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@
 #     these two with SAC, and humanoid is the other task that pays for staying healthy and ends on a fall) and 30
 #     evaluations instead of 10: the JAX trainer with seeds 0 and 1 (two queues), torch_ppo with seed 0 (a third);
 #   - Brax 0.14.2's own PPO on ant with the ant-gpu recipe (benchmarks/brax_ppo_run.py), for reward against env
-#     steps beside brax_core's ant runs in benchmarks/gpu_runs/.
+#     steps beside brax_core's ant runs (benchmarks/gpu_locomotion.sh).
 # Every run is stopped with Ctrl-C at its time box or at the budget's end. The runs share the GPU and the CPU cores,
 # so their wall times are upper bounds; their reward against env steps does not depend on that. Logs and run
 # folders (metrics.jsonl, summary.json, config.json; no checkpoints) land in $OUT.

@@ -17,6 +17,8 @@ Usage:
   python benchmarks/learning.py [--envs ant humanoid] [--trainers jax torch] [--seeds 0 1 2] [--minutes 10]
                                 [--out benchmarks/learning] [--write]
 
+``--out`` receives each run's JSON (``<env>_<trainer>_<seed>.json``, the raw output, not kept in git) and
+``results.json``, every run so far, from which the table and the figures are drawn (``--report-only`` redraws them).
 ``--write`` replaces the ``## Learning`` section of its results page (``benchmarks/results/learning.md``), leaving
 the other sections alone.
 """
