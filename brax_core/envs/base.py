@@ -289,7 +289,7 @@ class PipelineEnv(Env):
 
 
 # The MuJoCo parts of reset and step, jitted with the model as an argument. Tracing MJX is slow (its body-tree
-# scans run in Python: seconds per trace on a CPU), and a trainer traces the same reset and step several times
+# scans run in Python), and a trainer traces the same reset and step several times
 # (observation size, reset, training with auto-reset, evaluation). A jitted function is traced once per argument
 # shapes and its trace reused by every later caller, under vmap (domain randomisation too: the model is an
 # argument, never a captured tracer) and inside other jits; XLA inlines it, so the compiled program is unchanged.
