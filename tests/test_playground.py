@@ -496,9 +496,15 @@ _PLAYGROUND_SCALED = dict(
     num_resets_per_eval=1,
     seed=0,
 )
-# task -> trainer -> (env steps, threshold on the final evaluation). Measured on a 2-core CPU without a GPU (seed 0,
-# one run each; start-up is compiling, wall time includes it and the evaluations):
-#   CartpoleSwingup jax:   untrained 44 -> 143 at 246k env steps, 176 at 1.23M (231 s)
+# task -> trainer -> (env steps, threshold on the late level: the mean of the last three of the six evaluations).
+# Late in these scaled-down runs the policy's return swings between consecutive evaluations (CartpoleSwingup, JAX,
+# seed 0: 195, 195, 131 in the suite, whose XLA optimisation level rounds differently; 190, 163, 194 outside it;
+# the same policies evaluated on 256 envs instead of 32 score within 5 of the 32-env figures, so the swing is the
+# policy's, not the evaluation's), and where a run stops in that swing is decided by float rounding. A single final
+# evaluation therefore says little; the mean of the last three measures the level the run has reached.
+# Measured on a 2-core CPU without a GPU (seed 0, one run each; start-up is compiling, wall time includes it and
+# the evaluations):
+#   CartpoleSwingup jax:   untrained 44 -> 147 at 246k env steps, late level 174 at 1.23M (194 s)
 #   CartpoleSwingup torch: untrained 43 -> 155 at 123k, 171 at 614k (154 s)
 #   CheetahRun jax:        untrained 4 -> 130 at 369k, 169 at 614k (333 s; a 922k-step run: 187 in 430 s)
 #   CheetahRun torch:      untrained 2 -> 95 at 276k, 129 at 461k (346 s)
@@ -514,8 +520,8 @@ _PLAYGROUND_BUDGETS = {
 @pytest.mark.parametrize("task", sorted(_PLAYGROUND_BUDGETS))
 def test_playground_task_learns_with_playgrounds_config(task, trainer):
     """Each trainer learns ``task`` from Playground's own config, scaled down, within about five minutes on a
-    2-core CPU; the final evaluation must clear the threshold in ``_PLAYGROUND_BUDGETS`` and the untrained
-    policy's reward several times over."""
+    2-core CPU; the mean of the last three evaluations must clear the threshold in ``_PLAYGROUND_BUDGETS``, which
+    is the untrained policy's reward several times over."""
     num_timesteps, threshold = _PLAYGROUND_BUDGETS[task][trainer]
     kwargs = presets.from_playground(playground.brax_ppo_config(task))
     kwargs.update(_PLAYGROUND_SCALED, num_timesteps=num_timesteps)
@@ -526,7 +532,7 @@ def test_playground_task_learns_with_playgrounds_config(task, trainer):
     train(f"playground:{task}", progress_fn=progress, **kwargs)
     print(f"{task} {trainer}: " + ", ".join(f"{s:,} steps {r:.1f} at {t:.0f}s" for s, r, t in reports))
     untrained = reports[0][1]
-    final = reports[-1][1]
-    assert reports[-1][0] >= num_timesteps
+    late_level = float(np.mean([reward for _, reward, _ in reports[-3:]]))
+    assert len(reports) == _PLAYGROUND_SCALED["num_evals"] and reports[-1][0] >= num_timesteps
     assert threshold >= 3 * max(untrained, 1.0), (threshold, untrained)  # the bar is well above the untrained policy
-    assert final >= threshold, reports
+    assert late_level >= threshold, reports

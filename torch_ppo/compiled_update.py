@@ -27,12 +27,11 @@ from brax_core.training.run.schedule import plan_run
 from torch_ppo.losses import Batch, LossTerms
 from torch_ppo.update import PPOUpdate, adapt_learning_rate, global_norm, global_norm_scale, step_metrics
 
-# Minibatch steps from which ``torch_compile=None`` compiles: compiling takes tens of seconds on a small CPU (a few
-# with a warm inductor cache) and saves about 3 ms per step there (benchmarks/results/training-speed.md).
+# Minibatch steps from which ``torch_compile=None`` compiles: below it, compiling costs more than the steps save
+# (benchmarks/results/training-speed.md measures both on a CPU).
 AUTO_MIN_MINIBATCH_STEPS = 20_000
-# The same on a CUDA GPU, where the compiled step saves several times more per step than on a CPU (the eager step
-# launches twice the kernels), so a shorter run repays its compiling (benchmarks/results/gpu.md, "Where torch_ppo's
-# training step goes").
+# The same on a CUDA GPU, where the eager step's kernel launches cost more and the compiled step saves more per
+# step, so a shorter run repays its compiling (benchmarks/results/gpu.md, "Where torch_ppo's training step goes").
 AUTO_MIN_MINIBATCH_STEPS_CUDA = 4_000
 
 
@@ -40,9 +39,8 @@ def compile_options(device: torch.device) -> dict[str, Any]:
     """``torch.compile``'s arguments for the minibatch step's programs on ``device``.
 
     On a CPU, inductor's C++ wrapper: the compiled program calls its kernels from generated C++ instead of a
-    generated Python function, whose launching is much of a step's cost at these sizes (a few hundred microseconds):
-    the ``halfcheetah`` preset's update took a fifth less time (benchmarks/results/training-speed.md). Elsewhere
-    inductor's defaults.
+    generated Python function, whose launching is much of a step's cost at these sizes
+    (benchmarks/results/training-speed.md, "Inductor's C++ wrapper on a CPU"). Elsewhere inductor's defaults.
     """
     options: dict[str, Any] = dict(fullgraph=True, dynamic=False)
     if torch.device(device).type == "cpu":
