@@ -61,6 +61,23 @@ def test_the_torch_trainers_signature_is_the_schema_with_its_own_arguments_among
         torch_ppo.train("fast", 10, no_such_argument=1)
 
 
+def test_the_torch_trainers_written_signature_is_the_generated_one():
+    """torch_ppo.train's parameters are written out in its def, so editors and type checkers see them (no
+    ``__signature__`` assigned at import), and they are ``arguments.SIGNATURE``'s: the schema's fields and torch_ppo's
+    own arguments, names, order, defaults and annotations alike."""
+    from torch_ppo import arguments
+
+    assert "__signature__" not in vars(torch_ppo.train)
+    written = inspect.signature(torch_ppo.train)
+    assert list(written.parameters) == list(arguments.SIGNATURE.parameters)
+    for name, parameter in arguments.SIGNATURE.parameters.items():
+        mine = written.parameters[name]
+        assert (mine.kind, mine.default, mine.annotation) == (parameter.kind, parameter.default, parameter.annotation)
+    assert written.return_annotation == arguments.SIGNATURE.return_annotation
+    code = torch_ppo.train.__code__
+    assert code.co_argcount == len(arguments.SIGNATURE.parameters) and not code.co_flags & (0x04 | 0x08)  # no *, **
+
+
 def test_num_timesteps_is_required_and_the_rest_defaults():
     with pytest.raises(TypeError, match="num_timesteps"):
         PPOConfig()

@@ -75,7 +75,7 @@ randomization_fn=)`` that replaces ``brax_core.envs.training.wrap`` for the trai
 brax_core's own wrappers. A ready ``TorchEnv`` brings its own wrappers and episode length (an ``episode_length``
 that differs from it is refused). ``max_checkpoints_to_keep`` is a deprecated alias of ``max_to_keep``.
 ``vision`` and ``augment_pixels`` exist for the JAX trainer's signature; torch_ppo has no image networks, so only
-``False`` is accepted.
+``False`` is accepted. So does ``wrap_env``: torch_ppo wraps its envs itself, and any value but ``None`` is refused.
 
 Evaluation (``eval_backend``, a torch addition): ``'jax'`` copies the actor's weights into brax_core's networks
 of the same layout and runs the JAX trainer's evaluation (its env, ``make_eval_env``, and its compiled rollout)
@@ -101,6 +101,10 @@ Returns:
   ``policy(observation, generator=None) -> (action, extras)``; ``params`` is
 """
 
+def ignore(*args: Any) -> None:
+    """The default ``progress_fn`` and ``policy_params_fn``: does nothing."""
+
+
 # torch_ppo.train's arguments beyond the schema's fields, ``(name, default, annotation)``, each group placed after the
 # schema field (or argument) named by its key: the order of the signature, which callers may rely on positionally.
 TORCH_ARGUMENTS: dict[str, tuple[tuple[str, Any, str], ...]] = {
@@ -110,8 +114,8 @@ TORCH_ARGUMENTS: dict[str, tuple[tuple[str, Any, str], ...]] = {
         ("network_factory", None, "Callable[[int, int], tuple[torch.nn.Module, torch.nn.Module]] | None"),
     ),
     "use_pmap_on_reset": (
-        ("progress_fn", lambda *args: None, "Callable[[int, Metrics], None]"),
-        ("policy_params_fn", lambda *args: None, "Callable[..., None]"),
+        ("progress_fn", ignore, "Callable[[int, Metrics], None]"),
+        ("policy_params_fn", ignore, "Callable[..., None]"),
         ("randomization_fn", None, "Callable[..., Any] | None"),
         ("wrap_env_fn", None, "Callable[..., Any] | None"),
     ),
@@ -137,6 +141,7 @@ TORCH_ARGUMENTS: dict[str, tuple[tuple[str, Any, str], ...]] = {
         ("vision", False, "bool"),
         ("augment_pixels", False, "bool"),
         ("allow_config_changes", False, "bool | Sequence[str]"),
+        ("wrap_env", None, "None"),
     ),
 }
 
@@ -206,6 +211,12 @@ class TrainArguments:
 
 def parse(arguments: Mapping[str, Any], device: torch.device, world_size: int) -> TrainArguments:
     """``train``'s keyword arguments, checked before anything is built (errors name the argument)."""
+    if arguments["wrap_env"] is not None:  # the JAX trainer's argument, which a ported call may carry
+        raise TypeError(
+            f"torch_ppo.train takes no wrap_env (got wrap_env={arguments['wrap_env']!r}): it wraps environment "
+            "itself with brax_core.envs.training.wrap, as the JAX trainer's wrap_env=True does; pass the env before "
+            "wrapping, a wrapper callable as wrap_env_fn, or a ready brax_bridge.TorchEnv"
+        )
     environment = arguments["environment"]
     if isinstance(environment, str):
         envs.get_environment_class(environment)  # unknown names raise here, listing the registered ones

@@ -8,33 +8,101 @@ the run driver both trainers share (``brax_core.training.run``). A training step
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import torch
 
 from brax_core.training.run.driver import RunDriver
-from torch_ppo import arguments, distributed, network_factory
+from torch_ppo import arguments, distributed
+from torch_ppo import network_factory as custom_networks
 from torch_ppo.params import TorchPPOParams, params_of
 from torch_ppo.trainer import Trainer
 
 Metrics = dict[str, float]
 
 
-def train(*args: Any, **kwargs: Any) -> tuple[Callable[..., Any], TorchPPOParams, Metrics]:
-    # The signature is the hyperparameter schema's fields with torch_ppo's own arguments among them
-    # (arguments.SIGNATURE, which help(train) and inspect.signature show); bound here as a def would bind it.
-    if "wrap_env" in kwargs:  # the JAX trainer's argument, which a ported call may carry
-        raise TypeError(
-            f"torch_ppo.train takes no wrap_env (got wrap_env={kwargs['wrap_env']!r}): it wraps environment itself "
-            "with brax_core.envs.training.wrap, as the JAX trainer's wrap_env=True does; pass the env before wrapping, "
-            "a wrapper callable as wrap_env_fn, or a ready brax_bridge.TorchEnv"
-        )
-    bound = arguments.SIGNATURE.bind(*args, **kwargs)
-    bound.apply_defaults()
+def train(
+    environment: Any,
+    num_timesteps: int,
+    episode_length: int | None = None,
+    action_repeat: int = 1,
+    num_envs: int = 1,
+    num_eval_envs: int = 128,
+    learning_rate: float = 0.0001,
+    entropy_cost: float = 0.0001,
+    discounting: float = 0.9,
+    seed: int = 0,
+    unroll_length: int = 10,
+    batch_size: int = 32,
+    num_minibatches: int = 16,
+    num_updates_per_batch: int = 2,
+    num_resets_per_eval: int = 0,
+    normalize_observations: bool = False,
+    normalize_observations_std_eps: float = 0.0,
+    normalize_observations_mode: str = 'welford',
+    normalize_until_count: int | None = None,
+    reward_scaling: float = 1.0,
+    clipping_epsilon: float = 0.3,
+    clipping_epsilon_value: float | None = None,
+    gae_lambda: float = 0.95,
+    max_grad_norm: float | None = None,
+    normalize_advantage: bool = True,
+    vf_loss_coefficient: float = 0.5,
+    bootstrap_on_timeout: bool = False,
+    use_distributional_critic: bool = False,
+    desired_kl: float = 0.01,
+    learning_rate_schedule: str | None = None,
+    learning_rate_schedule_min_lr: float = 1e-05,
+    learning_rate_schedule_max_lr: float = 0.01,
+    network_factory: Callable[[int, int], tuple[torch.nn.Module, torch.nn.Module]] | None = None,
+    use_pmap_on_reset: bool = True,
+    progress_fn: Callable[[int, Metrics], None] = arguments.ignore,
+    policy_params_fn: Callable[..., None] = arguments.ignore,
+    randomization_fn: Callable[..., Any] | None = None,
+    wrap_env_fn: Callable[..., Any] | None = None,
+    deterministic_eval: bool = False,
+    num_evals: int = 1,
+    eval_env: Any = None,
+    eval_backend: str | None = None,
+    log_training_metrics: bool = False,
+    training_metrics_steps: int | None = None,
+    save_checkpoint_path: str | os.PathLike | None = None,
+    restore_checkpoint_path: str | os.PathLike | None = None,
+    restore_params: Any | None = None,
+    restore_value_fn: bool = True,
+    max_to_keep: int | None = None,
+    policy_hidden_layer_sizes: tuple[int, ...] = (32, 32, 32, 32),
+    value_hidden_layer_sizes: tuple[int, ...] = (256, 256, 256, 256, 256),
+    activation: str | Callable[..., Any] = 'swish',
+    num_quantiles: int = 32,
+    distribution_type: str = 'tanh_normal',
+    noise_std_type: str = 'scalar',
+    init_noise_std: float = 1.0,
+    state_dependent_std: bool = False,
+    mean_clip_scale: float | None = None,
+    policy_obs_key: str = 'state',
+    value_obs_key: str = 'state',
+    policy_network_kernel_init_fn: Any = 'lecun_uniform',
+    policy_network_kernel_init_kwargs: Mapping[str, Any] | None = None,
+    value_network_kernel_init_fn: Any = 'lecun_uniform',
+    value_network_kernel_init_kwargs: Mapping[str, Any] | None = None,
+    mean_kernel_init_fn: Any = None,
+    mean_kernel_init_kwargs: Mapping[str, Any] | None = None,
+    device: Any = None,
+    torch_compile: bool | None = None,
+    num_threads: int | None = 1,
+    max_checkpoints_to_keep: int | None = None,
+    vision: bool = False,
+    augment_pixels: bool = False,
+    allow_config_changes: bool | Sequence[str] = False,
+    wrap_env: None = None,
+) -> tuple[Callable[..., Any], TorchPPOParams, Metrics]:
+    given = dict(locals())
     # The JAX trainer's network_factory (every preset's) becomes torch_ppo's own networks' options.
     defaults = {name: parameter.default for name, parameter in arguments.SIGNATURE.parameters.items()}
-    given = network_factory.options_of_jax_factory(dict(bound.arguments), defaults)
+    given = custom_networks.options_of_jax_factory(given, defaults)
     resolved_device = arguments.resolve_device(given["device"], given["environment"])
     dist = distributed.setup(resolved_device)
     threads_before = torch.get_num_threads()
@@ -48,8 +116,8 @@ def train(*args: Any, **kwargs: Any) -> tuple[Callable[..., Any], TorchPPOParams
         distributed.teardown(dist)
 
 
-train.__signature__ = arguments.SIGNATURE
-# What every argument means: arguments.TRAIN_DOC, the text help(train) shows.
+# What every argument means: arguments.TRAIN_DOC (the parameters above are arguments.SIGNATURE written out, so an
+# editor and a type checker see them; a test keeps the two equal).
 train.__doc__ = arguments.TRAIN_DOC
 
 
