@@ -39,7 +39,7 @@ def _sync() -> None:
 def _trainer(env: str, torch_compile: bool | None, overrides: dict[str, Any]) -> Any:
     from brax_core.training.agents.ppo import presets
     from torch_ppo import arguments, distributed
-    from torch_ppo.trainer import Trainer
+    from torch_ppo.trainer import TorchRun
 
     preset = {k: v for k, v in presets.GPU_PRESETS[env].items() if k != "network_factory"}
     network = dict(presets.GPU_PRESETS[env]["network_factory"].keywords)
@@ -48,7 +48,7 @@ def _trainer(env: str, torch_compile: bool | None, overrides: dict[str, Any]) ->
     bound.apply_defaults()
     device = arguments.resolve_device(None, env)
     dist = distributed.setup(device)
-    trainer = Trainer(arguments.parse(bound.arguments, device, dist.world_size), dist)
+    trainer = TorchRun(arguments.parse(bound.arguments, device, dist.world_size), dist)
     trainer.build_envs()
     return trainer
 

@@ -441,7 +441,7 @@ def _resume_config(resume: Path, env, trainer, preset, hp, allow_changes: bool =
         from brax_bridge_app import configuration
 
         try:
-            configuration.run_config(config)  # the rules between fields, for the changed values
+            configuration.config_of_run_folder(config)  # the rules between fields, for the changed values
         except hparams.HParamError as err:
             raise _fail(str(err)) from None
     _check_run_env(config, "--resume")

@@ -72,7 +72,7 @@ def resolve(
     return {name: getattr(config, name) for name in hparams.BY_NAME}, used
 
 
-def run_config(run: Mapping[str, Any]) -> PPOConfig:
+def config_of_run_folder(run: Mapping[str, Any]) -> PPOConfig:
     """The ``PPOConfig`` of a run folder's ``config.json`` (``hyperparameters`` and ``seed``); fields a
     folder lacks take the command line's defaults."""
     values = {**hparams.defaults(), **run["hyperparameters"], "seed": int(run["seed"])}

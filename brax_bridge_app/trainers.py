@@ -52,7 +52,7 @@ class JaxTrainer(Trainer):
     name = "jax"
 
     def train(self, config: Mapping[str, Any], placement: runtime.Placement, **run_kwargs: Any) -> Any:
-        kwargs = configuration.jax_kwargs(configuration.run_config(config))
+        kwargs = configuration.jax_kwargs(configuration.config_of_run_folder(config))
         environment = envinfo.of_run(config)
         # The JAX trainer trains on JAX's default device when one is set.
         with runtime.placed(placement):
@@ -71,7 +71,7 @@ class TorchTrainer(Trainer):
     name = "torch"
 
     def train(self, config: Mapping[str, Any], placement: runtime.Placement, **run_kwargs: Any) -> Any:
-        kwargs = configuration.torch_kwargs(configuration.run_config(config))
+        kwargs = configuration.torch_kwargs(configuration.config_of_run_folder(config))
         # A registered name stays a name: the bridge shares one compiled step among TorchEnvs of one configuration
         # (training, evaluation). A user's env is handed over built.
         environment = envinfo.of_run(config) if envinfo.is_user_env(config["env"]) else config["env"]

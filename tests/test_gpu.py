@@ -186,7 +186,7 @@ _NO_SYNC = r"""
 import json, sys
 import jax, torch
 from torch_ppo import arguments, distributed
-from torch_ppo.trainer import Trainer
+from torch_ppo.trainer import TorchRun
 
 assert jax.default_backend() == "gpu", jax.default_backend()
 compile_update = sys.argv[1] == "compiled"
@@ -197,7 +197,7 @@ bound = arguments.SIGNATURE.bind(
 bound.apply_defaults()
 device = arguments.resolve_device(None, "ant")
 dist = distributed.setup(device)
-trainer = Trainer(arguments.parse(bound.arguments, device, dist.world_size), dist)
+trainer = TorchRun(arguments.parse(bound.arguments, device, dist.world_size), dist)
 trainer.build_envs()
 trainer.update(trainer.collect())  # compiles
 torch.cuda.synchronize()

@@ -148,14 +148,14 @@ def test_ppo_iterations_keep_nothing(trainer):
 def test_torch_ppo_train_frees_its_trainer_without_the_garbage_collector():
     """A trainer that held itself through a reference cycle would keep its envs' JAX state (and under DDP its
     process group) alive after ``train`` returns, until the cyclic collector happened to run."""
-    from torch_ppo.trainer import Trainer
+    from torch_ppo.trainer import TorchRun
 
     tiny = {k: v for k, v in presets.PRESETS["fast"].items() if k not in ("num_timesteps", "num_evals")}
     gc.collect()
     gc.disable()
     try:
         _train_fast("torch", tiny, 1, 1, lambda *_: None)
-        left = [o for o in gc.get_objects() if isinstance(o, Trainer)]
+        left = [o for o in gc.get_objects() if isinstance(o, TorchRun)]
     finally:
         gc.enable()
     assert left == []

@@ -186,7 +186,7 @@ def load_policy(
 # --------------------------------------------------------------------------------- what the trainer records
 
 
-def run_config(
+def checkpoint_config(
     args: Any, modules: PPOModules, episode_length: int, action_repeat: int, env_steps: int
 ) -> dict[str, Any]:
     """JSON-ready description of a run (``args``: its ``TrainArguments``): env, networks, hyperparameters, env-step

@@ -1,9 +1,10 @@
 """PPO in PyTorch on brax_core environments through the bridge, with the JAX PPO's semantics and arguments.
 
 ``train`` checks its arguments (``arguments``: what each means and how it is checked), builds one process's
-``trainer.Trainer`` (networks, Adam, envs, evaluator; restored from parameters or a checkpoint) and runs it through
-the run driver both trainers share (``brax_core.training.run``). A training step is ``update.collect`` then
-``update.PPOUpdate``; nothing in a training call reads a value back to the host but its metrics, once per call.
+``trainer.TorchRun`` (networks, Adam, envs, evaluator; restored from parameters or a checkpoint; the JAX trainer's
+counterpart is ``run_backend.JaxRun``) and runs it through the run driver both trainers share
+(``brax_core.training.run``). A training step is ``update.collect`` then ``update.PPOUpdate``; nothing in a training
+call reads a value back to the host but its metrics, once per call.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from brax_core.training.run.driver import RunDriver
 from torch_ppo import arguments, distributed
 from torch_ppo import network_factory as custom_networks
 from torch_ppo.params import TorchPPOParams, params_of
-from torch_ppo.trainer import Trainer
+from torch_ppo.trainer import TorchRun
 
 Metrics = dict[str, float]
 
@@ -110,7 +111,7 @@ def train(
         checked = arguments.parse(given, resolved_device, dist.world_size)
         if checked.num_threads is not None and resolved_device.type == "cpu":
             torch.set_num_threads(checked.num_threads)
-        return _run(Trainer(checked, dist))
+        return _run(TorchRun(checked, dist))
     finally:
         torch.set_num_threads(threads_before)
         distributed.teardown(dist)
@@ -121,7 +122,7 @@ def train(
 train.__doc__ = arguments.TRAIN_DOC
 
 
-def _run(trainer: Trainer) -> tuple[Callable[..., Any], TorchPPOParams, Metrics]:
+def _run(trainer: TorchRun) -> tuple[Callable[..., Any], TorchPPOParams, Metrics]:
     """The run of one process: nothing to train past a restored checkpoint's steps, else the schedule."""
     hp, dist = trainer.hp, trainer.dist
     driver = RunDriver(

@@ -22,7 +22,7 @@ from torch_ppo.params import TorchPPOParams, load_params, make_inference_fn, par
 from torch_ppo.policy_transfer import jax_params_to_torch
 
 
-class Trainer:
+class TorchRun:
     """One process's training run (see the module docstring); ``env_steps`` is where it starts."""
 
     def __init__(self, args: TrainArguments, dist: distributed.DistributedContext):
@@ -153,7 +153,7 @@ class Trainer:
 
     def _restore_checkpoint(self, path: str) -> None:
         state = checkpoint.load(path, map_location=self.device)
-        requested = self.run_config(0)
+        requested = self.checkpoint_config(0)
         changed = resume.check_config(
             state["path"],
             checkpoint.comparable(state["config"]),
@@ -176,9 +176,11 @@ class Trainer:
         elif self.dist.rank == 0:
             self.saved_env_state = state.get("env_state")
 
-    def run_config(self, env_steps: int) -> dict[str, Any]:
+    def checkpoint_config(self, env_steps: int) -> dict[str, Any]:
         """The run's configuration as checkpoints record it, at ``env_steps``."""
-        return checkpoint.run_config(self.args, self.modules, self.env.episode_length, self.action_repeat, env_steps)
+        return checkpoint.checkpoint_config(
+            self.args, self.modules, self.env.episode_length, self.action_repeat, env_steps
+        )
 
     def build_envs(self) -> None:
         """Builds the evaluator (rank 0), compiles the envs and the evaluation, and resets (or restores) the envs."""
@@ -261,7 +263,7 @@ class Trainer:
             checkpoint.save(
                 self.args.save_checkpoint_path,
                 {
-                    "config": self.run_config(env_steps),
+                    "config": self.checkpoint_config(env_steps),
                     "modules": self.modules.state_dict(),
                     "optimizer": self.update.optimizer.state_dict(),
                     "env_steps": env_steps,

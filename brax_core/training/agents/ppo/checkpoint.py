@@ -53,6 +53,7 @@ from brax_core.training.agents.ppo.checkpoint_config import (
     check_observation_size,
     check_params_fit,
     check_resume_config,
+    checkpoint_config,
     config_to_json,
     load_config,
     load_config_json,
@@ -60,7 +61,6 @@ from brax_core.training.agents.ppo.checkpoint_config import (
     networks_from_config,
     register_activation,
     register_callable,
-    run_config,
     value_from_config,
 )
 from brax_core.training.run import checkpoints as run_checkpoints
@@ -93,7 +93,7 @@ __all__ = [
     "resolve",
     "restore_env_state",
     "restore_item",
-    "run_config",
+    "checkpoint_config",
     "save",
     "step_directories",
     "step_name",

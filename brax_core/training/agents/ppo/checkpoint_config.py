@@ -252,7 +252,7 @@ def _live_config(config: Mapping[str, Any]) -> dict[str, Any]:
     return live
 
 
-def run_config(
+def checkpoint_config(
     observation_size: types.ObservationSize,
     action_size: int,
     normalize_observations: bool,

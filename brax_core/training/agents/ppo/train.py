@@ -262,7 +262,7 @@ def _make_networks(
     config = None
     if args.save_checkpoint_path is not None or args.restore_checkpoint_path is not None:
         # Only a run that saves needs every network argument to be nameable in JSON.
-        config = checkpoint.run_config(
+        config = checkpoint.checkpoint_config(
             obs_size, action_size, normalize, args.network_factory, args.hp, required=args.save_checkpoint_path
         )
     return ppo_network, obs_size, config
