@@ -6,6 +6,7 @@ are compared on the same settings.
 """
 
 import functools
+import io
 import os
 
 import jax
@@ -181,16 +182,29 @@ def test_missing_or_corrupt_checkpoints_raise_errors_naming_the_path(tmp_path):
     empty.mkdir()
     with pytest.raises(FileNotFoundError, match="empty"):
         checkpoint.load(empty)
-    broken = tmp_path / "broken" / "checkpoint_000000000001280.pt"
-    broken.parent.mkdir()
-    broken.write_bytes(b"\x80\x04 definitely not a checkpoint")
+    # Step directories complete with a manifest that matches their files, holding what no save writes.
+    broken = _step_directory_holding(tmp_path / "broken", b"\x80\x04 definitely not a checkpoint")
     with pytest.raises(ValueError, match="corrupt or unreadable") as info:
-        torch_ppo.train("fast", num_timesteps=STEP, restore_checkpoint_path=broken.parent, **_tiny())
+        torch_ppo.train("fast", num_timesteps=STEP, restore_checkpoint_path=broken.parent.parent, **_tiny())
     assert str(broken) in str(info.value)
-    foreign = tmp_path / "foreign.pt"
-    torch.save({"weights": torch.zeros(2)}, foreign)
+    buffer = io.BytesIO()
+    torch.save({"weights": torch.zeros(2)}, buffer)
+    foreign = _step_directory_holding(tmp_path / "foreign", buffer.getvalue())
     with pytest.raises(ValueError, match="not a torch_ppo checkpoint"):
-        checkpoint.load(foreign)
+        checkpoint.load(foreign.parent)
+
+
+def _step_directory_holding(save_path, state: bytes):
+    """A step directory under ``save_path`` whose ``state.pt`` holds ``state``, with a matching manifest; returns
+    the ``state.pt`` path."""
+    from brax_core.training.run import checkpoints as run_checkpoints
+
+    step_dir = save_path / run_checkpoints.step_name(1280)
+    step_dir.mkdir(parents=True)
+    (step_dir / checkpoint.STATE_FILE).write_bytes(state)
+    (step_dir / checkpoint.CONFIG_FILE).write_text("{}")
+    run_checkpoints.write_manifest(str(step_dir), "torch_ppo", 1280, (checkpoint.STATE_FILE, checkpoint.CONFIG_FILE))
+    return step_dir / checkpoint.STATE_FILE
 
 
 def test_a_checkpoint_of_the_other_trainer_is_refused_naming_that_trainer(tmp_path):

@@ -7,6 +7,7 @@ Every run is the tiny ``fast`` configuration of tests/test_ppo_train.py and test
 """
 
 import functools
+import json
 import os
 import shutil
 import time
@@ -169,9 +170,9 @@ def test_checksums_catch_a_flipped_bit_in_a_jax_checkpoint_and_name_the_file(int
     assert "Event loop is closed" not in capfd.readouterr().err
     with pytest.raises(jax_checkpoint.ChecksumError):
         _train("jax", num_timesteps=13 * STEP, restore_checkpoint_path=step_dir, **INTERVAL)
-    # Without the file digests (a checkpoint of an older version) the corruption is still a clear error.
+    # Without the manifest (a save cut short before writing it) the directory is not taken for a checkpoint.
     os.remove(step_dir / jax_checkpoint.FILE_CHECKSUMS)
-    with pytest.raises(ValueError, match="corrupt") as info:
+    with pytest.raises(FileNotFoundError, match="holds no completed checkpoint") as info:
         jax_checkpoint.load_params(step_dir)
     assert str(step_dir) in str(info.value)
 
@@ -190,19 +191,18 @@ def test_checksums_catch_a_flipped_bit_in_torch_ppo_tensor_data(interrupted, tmp
     with pytest.raises(torch_checkpoint.CheckpointError, match="corrupt") as e:
         torch_checkpoint.load_policy(copied)
     assert str(flipped) in str(e.value)  # found by the file's digest, before torch reads it
-    # Without the digests of the files (a checkpoint file of the earlier layout) the entries' digests find it.
-    with pytest.raises(torch_checkpoint.CheckpointError, match="corrupt") as e:
-        torch_checkpoint.load_policy(flipped)
-    assert str(flipped) in str(e.value)
-    # A changed value in an otherwise well-formed file (what a zip CRC cannot see once it was rewritten): the
-    # stored digests name the entry.
+    # A changed value in an otherwise well-formed file whose manifest was rewritten to match it (what neither a zip
+    # CRC nor the file's digest can see): the digests stored with the entries name the entry.
     raw = torch.load(file, weights_only=True)
     raw["modules"]["policy.mlp.hidden_0.weight"][0, 0] += 1e-3
-    changed = tmp_path / "changed.pt"
-    torch.save(raw, changed)
+    changed = tmp_path / "changed" / os.path.basename(step_dir)
+    shutil.copytree(step_dir, changed)
+    torch.save(raw, changed / torch_checkpoint.STATE_FILE)
+    manifest = json.loads((changed / "manifest.json").read_text())
+    checkpoints.write_manifest(str(changed), "torch_ppo", manifest["env_steps"], ("state.pt", "config.json"))
     with pytest.raises(torch_checkpoint.CheckpointError, match=r"corrupt: modules/policy.mlp.hidden_0.weight") as e:
         torch_checkpoint.load(changed)
-    assert str(changed) in str(e.value)
+    assert str(changed / torch_checkpoint.STATE_FILE) in str(e.value)
 
 
 def _foreign_params(trainer: str):

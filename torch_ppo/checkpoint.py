@@ -11,9 +11,6 @@ temporary directory such a crash leaves is deleted by a later ``save`` once it i
 value is also saved with its SHA-256 (``checksums``; a tensor's dtype, shape and bytes) and ``load`` verifies the
 files and the entries: a checkpoint changed after it was written raises ``CheckpointError`` naming the file and the
 entry. Under DDP ``env_states`` holds every rank's env state (``env_state`` is rank 0's).
-
-Checkpoints of the one-file layout, one ``checkpoint_<env steps, 15 digits>.pt`` file per step in the save path (the
-same contents), load too, and a folder holding both layouts resolves to its newest checkpoint.
 """
 
 from __future__ import annotations
@@ -103,13 +100,11 @@ def save(directory: str | os.PathLike, state: dict[str, Any], max_to_keep: int |
 
 
 def load(path: str | os.PathLike, map_location: Any = "cpu") -> dict[str, Any]:
-    """Loads and validates a checkpoint (a step directory, a file of the one-file layout, or the newest under a save
-    path); ``state['path']`` says which."""
+    """Loads and validates a checkpoint (a step directory, or the newest under a save path); ``state['path']`` says
+    which."""
     found = resolve_for(path, "torch_ppo")
-    file = found
-    if os.path.isdir(found):
-        run_checkpoints.verify_files(found, STATE_FILE)
-        file = os.path.join(found, STATE_FILE)
+    run_checkpoints.verify_files(found, STATE_FILE)
+    file = os.path.join(found, STATE_FILE)
     try:
         state = torch.load(file, map_location=map_location, weights_only=True)
     except Exception as e:  # truncated, garbage or foreign pickles all land here
@@ -119,15 +114,16 @@ def load(path: str | os.PathLike, map_location: Any = "cpu") -> dict[str, Any]:
     missing = [k for k in _REQUIRED if k not in state]
     if missing:
         raise CheckpointError(f"checkpoint {file!r} is incomplete: missing {missing}")
-    expected = state.pop("checksums", None)  # a checkpoint without checksums loads unverified
-    if expected is not None:
-        actual = checksums(state)
-        wrong = sorted(k for k in expected.keys() | actual.keys() if expected.get(k) != actual.get(k))
-        if wrong:
-            raise CheckpointError(
-                f"checkpoint {file!r} is corrupt: {', '.join(wrong[:5])}{' ...' if len(wrong) > 5 else ''} differ from "
-                "what was saved (their SHA-256 does not match the one written with them); use an earlier checkpoint"
-            )
+    expected = state.pop("checksums", None)
+    if expected is None:
+        raise CheckpointError(f"checkpoint {file!r} is incomplete: its entries carry no checksums")
+    actual = checksums(state)
+    wrong = sorted(k for k in expected.keys() | actual.keys() if expected.get(k) != actual.get(k))
+    if wrong:
+        raise CheckpointError(
+            f"checkpoint {file!r} is corrupt: {', '.join(wrong[:5])}{' ...' if len(wrong) > 5 else ''} differ from "
+            "what was saved (their SHA-256 does not match the one written with them); use an earlier checkpoint"
+        )
     state["path"] = found
     return state
 
@@ -141,7 +137,7 @@ def load_policy(
     """Rebuilds the inference function from a checkpoint: ``policy(observation) -> (action, extras)``.
 
     Args:
-      path: a step directory, a checkpoint file of the one-file layout, or a save path (its newest checkpoint).
+      path: a step directory, or a save path (its newest checkpoint).
       deterministic: the distribution's mode (else a sample).
       device: where the networks run.
       network_factory: the ``network_factory`` the run trained with, for a checkpoint of networks of your own

@@ -7,10 +7,9 @@ writes its own items into it (the JAX trainer orbax's ``config``, ``params``, ``
 SHA-256 of every file of the items, checked before an item is read, so a flipped bit raises ``CheckpointError``
 naming the file instead of loading as a different policy. A step directory appears complete or not at all (orbax
 and torch_ppo both write into a temporary directory and rename it), so an interrupted save never looks like a
-checkpoint; ``max_to_keep`` (default ``None``: all) bounds how many are kept.
-
-Two other layouts also resolve and load: torch_ppo's one-file layout (``checkpoint_<steps, 15 digits>.pt`` files in
-the save path) and the JAX trainer's step directories without a manifest (digests in ``files.sha256.json``).
+checkpoint; ``max_to_keep`` (default ``None``: all) bounds how many are kept. The manifest is written last, so a
+step directory without one is a save cut short: the newest checkpoint of a save path is its newest step directory
+with a manifest, and a step directory without one, named directly, is refused as incomplete.
 """
 
 from __future__ import annotations
@@ -29,12 +28,6 @@ from typing import Any
 STEP_NAME_DIGITS = 12
 MANIFEST = "manifest.json"
 MANIFEST_FORMAT = "brax_core.checkpoint/1"
-# The file digests of a JAX step directory without a manifest: {item: {path inside the item: SHA-256}}.
-LEGACY_FILE_CHECKSUMS = "files.sha256.json"
-# torch_ppo's one-file layout: one file per step in the save path.
-LEGACY_TORCH_FILE = re.compile(r"^checkpoint_(\d+)\.pt$")
-# What a JAX step directory without a manifest always holds.
-_LEGACY_STEP_ITEM = "config"
 _STEP_NAME = re.compile(r"^\d+$")
 # What a save cut short leaves: torch_ppo's temporary files and directories (orbax names its own ``*.orbax-*``).
 _TEMPORARY = re.compile(r"^\.tmp_.*\.part$")
@@ -61,21 +54,21 @@ def step_directory(path: str | os.PathLike, env_steps: int) -> str:
 
 
 def step_directories(path: str | os.PathLike) -> list[str]:
-    """Completed checkpoint step directories under ``path``, oldest first (temporary ones are ignored)."""
-    return [p for _, p in _entries(path) if os.path.isdir(p)]
+    """Completed checkpoint step directories under ``path`` (those with a manifest), oldest first."""
+    return [p for _, p in _entries(path)]
 
 
 def _entries(path: str | os.PathLike) -> list[tuple[int, str]]:
+    """``(env steps, step directory)`` of the completed checkpoints under ``path``, oldest first: temporary
+    directories, other files and step directories without a manifest (saves cut short) are left out."""
     path = os.fspath(path)
     if not os.path.isdir(path):
         return []
     found = []
     for name in os.listdir(path):
         full = os.path.join(path, name)
-        if _STEP_NAME.match(name) and os.path.isdir(full):
+        if _STEP_NAME.match(name) and is_step_directory(full):
             found.append((int(name), full))
-        elif (legacy := LEGACY_TORCH_FILE.match(name)) and os.path.isfile(full):
-            found.append((int(legacy.group(1)), full))
     return sorted(found)
 
 
@@ -104,14 +97,14 @@ def checked_paths(
 
 
 def is_step_directory(path: str | os.PathLike) -> bool:
-    """Whether ``path`` is one checkpoint's step directory (it holds a manifest, or the config item of a JAX
-    checkpoint without one) rather than a save path."""
-    return os.path.isfile(os.path.join(path, MANIFEST)) or os.path.isdir(os.path.join(path, _LEGACY_STEP_ITEM))
+    """Whether ``path`` is one completed checkpoint's step directory (it holds a manifest) rather than a save path."""
+    return os.path.isfile(os.path.join(path, MANIFEST))
 
 
 def resolve(path: str | os.PathLike) -> str:
-    """The checkpoint ``path`` names: a step directory (or a checkpoint file of torch_ppo's one-file layout) itself,
-    or the newest one under a save path. Raises ``FileNotFoundError`` naming the path where there is none."""
+    """The checkpoint ``path`` names: a completed step directory itself, or the newest one under a save path.
+    Raises ``FileNotFoundError`` naming the path where there is none, and ``CheckpointError`` for a step directory
+    without a manifest (a save cut short)."""
     path = os.path.abspath(os.fspath(path))
     if not os.path.exists(path):
         # The same step under another number of digits: 100 for 000000000100 (a path built with str(step)).
@@ -121,8 +114,18 @@ def resolve(path: str | os.PathLike) -> str:
             if same_step:
                 return same_step[0]
         raise FileNotFoundError(f"no checkpoint at {path!r}: the path does not exist")
-    if os.path.isfile(path) or is_step_directory(path):
+    if os.path.isfile(path):
+        raise FileNotFoundError(
+            f"no checkpoint at {path!r}: it is a file; a checkpoint is a step directory (holding {MANIFEST}) or a "
+            "save path holding step directories"
+        )
+    if is_step_directory(path):
         return path
+    if _STEP_NAME.match(os.path.basename(path)) and not _entries(path):
+        raise CheckpointError(
+            f"checkpoint at {path!r} is incomplete: it has no {MANIFEST}, which a save writes last (the save was cut "
+            "short); restore an earlier checkpoint"
+        )
     found = _entries(path)
     if not found:
         raise FileNotFoundError(f"no checkpoint at {path!r}: it holds no completed checkpoint")
@@ -140,18 +143,10 @@ TRAINERS = {
 
 
 def written_by(found: str) -> str | None:
-    """The trainer (a key of ``TRAINERS``) that wrote the checkpoint ``found`` (a resolved path): its manifest's, or
-    for a checkpoint without one, the trainer whose files it holds; ``None`` where neither tells."""
-    if os.path.isfile(found):
-        return "torch_ppo" if found.endswith(".pt") else None  # torch_ppo's one-file layout
+    """The trainer (a key of ``TRAINERS``) that wrote the checkpoint ``found`` (a resolved step directory), as its
+    manifest says."""
     manifest = read_manifest(found)
-    if manifest is not None:
-        return manifest.get("trainer")
-    if os.path.isfile(os.path.join(found, "state.pt")):
-        return "torch_ppo"
-    if os.path.isdir(os.path.join(found, _LEGACY_STEP_ITEM)):
-        return "jax"
-    return None
+    return None if manifest is None else manifest.get("trainer")
 
 
 def resolve_for(path: str | os.PathLike, trainer: str) -> str:
@@ -217,10 +212,7 @@ def prune(path: str | os.PathLike, max_to_keep: int | None) -> None:
         return
     found = _entries(path)
     for _, old in found[: max(len(found) - max_to_keep, 0)]:
-        if os.path.isdir(old):
-            shutil.rmtree(old)
-        else:
-            os.remove(old)
+        shutil.rmtree(old)
 
 
 def remove_stale_temporaries(path: str | os.PathLike, older_than_s: float = STALE_TMP_S) -> list[str]:
@@ -263,7 +255,7 @@ def _last_modified(path: str) -> float:
 
 
 def read_manifest(step_dir: str) -> dict[str, Any] | None:
-    """The manifest of ``step_dir`` (``None`` for a checkpoint written without one)."""
+    """The manifest of ``step_dir`` (``None`` where there is none)."""
     manifest = _read_json(step_dir, MANIFEST)
     if manifest is not None and manifest.get("format") != MANIFEST_FORMAT:
         raise CheckpointError(
@@ -290,11 +282,14 @@ def _read_json(step_dir: str, name: str) -> Any:
 
 
 def verify_files(step_dir: str, item: str) -> None:
-    """Checks the files of ``item`` against the digests written with them, before anything reads them (a
-    checkpoint without digests, such as a save cut short before its manifest, is not checked)."""
-    expected = _expected_digests(step_dir)
-    if expected is None:
-        return
+    """Checks the files of ``item`` against the digests the manifest holds, before anything reads them."""
+    manifest = read_manifest(step_dir)
+    if manifest is None:
+        raise CheckpointError(
+            f"checkpoint at {step_dir!r} is incomplete: it has no {MANIFEST}, which a save writes last (the save was "
+            "cut short); restore an earlier checkpoint"
+        )
+    expected = manifest["files"]
     prefix = item + "/"
     for name in sorted(n for n in expected if n == item or n.startswith(prefix)):
         path = os.path.join(step_dir, name)
@@ -302,16 +297,6 @@ def verify_files(step_dir: str, item: str) -> None:
         if actual != expected[name]:
             what = "is missing" if actual is None else "differs from what was saved (its SHA-256 does not match)"
             raise CheckpointError(f"checkpoint file {path!r} {what}: the checkpoint is corrupt; restore an earlier one")
-
-
-def _expected_digests(step_dir: str) -> dict[str, str] | None:
-    manifest = read_manifest(step_dir)
-    if manifest is not None:
-        return manifest["files"]
-    per_item = _read_json(step_dir, LEGACY_FILE_CHECKSUMS)
-    if per_item is None:
-        return None
-    return {f"{item}/{name}": digest for item, files in per_item.items() for name, digest in files.items()}
 
 
 def _digests(step_dir: str, item: str) -> dict[str, str]:
