@@ -5,12 +5,15 @@ torch -> JAX as a DLPack view, and the outputs (observation, terminal observatio
 views of buffers that the step allocated for torch alone: the state the env carries never shares a buffer with
 anything torch holds, so torch may write into returned tensors without touching the simulation, and the state
 can be donated to the next step without invalidating earlier outputs.
+
+The JAX functions that step runs, their compiled forms and the cache that shares them between envs of one
+configuration are in ``brax_bridge.programs``; the specs in ``brax_bridge.specs``; the checks of the training
+wrappers in ``brax_bridge.wrapper_checks``; reading and replacing physics fields in ``brax_bridge.physics_fields``.
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import functools
 import itertools
 import threading
@@ -22,236 +25,26 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import torch
-from flax import struct
-from jax.sharding import SingleDeviceSharding
 from tensordict import TensorDict, TensorDictBase
 
 from brax_bridge import _device
 from brax_bridge import convert as _convert
 from brax_bridge import differentiable as _diff
+from brax_bridge import programs as _programs
 from brax_bridge.action_check import NonFiniteActionCheck
+from brax_bridge.physics_fields import _fields_to_tensordict, _replace_field
+from brax_bridge.programs import RewardFn, _check_reverse_mode, _compile, _Compiled, _copy_tree, _hashable
+
+# Public names of brax_bridge.env, defined with the programs.
+from brax_bridge.programs import StepOutputs as StepOutputs
+from brax_bridge.programs import compiler_options as compiler_options
+from brax_bridge.programs import reset_compiler_options as reset_compiler_options
+from brax_bridge.specs import EnvSpecs, TensorSpec, _env_specs
+from brax_bridge.wrapper_checks import _check_wrapped, _refuse_training_wrappers, _wrapper
 from brax_core import compile as compile_options
 from brax_core import envs as _envs
-from brax_core import program_cache as _program_cache
 from brax_core.envs.base import Env, State
 from brax_core.envs.wrappers import training as _training
-
-RewardFn = Callable[[State, jax.Array], jax.Array]
-
-
-@dataclasses.dataclass(frozen=True)
-class TensorSpec:
-    """Shape (batch dims included), dtype and, for actions, bounds of one tensor."""
-
-    shape: tuple[int, ...]
-    dtype: torch.dtype
-    low: torch.Tensor | None = None
-    high: torch.Tensor | None = None
-
-
-@dataclasses.dataclass(frozen=True)
-class EnvSpecs:
-    """Everything a policy needs to know about the env's tensors, readable without stepping."""
-
-    observation: TensorSpec | dict[str, TensorSpec]
-    action: TensorSpec
-    reward: TensorSpec
-    done: dict[str, TensorSpec]  # 'done', 'terminated', 'truncated'
-
-
-@struct.dataclass
-class StepOutputs:
-    """What crosses to torch after a step (fresh buffers, never part of the carried state)."""
-
-    obs: Any
-    final_obs: Any
-    reward: jax.Array  # float32 [N, 1]
-    done: jax.Array  # bool [N, 1]
-    terminated: jax.Array
-    truncated: jax.Array
-
-
-def _outputs(state: State, reward: jax.Array) -> StepOutputs:
-    done = state.done > 0
-    truncated = state.info["truncation"] > 0
-    return StepOutputs(
-        obs=state.obs,
-        final_obs=state.info["final_obs"],
-        reward=reward.astype(jnp.float32)[:, None],
-        done=done[:, None],
-        terminated=(done & ~truncated)[:, None],
-        truncated=truncated[:, None],
-    )
-
-
-def _step(env: Env, reward_fn: RewardFn | None, state: State, action: jax.Array) -> tuple[State, StepOutputs]:
-    state = env.step(state, action)
-    reward = state.reward if reward_fn is None else reward_fn(state, action)
-    return state, _outputs(state, reward)
-
-
-def _held_step(
-    env: Env, reward_fn: RewardFn | None, state: State, action: jax.Array, hold: jax.Array
-) -> tuple[State, StepOutputs]:
-    """``_step`` for the envs where ``hold`` is False; the others keep their state and report nothing happened."""
-    new_state, out = _step(env, reward_fn, state, action)
-    pick = functools.partial(_training.select_envs, hold)  # (kept, stepped): the held envs keep theirs
-    new_state = jax.tree.map(pick, state, new_state)
-    column = hold[:, None]
-    out = StepOutputs(
-        obs=new_state.obs,
-        final_obs=jax.tree.map(pick, state.obs, out.final_obs),
-        reward=jnp.where(column, 0.0, out.reward),
-        done=out.done & ~column,
-        terminated=out.terminated & ~column,
-        truncated=out.truncated & ~column,
-    )
-    return new_state, out
-
-
-def _check_reverse_mode(compiled: _Compiled, key: jax.Array, num_envs: int, action_size: int, env: Any) -> None:
-    """``differentiable=True`` needs a step JAX can differentiate in reverse mode. MJX's constraint solver runs a
-    ``while_loop`` when the model asks for more than one Newton iteration, and JAX cannot reverse that: found here
-    from shapes alone (nothing compiles), so the env is refused now rather than at the first ``backward``."""
-    state = jax.eval_shape(compiled.reset_fn, key)[1]
-    sys = getattr(getattr(compiled.base, "unwrapped", compiled.base), "sys", None)
-    iterations = getattr(getattr(sys, "opt", None), "iterations", None)
-    name = env if isinstance(env, str) else type(compiled.base).__name__
-    refusal = ValueError(
-        f"differentiable=True: {name}'s step cannot be differentiated in reverse mode: its physics runs a "
-        f"while_loop (MJX's constraint solver with iterations={iterations}; JAX reverses only a solver with one "
-        "Newton iteration, as inverted_pendulum, halfcheetah, ant and humanoid have). Give TorchEnv an env whose "
-        "model solves in one iteration (env.sys = env.sys.replace(opt=env.sys.opt.replace(iterations=1)), a "
-        "less exact solve), or step it without differentiable=True"
-    )
-    # MJX's own rule (mujoco/mjx/_src/forward.py, solver.py): with constraint rows, the solver loops when the model
-    # asks for more than one iteration. Known from the reset's shapes without tracing the step's gradient, which
-    # takes many seconds for a model with contacts.
-    constraint_rows = getattr(getattr(getattr(state, "pipeline_state", None), "_impl", None), "efc_J", None)
-    if constraint_rows is not None and constraint_rows.size > 0 and isinstance(iterations, int) and iterations > 1:
-        raise refusal
-
-    # Any other env: its step's gradient traced, which meets every while_loop a reverse pass cannot take.
-    action = jax.ShapeDtypeStruct((num_envs, action_size), jnp.float32)
-
-    def forward_and_back(state: State, action: jax.Array) -> Any:
-        new_state, out, vjp_fn = _diff.forward(compiled.step_fn, state, action)
-        return vjp_fn((_diff.float_part(new_state), _diff.float_part(out)))
-
-    try:
-        jax.eval_shape(forward_and_back, state, action)
-    except ValueError as err:
-        if "Reverse-mode differentiation does not work" not in str(err):
-            raise
-        raise refusal from None
-
-
-def _reset(env: Env, num_envs: int, key: jax.Array) -> tuple[jax.Array, State, Any]:
-    key, sub = jax.random.split(key)
-    state = env.reset(jax.random.split(sub, num_envs))
-    return key, state, state.obs
-
-
-def _partial_reset(
-    env: Env, num_envs: int, key: jax.Array, state: State, mask: jax.Array
-) -> tuple[jax.Array, State, Any]:
-    """``state`` with a new episode wherever ``mask`` is True, except in envs whose episode ended on the last step:
-    the auto-reset already started their new episode (``done`` still says so until the next step)."""
-    key, sub = jax.random.split(key)
-    start = mask & ~(state.done > 0)
-
-    def restart(carried: State) -> State:
-        fresh = env.reset(jax.random.split(sub, num_envs))
-        return jax.tree.map(functools.partial(_training.select_envs, start), fresh, carried)
-
-    # TorchRL asks for a reset after every episode end, mostly of envs the auto-reset already restarted: the cond
-    # skips the batch's reset then, as brax_core's auto-reset skips it on steps where nothing ended.
-    state = jax.lax.cond(jnp.any(start), restart, lambda carried: carried, state)
-    return key, state, state.obs
-
-
-@dataclasses.dataclass
-class _Compiled:
-    """The jitted functions of one configuration, shared by every TorchEnv built with it.
-
-    ``reset`` and ``step`` are replaced when first lowered (``TorchEnv._lower``) by the programs kept on disk by
-    ``brax_core.program_cache`` where the configuration can be described, so that a later run of it skips tracing.
-    """
-
-    env: Env
-    base: Env
-    reset: Any
-    step: Any
-    held_step: Any
-    partial_reset: Any  # jitted at its first call: most envs never reset part of the batch
-    diff_forward: Any
-    diff_backward: Any
-    reset_fn: Callable[..., Any]
-    step_fn: Callable[..., Any]
-    reset_jit: Callable[[Callable[..., Any]], Any]
-    step_jit: Callable[[Callable[..., Any]], Any]
-    reward_fn: RewardFn | None = None
-    lowered: bool = False
-    keeps_observations: bool = False  # brax_core's wrappers: the batched reset shows the env's observation size
-
-
-_COMPILED: dict[tuple, _Compiled] = {}
-# The packages whose code the bridge's reset and step run: part of their program-cache key.
-_PACKAGES = ("brax_core", "brax_bridge")
-
-
-def compiler_options(device: jax.Device, cpu_opt_level: int | None = None) -> dict[str, Any] | None:
-    """XLA options of the bridge's jitted step on ``device``: on CPU, LLVM level ``cpu_opt_level`` (None: 1).
-
-    Same knob as brax_core's PPO (see ``brax_core.compile``; ``BRAX_CORE_CPU_OPT_LEVEL``, when set, overrides it); a
-    baseline compiled with these differs from the bridge only in what the bridge adds.
-    """
-    return compile_options.compiler_options(device.platform, auto_level=1 if cpu_opt_level is None else cpu_opt_level)
-
-
-def reset_compiler_options(device: jax.Device) -> dict[str, Any] | None:
-    """XLA options of the bridge's jitted reset on ``device``: brax_core's for every env reset (level 0 on CPU)."""
-    return compile_options.reset_compiler_options(device.platform)
-
-
-def _compile(
-    env: Env,
-    base: Env,
-    num_envs: int,
-    reward_fn: RewardFn | None,
-    donate: bool,
-    device: jax.Device,
-    cpu_opt_level: int | None,
-) -> _Compiled:
-    step = functools.partial(_step, env, reward_fn)
-    reset = functools.partial(_reset, env, num_envs)
-    jit = functools.partial(jax.jit, compiler_options=compiler_options(device, cpu_opt_level))
-    step_jit = functools.partial(jit, donate_argnums=(0,) if donate else ())
-    reset_jit = functools.partial(jax.jit, compiler_options=reset_compiler_options(device))
-    partial_reset = reset_jit(functools.partial(_partial_reset, env, num_envs), donate_argnums=(1,) if donate else ())
-    return _Compiled(
-        env=env,
-        base=base,
-        reset=reset_jit(reset),
-        step=step_jit(step),
-        held_step=step_jit(functools.partial(_held_step, env, reward_fn)),
-        partial_reset=partial_reset,
-        diff_forward=jit(functools.partial(_diff.forward, step)),
-        diff_backward=jit(_diff.backward),
-        reset_fn=reset,
-        step_fn=step,
-        reset_jit=reset_jit,
-        step_jit=step_jit,
-        reward_fn=reward_fn,
-    )
-
-
-def _hashable(value: Any) -> bool:
-    try:
-        hash(value)
-    except TypeError:
-        return False
-    return True
 
 
 class TorchEnv:
@@ -391,6 +184,8 @@ class TorchEnv:
             _check_reverse_mode(self._compiled, self._key, num_envs, self._action_size, env)
 
     def _build(self, env, base, env_kwargs, seed, randomization_fn, full_reset, reward_fn, wrap_env_fn) -> _Compiled:
+        """The compiled programs of this configuration: shared through ``programs._COMPILED`` when the env is given
+        by name, without a randomisation function, and its kwargs, reward_fn and wrap_env_fn are hashable."""
         key = None
         kwargs_key = tuple(sorted(env_kwargs.items()))
         if isinstance(env, str) and randomization_fn is None and _hashable((kwargs_key, reward_fn, wrap_env_fn)):
@@ -407,8 +202,8 @@ class TorchEnv:
                 wrap_env_fn,
                 self._differentiable,
             )
-            if key in _COMPILED:
-                return _COMPILED[key]
+            if key in _programs._COMPILED:
+                return _programs._COMPILED[key]
         if base is None:
             base = _envs.get_environment(env, **env_kwargs)
         rand = None
@@ -428,7 +223,7 @@ class TorchEnv:
         )
         compiled.keeps_observations = wrap_env_fn is None
         if key is not None:
-            _COMPILED[key] = compiled
+            _programs._COMPILED[key] = compiled
         return compiled
 
     def _step_level_key(self) -> str | int:
@@ -436,23 +231,6 @@ class TorchEnv:
         envs differing only in an overridden ``cpu_opt_level`` share their programs)."""
         setting = compile_options.cpu_opt_level_setting()
         return self._cpu_opt_level if setting == "auto" else setting
-
-    def _describe(self, wrapped: Env, reward_fn: RewardFn | None) -> dict[str, Any] | None:
-        """What reset and step compute beyond their arguments, for ``brax_core.program_cache``, taken just before
-        they are traced; None (trace them each run) when the program cache is off, in differentiable mode (its step
-        returns a VJP closure), or when user code is involved (a registered user env, a reward or randomisation
-        function, a custom wrapper)."""
-        if self._differentiable or _program_cache.folder() is None:
-            return None
-        try:
-            return dict(
-                owner="brax_bridge.TorchEnv",
-                env=_program_cache.describe(wrapped),
-                reward_fn=_program_cache.describe(reward_fn),
-                num_envs=self._num_envs,
-            )
-        except TypeError:
-            return None
 
     # ------------------------------------------------------------------ properties
 
@@ -616,25 +394,8 @@ class TorchEnv:
     @property
     def _specs(self) -> EnvSpecs:
         if self._specs_made is None:
-            self._specs_made = self._make_specs()
+            self._specs_made = _env_specs(self._num_envs, self.observation_size, self._action_size, self._device)
         return self._specs_made
-
-    def _make_specs(self) -> EnvSpecs:
-        n = self._num_envs
-        obs_size = self.observation_size
-        if isinstance(obs_size, Mapping):
-            obs_spec = {k: TensorSpec((n, *tuple(v)), torch.float32) for k, v in obs_size.items()}
-        else:
-            obs_spec = TensorSpec((n, int(obs_size)), torch.float32)
-        low, high = _action_bounds(self._action_size)
-        action = TensorSpec((n, self._action_size), torch.float32, low.to(self._device), high.to(self._device))
-        flag = TensorSpec((n, 1), torch.bool)
-        return EnvSpecs(
-            observation=obs_spec,
-            action=action,
-            reward=TensorSpec((n, 1), torch.float32),
-            done={"done": flag, "terminated": flag, "truncated": flag},
-        )
 
     # ------------------------------------------------------------------ reset / step
 
@@ -664,36 +425,10 @@ class TorchEnv:
         compile_envs(self)
 
     def _lower(self) -> Iterator[jax.stages.Lowered]:
-        """Traces and lowers reset, then step, for abstract arguments laid out as the real calls' are (committed to
-        this env's device), so that those calls find the compiled programs in jit's cache; yields each when lowered,
-        so that reset can compile while step is traced."""
-        on_device = SingleDeviceSharding(self._jax_device)
-
-        def abstract(x: Any) -> jax.ShapeDtypeStruct:
-            return jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=on_device, weak_type=x.weak_type)
-
-        compiled = self._compiled
-        key = abstract(self._key)
-        description = None if compiled.lowered else self._describe(compiled.env, compiled.reward_fn)
-        if description is not None:
-            platform = self._jax_device.platform
-            describe = lambda program: {**description, "program": program}  # noqa: E731
-            compiled.reset, _ = _program_cache.cached(
-                compiled.reset_fn, compiled.reset_jit, (key,), describe("reset"), platform, _PACKAGES
-            )
-        reset = compiled.reset.trace(key)
-        yield reset.lower()
-        if compiled.keeps_observations:
-            compiled.base.remember_observation_size(reset.out_info[2])
-        state = jax.tree.map(abstract, reset.out_info[1])
-        action = jax.ShapeDtypeStruct((self._num_envs, self._action_size), jnp.float32, sharding=on_device)
-        if description is not None:
-            compiled.step, _ = _program_cache.cached(
-                compiled.step_fn, compiled.step_jit, (state, action), describe("step"), platform, _PACKAGES
-            )
-        compiled.lowered = True
-        step = compiled.diff_forward if self._differentiable else compiled.step
-        yield step.trace(state, action).lower()
+        """Lowers this env's reset, then its step (``programs._lower``), yielding each when lowered."""
+        return _programs._lower(
+            self._compiled, self._key, self._num_envs, self._action_size, self._jax_device, self._differentiable
+        )
 
     def reset(self, seed: int | None = None, mask: torch.Tensor | None = None) -> TensorDict:
         """Resets every env, or those ``mask`` selects; returns ``observation`` and all-False ``done``/
@@ -1000,104 +735,6 @@ def _tensordict(source: dict, batch_size: torch.Size, device: torch.device) -> T
     if make is None:
         return TensorDict(source, batch_size=batch_size, device=device)
     return make(source, batch_size=batch_size, device=device)
-
-
-def _action_bounds(action_size: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Every env takes actions in ``[-1, 1]`` (Brax's convention: envs map them onto their motors' ranges)."""
-    return -torch.ones(action_size), torch.ones(action_size)
-
-
-@jax.jit
-def _copy_tree(tree: Any) -> Any:
-    # Outputs of a jitted function never alias its (undonated) inputs: every leaf lands in a fresh buffer.
-    return jax.tree.map(jnp.copy, tree)
-
-
-def _wrapper(wrap_env_fn: Any) -> Callable[..., Env] | None:
-    """``wrap_env_fn`` checked; None for brax_core's own wrappers (also what Playground's wrapper means)."""
-    if wrap_env_fn is None or _envs.playground.is_playground_training_wrapper(wrap_env_fn):
-        return None
-    if not callable(wrap_env_fn):
-        raise ValueError(
-            "wrap_env_fn must be None, MuJoCo Playground's wrapper.wrap_for_brax_training or a callable "
-            f"fn(env, episode_length=, action_repeat=, randomization_fn=) -> Env, got {wrap_env_fn!r}"
-        )
-    return wrap_env_fn
-
-
-def _check_wrapped(env: Any, num_envs: int) -> None:
-    """The env a custom ``wrap_env_fn`` returned has what the bridge's step reads (found by tracing its reset)."""
-    if not isinstance(env, Env):
-        raise ValueError(f"wrap_env_fn must return a brax_core Env, returned {type(env).__name__}")
-    state = jax.eval_shape(env.reset, jax.ShapeDtypeStruct((num_envs, 2), jnp.uint32))
-    missing = [k for k in ("truncation", "final_obs") if k not in state.info]
-    if missing:
-        raise ValueError(
-            f"wrap_env_fn returned {type(env).__name__}, whose state has no info {missing}: TorchEnv needs a "
-            "batched, auto-resetting env that reports them, as brax_core.envs.training.wrap builds (wrap with it "
-            "inside the custom wrapper)"
-        )
-    if state.done.shape[:1] != (num_envs,):
-        raise ValueError(
-            f"wrap_env_fn returned {type(env).__name__}, whose reset of {num_envs} keys is not batched over them"
-        )
-
-
-def _refuse_training_wrappers(env: Env) -> None:
-    """TorchEnv adds the training wrappers itself; an env that already has them would be wrapped twice."""
-    if _training.training_wrappers(env):
-        raise ValueError(
-            f"env is {_training.describe_wrapping(env)}, as brax_core.envs.training.wrap does; TorchEnv adds those "
-            "wrappers itself: pass the unwrapped env (env.unwrapped, or the env before wrap(...)) and give "
-            "episode_length, action_repeat and randomization_fn to TorchEnv"
-        )
-
-
-def _field_items(data: Any) -> list[tuple[str, Any]]:
-    if dataclasses.is_dataclass(data):
-        return [(f.name, getattr(data, f.name)) for f in dataclasses.fields(data)]
-    return list(vars(data).items())
-
-
-def _replace_field(data: Any, path: tuple[str, ...], value: Any, num_envs: int, jax_device: Any) -> Any:
-    """``data`` with the batched field at ``path`` (names as ``physics`` shows them) replaced by a copy of ``value``."""
-    by_name = {name.lstrip("_"): (name, current) for name, current in _field_items(data)}
-    shown = "/".join(path)
-    if path[0] not in by_name:
-        raise KeyError(f"set_physics: no physics field {shown!r}; fields are {sorted(by_name)}")
-    name, current = by_name[path[0]]
-    if len(path) > 1:
-        if not (dataclasses.is_dataclass(current) and not isinstance(current, type)):
-            raise KeyError(f"set_physics: physics field {path[0]!r} has no nested field {shown!r}")
-        new = _replace_field(current, path[1:], value, num_envs, jax_device)
-    else:
-        if not isinstance(current, jax.Array) or current.ndim < 1 or current.shape[0] != num_envs:
-            raise KeyError(f"set_physics: {shown!r} is not a per-env tensor field of physics (see env.physics)")
-        if not isinstance(value, torch.Tensor):
-            raise TypeError(f"set_physics: {shown} must be a torch.Tensor, got {type(value).__name__}")
-        expected_dtype = _convert.jax_to_torch(jnp.zeros((), current.dtype)).dtype
-        if tuple(value.shape) != tuple(current.shape) or value.dtype != expected_dtype:
-            raise ValueError(
-                f"set_physics: {shown} must have shape {tuple(current.shape)} and dtype {expected_dtype}; "
-                f"got shape {tuple(value.shape)} and dtype {value.dtype}"
-            )
-        # A copy: the carried state is donated to the next step and must never share memory with torch.
-        new = jax.device_put(jnp.array(value.detach().cpu().numpy(), copy=True), jax_device)
-    return data.replace(**{name: new}) if hasattr(data, "replace") else dataclasses.replace(data, **{name: new})
-
-
-def _fields_to_tensordict(data: Any, num_envs: int, device: torch.device) -> TensorDict:
-    source = {}
-    for name, value in _field_items(data):
-        if isinstance(value, jax.Array):
-            if value.ndim >= 1 and value.shape[0] == num_envs:
-                # A copy: a snapshot that torch may write into without touching the simulation.
-                source[name.lstrip("_")] = _convert.array_to_tensor(value, copy=True)
-        elif dataclasses.is_dataclass(value) and not isinstance(value, type):
-            nested = _fields_to_tensordict(value, num_envs, device)
-            if len(nested.keys()):
-                source[name.lstrip("_")] = nested
-    return TensorDict(source, batch_size=[num_envs], device=device)
 
 
 def compile_envs(*envs: TorchEnv, programs: Iterable[jax.stages.Lowered] = ()) -> list[jax.stages.Compiled]:

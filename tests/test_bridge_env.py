@@ -167,16 +167,16 @@ def test_the_bridge_compiles_its_reset_at_level_0_and_its_step_at_level_1_on_cpu
 
 
 def test_cpu_opt_level_chooses_the_steps_level_unless_the_user_set_one(monkeypatch):
-    from brax_bridge import env as bridge_env
+    from brax_bridge import programs as bridge_programs
 
     chosen = []
-    real = bridge_env.compiler_options
+    real = bridge_programs.compiler_options
 
     def recording(device, cpu_opt_level=None):
         chosen.append(real(device, cpu_opt_level)["xla_backend_optimization_level"])
         return real(device, cpu_opt_level)
 
-    monkeypatch.setattr(bridge_env, "compiler_options", recording)
+    monkeypatch.setattr(bridge_programs, "compiler_options", recording)
     make = functools.partial(TorchEnv, "fast", 3, episode_length=17)  # a configuration no other test compiles
     monkeypatch.setenv("BRAX_CORE_CPU_OPT_LEVEL", "auto")
     assert make(cpu_opt_level=0).cpu_opt_level == 0 and chosen[-1] == 0

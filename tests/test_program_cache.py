@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from brax_bridge import env as bridge_env
+from brax_bridge import programs as bridge_programs
 from brax_core import program_cache
 
 
@@ -159,12 +160,12 @@ def _rollout(env, steps=5):
 def test_torch_env_loads_its_programs_in_a_later_run(cache_dir, monkeypatch, name):
     """A TorchEnv of a configuration seen before (a fresh process has none in memory) runs the stored programs,
     bit for bit what tracing gives."""
-    monkeypatch.setattr(bridge_env, "_COMPILED", {})
+    monkeypatch.setattr(bridge_programs, "_COMPILED", {})
     first = bridge_env.TorchEnv(name, num_envs=4, seed=3)
     expected = _rollout(first)
     assert len(os.listdir(cache_dir)) == 2  # reset and step
 
-    monkeypatch.setattr(bridge_env, "_COMPILED", {})  # as in a new process
+    monkeypatch.setattr(bridge_programs, "_COMPILED", {})  # as in a new process
     exported = []
     monkeypatch.setattr(program_cache, "_export", lambda *a: exported.append(a) or pytest.fail("traced again"))
     second = bridge_env.TorchEnv(name, num_envs=4, seed=3)
@@ -173,14 +174,14 @@ def test_torch_env_loads_its_programs_in_a_later_run(cache_dir, monkeypatch, nam
     for a, b in zip(got, expected, strict=True):
         torch.testing.assert_close(a, b, rtol=0, atol=0)
 
-    monkeypatch.setattr(bridge_env, "_COMPILED", {})
+    monkeypatch.setattr(bridge_programs, "_COMPILED", {})
     monkeypatch.setenv(program_cache.ENV_VAR, "0")  # traced as without the cache: the same numbers
     for a, b in zip(_rollout(bridge_env.TorchEnv(name, num_envs=4, seed=3)), expected, strict=True):
         torch.testing.assert_close(a, b, rtol=0, atol=0)
 
 
 def test_torch_env_with_user_code_is_not_stored(cache_dir, monkeypatch):
-    monkeypatch.setattr(bridge_env, "_COMPILED", {})
+    monkeypatch.setattr(bridge_programs, "_COMPILED", {})
     env = bridge_env.TorchEnv("fast", num_envs=4, reward_fn=lambda state, action: state.reward * 2.0)
     env.reset()
     assert not cache_dir.exists()
@@ -193,7 +194,7 @@ def test_user_registered_env_is_not_stored(cache_dir, monkeypatch):
     class MyFast(Fast):  # a user's class: its code is not part of the key
         pass
 
-    monkeypatch.setattr(bridge_env, "_COMPILED", {})
+    monkeypatch.setattr(bridge_programs, "_COMPILED", {})
     monkeypatch.setitem(envs._envs, "my_fast_for_cache_test", MyFast)
     bridge_env.TorchEnv("my_fast_for_cache_test", num_envs=4).reset()
     assert not cache_dir.exists()

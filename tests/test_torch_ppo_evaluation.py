@@ -12,6 +12,7 @@ import torch
 import brax_bridge
 import torch_ppo
 from brax_bridge import env as bridge_env
+from brax_bridge import programs as bridge_programs
 from brax_core import compile as compile_options
 from brax_core import envs, program_cache
 from brax_core.envs import training
@@ -153,12 +154,12 @@ def test_a_later_run_loads_the_evaluation_from_the_program_cache(cache_dir, monk
     """Stored by a first run with the envs' programs, run from disk by a second (nothing traced), with the same
     evaluations."""
     kwargs = dict(num_timesteps=2 * STEP, num_evals=3, num_eval_envs=4, seed=5, **TINY, **NETS)
-    monkeypatch.setattr(bridge_env, "_COMPILED", {})
+    monkeypatch.setattr(bridge_programs, "_COMPILED", {})
     first = []
     torch_ppo.train("inverted_pendulum", progress_fn=lambda s, m: first.append(m["eval/episode_reward"]), **kwargs)
     assert len(os.listdir(cache_dir)) == 3  # the training env's reset and step, the evaluation
 
-    monkeypatch.setattr(bridge_env, "_COMPILED", {})  # as in a new process
+    monkeypatch.setattr(bridge_programs, "_COMPILED", {})  # as in a new process
     monkeypatch.setattr(program_cache, "_export", lambda *a: pytest.fail("traced again"))
     second = []
     torch_ppo.train("inverted_pendulum", progress_fn=lambda s, m: second.append(m["eval/episode_reward"]), **kwargs)
