@@ -32,7 +32,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import torch
-from tensordict import TensorDictBase
+from tensordict import TensorDict, TensorDictBase
 
 from brax_bridge import _device
 
@@ -326,3 +326,18 @@ def torch_to_jax(tree: Any, copy: bool | None = None, allow_cast: bool = False) 
         return x
 
     return jax.tree.map(leaf, tree, is_leaf=lambda x: isinstance(x, (torch.Tensor, TensorDictBase)))
+
+
+def _host_tensor(array: Any) -> torch.Tensor:
+    """A CPU tensor holding its own copy of ``array`` (a host array; nothing shares its buffer)."""
+    return torch.from_numpy(np.array(array, copy=True))
+
+
+def _tensordict(source: dict, batch_size: torch.Size, device: torch.device) -> TensorDict:
+    """A TensorDict of ``source`` built without validating its entries, for outputs whose shapes are known."""
+    # _new_unsafe skips the per-entry validation, which costs more than the rest of building the TensorDict; the
+    # jitted step guarantees the shapes it would check.
+    make = getattr(TensorDict, "_new_unsafe", None)
+    if make is None:
+        return TensorDict(source, batch_size=batch_size, device=device)
+    return make(source, batch_size=batch_size, device=device)

@@ -8,7 +8,8 @@ can be donated to the next step without invalidating earlier outputs.
 
 The JAX functions that step runs, their compiled forms and the cache that shares them between envs of one
 configuration are in ``brax_bridge.programs``; the specs in ``brax_bridge.specs``; the checks of the training
-wrappers in ``brax_bridge.wrapper_checks``; reading and replacing physics fields in ``brax_bridge.physics_fields``.
+wrappers in ``brax_bridge.wrapper_checks``; reading and replacing physics fields in ``brax_bridge.physics_fields``;
+resets and restoring a saved state in ``brax_bridge.resets`` (``EnvResets``, which ``TorchEnv`` subclasses).
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 import torch
 from tensordict import TensorDict, TensorDictBase
 
@@ -32,6 +32,7 @@ from brax_bridge import convert as _convert
 from brax_bridge import differentiable as _diff
 from brax_bridge import programs as _programs
 from brax_bridge.action_check import NonFiniteActionCheck
+from brax_bridge.convert import _host_tensor, _tensordict
 from brax_bridge.physics_fields import _fields_to_tensordict, _replace_field
 from brax_bridge.programs import RewardFn, _check_reverse_mode, _compile, _Compiled, _copy_tree, _hashable
 
@@ -39,6 +40,7 @@ from brax_bridge.programs import RewardFn, _check_reverse_mode, _compile, _Compi
 from brax_bridge.programs import StepOutputs as StepOutputs
 from brax_bridge.programs import compiler_options as compiler_options
 from brax_bridge.programs import reset_compiler_options as reset_compiler_options
+from brax_bridge.resets import EnvResets
 from brax_bridge.specs import EnvSpecs, TensorSpec, _env_specs
 from brax_bridge.wrapper_checks import _check_wrapped, _refuse_training_wrappers, _wrapper
 from brax_core import compile as compile_options
@@ -47,7 +49,7 @@ from brax_core.envs.base import Env, State
 from brax_core.envs.wrappers import training as _training
 
 
-class TorchEnv:
+class TorchEnv(EnvResets):
     """A batched, auto-resetting brax_core environment with a torch (TensorDict) interface.
 
     Args:
@@ -430,136 +432,6 @@ class TorchEnv:
             self._compiled, self._key, self._num_envs, self._action_size, self._jax_device, self._differentiable
         )
 
-    def reset(self, seed: int | None = None, mask: torch.Tensor | None = None) -> TensorDict:
-        """Resets every env, or those ``mask`` selects; returns ``observation`` and all-False ``done``/
-        ``terminated``/``truncated``.
-
-        ``seed``: reseeds the key that this and later resets draw initial states from.
-
-        ``mask``: optional bool tensor ``[num_envs]`` (or ``[num_envs, 1]``, TorchRL's ``_reset``) on the env's
-        device. Envs where it is True start a new episode, as in a full reset: a fresh initial state drawn from the
-        env's key, the step count and episode totals back to zero. The others go on untouched. An env whose
-        episode ended on the last step is left alone too: its auto-reset already started the new episode, whose
-        first observation it holds. The returned ``observation`` is every env's current one. It runs as one jitted
-        program (compiled at its first use, without a host sync); before the first full reset it resets every env
-        (there is no episode to go on with). In differentiable mode it cuts the autograd chain of every env, as
-        ``set_physics`` does.
-        """
-        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
-            raise ValueError(f"seed must be a non-negative integer or None, got {seed!r}")
-        if mask is not None:
-            mask = self._check_mask(mask)  # before the key changes: a refused call changes nothing
-        self._action_check.check()
-        if seed is not None:
-            self._key = jax.device_put(jax.random.PRNGKey(seed), self._jax_device)
-        if mask is not None and self._state is not None:
-            return self._reset_masked(mask)
-        if not self._compiled.lowered:
-            # Reset and step compile together (side by side), through the program cache when it applies.
-            compile_envs(self)
-        with self._exclusive("reset"):
-            self._key, self._state, obs = self._compiled.reset(self._key)
-            self._state_read = False
-            self._obs = self._obs_to_torch(obs)
-            self._link = _diff.Link()
-            self._token = torch.zeros((), device=self._device)
-        return self._reset_outputs()
-
-    def _check_mask(self, mask: Any) -> torch.Tensor:
-        n = self._num_envs
-        if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool or tuple(mask.shape) not in ((n,), (n, 1)):
-            got = f"{mask.dtype} {tuple(mask.shape)}" if isinstance(mask, torch.Tensor) else type(mask).__name__
-            raise ValueError(f"mask must be a torch.bool tensor of shape ({n},) or ({n}, 1), or None; got {got}")
-        if mask.device != self._device:
-            raise ValueError(f"mask is on {mask.device}; expected {self._device} (the env's device)")
-        return mask.reshape(n).contiguous()
-
-    def _reset_masked(self, mask: torch.Tensor) -> TensorDict:
-        with self._exclusive("reset"):
-            carried = self._state
-            if self._state_read:
-                # A State handed out by `state` keeps its buffers; the reset donates a copy of them instead.
-                carried, self._state_read = _copy_tree(carried), False
-            self._key, self._state, obs = self._compiled.partial_reset(
-                self._key, carried, _convert.tensor_to_array(mask)
-            )
-            self._obs = self._obs_to_torch(obs)
-            self._link = _diff.Link()
-            self._token = torch.zeros((), device=self._device)
-        return self._reset_outputs()
-
-    def _reset_outputs(self) -> TensorDict:
-        false = torch.zeros((self._num_envs, 1), dtype=torch.bool, device=self._device)
-        return _tensordict(
-            {"observation": self._obs, "done": false, "terminated": false.clone(), "truncated": false.clone()},
-            self.batch_size,
-            self._device,
-        )
-
-    def state_dict(self) -> dict[str, Any]:
-        """A host copy of everything a later run needs to continue stepping from here.
-
-        ``{"leaves": [...], "key": key}``: the carried JAX state as its flattened leaves (torch CPU tensors,
-        so the dict saves with ``torch.save(..., weights_only=True)``-loadable content) and the PRNG key the
-        next ``reset`` draws from. The current observation is part of the state (``state.obs``).
-        """
-        self._require_reset()
-        return {
-            "leaves": [_host_tensor(x) for x in jax.tree.leaves(jax.device_get(self._state))],
-            "key": _host_tensor(jax.device_get(self._key)),
-        }
-
-    def load_state_dict(self, state: Mapping[str, Any]) -> torch.Tensor | TensorDictBase:
-        """Continues from a ``state_dict`` of an env with the same configuration; returns the current observation.
-
-        Call ``reset`` first: the reset state gives the structure the saved leaves are put back into. A saved
-        state of a different structure (other env, other ``num_envs``) raises ``ValueError`` and changes nothing.
-        Gradients never flow across a restore (as across ``reset``).
-        """
-        self._require_reset()
-        leaves, treedef = jax.tree.flatten(self._state)
-        stored = list(state["leaves"])
-        if len(stored) != len(leaves) or any(
-            tuple(a.shape) != tuple(b.shape) for a, b in zip(stored, leaves, strict=True)
-        ):
-            raise ValueError(
-                f"the saved env state ({len(stored)} arrays) does not fit this env's state ({len(leaves)} arrays "
-                "of other shapes): it was saved from another environment or num_envs"
-            )
-        put = lambda t: jax.device_put(jnp.array(t.cpu().numpy(), copy=True), self._jax_device)
-        with self._exclusive("load_state_dict"):
-            self._state = jax.tree.unflatten(treedef, [put(t) for t in stored])
-            self._state_read = False
-            self._key = put(state["key"])
-            # A copy, not a view: the carried state is donated to the next step and must not be shared with torch.
-            self._obs = self._obs_copy(self._state.obs)
-            self._link = _diff.Link()
-            self._token = torch.zeros((), device=self._device)
-        return self._obs
-
-    def set_episode_steps(self, steps: torch.Tensor) -> None:
-        """Sets how many env steps each env's current episode has run (what the time limit counts).
-
-        ``steps``: integer or float tensor ``[num_envs]`` in ``[0, episode_length)``. Trainers that start episodes at
-        random points of the time limit (RSL-RL's ``init_at_random_ep_len``) use it so that truncations do not
-        arrive for every env at once. The physics state is untouched. For an env whose episode ended on the last
-        step, the count applies to the new episode already running there.
-        """
-        self._require_reset()
-        if not isinstance(steps, torch.Tensor) or tuple(steps.shape) != (self._num_envs,) or steps.dtype == torch.bool:
-            got = f"{steps.dtype} {tuple(steps.shape)}" if isinstance(steps, torch.Tensor) else type(steps).__name__
-            raise ValueError(f"steps must be a numeric tensor of shape ({self._num_envs},); got {got}")
-        host = steps.detach().cpu().numpy().astype(np.float32)  # a rare call: a host round trip is fine here
-        if (host < 0).any() or (host >= self._episode_length).any():
-            raise ValueError(f"steps must lie in [0, {self._episode_length}) (the episode length); got {host.tolist()}")
-        with self._exclusive("set_episode_steps"):
-            info = dict(self._state.info)
-            info["steps"] = jax.device_put(jnp.asarray(host, dtype=info["steps"].dtype), self._jax_device)
-            # The auto-reset zeroes the count of envs still flagged done when the next step starts; the flag has no
-            # other use by then (the outputs were delivered and the episode totals restart on episode_done).
-            self._state = self._state.replace(info=info, done=jnp.zeros_like(self._state.done))
-            self._state_read = False
-
     def detach(self) -> None:
         """Cuts the autograd chain at the current state (truncated backpropagation through time).
 
@@ -722,19 +594,6 @@ class TorchEnv:
             f"TorchEnv({type(self.unwrapped_env).__name__}, num_envs={self._num_envs}, device={self._device}, "
             f"episode_length={self._episode_length}, differentiable={self._differentiable})"
         )
-
-
-def _host_tensor(array: Any) -> torch.Tensor:
-    return torch.from_numpy(np.array(array, copy=True))
-
-
-def _tensordict(source: dict, batch_size: torch.Size, device: torch.device) -> TensorDict:
-    # _new_unsafe skips the per-entry validation, which costs more than the rest of building the TensorDict; the
-    # jitted step guarantees the shapes it would check.
-    make = getattr(TensorDict, "_new_unsafe", None)
-    if make is None:
-        return TensorDict(source, batch_size=batch_size, device=device)
-    return make(source, batch_size=batch_size, device=device)
 
 
 def compile_envs(*envs: TorchEnv, programs: Iterable[jax.stages.Lowered] = ()) -> list[jax.stages.Compiled]:
