@@ -1,0 +1,344 @@
+"""Analytic policy gradient training (``brax.training.agents.apg.train`` counterpart).
+
+Same signature, argument names, defaults and flow as Brax 0.14.2's ``train`` (``arguments.TRAIN_DOC`` says what
+each argument means): the policy is improved by the gradient of the unrolled return taken through the physics
+itself, the environment state carrying on from one update to the next.
+
+Reading order: ``train`` checks every argument (``arguments.validated``), builds the envs, networks and optimiser,
+compiles two programs (the first env state, and an epoch of policy updates), then alternates epochs and
+evaluations. The algorithm is in the pure functions below it: ``make_loss`` (the unroll whose gradient is the
+update), ``clip_by_global_norm``, ``make_optimizer`` and ``make_training_epoch``.
+
+Where this differs from Brax (the same on one device): the envs are data-parallel over a device mesh
+(``shard_map``) with ``num_envs`` the total over all devices, where Brax's ``pmap`` runs ``num_envs`` on each.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, NamedTuple
+
+import flax
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
+
+from brax_core.envs.base import Env, State
+from brax_core.training import acting, types
+from brax_core.training.acme import running_statistics
+from brax_core.training.agents.apg import arguments
+from brax_core.training.agents.apg import networks as apg_networks
+from brax_core.training.agents.ppo.environments import make_eval_env, wrap_for
+from brax_core.training.agents.ppo.train import _devices
+
+__all__ = ["TrainingState", "clip_by_global_norm", "make_loss", "make_optimizer", "make_training_epoch", "train"]
+
+AXIS = "i"  # the device mesh's one axis: the training envs are split over it
+Metrics = types.Metrics
+
+
+@flax.struct.dataclass
+class TrainingState:
+    """Contains training state for the learner (Brax's fields); replicated on every device."""
+
+    optimizer_state: optax.OptState
+    normalizer_params: running_statistics.RunningStatisticsState
+    policy_params: types.Params
+
+
+class _Keys(NamedTuple):
+    """The run's random keys, split from ``seed`` as Brax splits them, so one seed starts the same networks."""
+
+    policy: jax.Array
+    randomize: jax.Array
+    run: jax.Array
+    eval: jax.Array
+
+
+def _keys(seed: int) -> _Keys:
+    global_key, local_key = jax.random.split(jax.random.PRNGKey(seed))
+    randomize, policy = jax.random.split(global_key, 2)
+    local_key = jax.random.fold_in(local_key, jax.process_index())
+    run, eval_key = jax.random.split(local_key)
+    return _Keys(policy=policy, randomize=randomize, run=run, eval=eval_key)
+
+
+def train(
+    environment: Env | str,
+    episode_length: int,
+    policy_updates: int,
+    wrap_env: bool = True,
+    wrap_env_fn: Callable[..., Env] | None = None,
+    horizon_length: int = 32,
+    num_envs: int = 1,
+    num_evals: int = 1,
+    action_repeat: int = 1,
+    max_devices_per_host: int | None = None,
+    num_eval_envs: int = 128,
+    learning_rate: float = 1e-4,
+    adam_b: tuple[float, float] = (0.7, 0.95),
+    use_schedule: bool = True,
+    use_float64: bool = False,
+    schedule_decay: float = 0.997,
+    seed: int = 0,
+    max_gradient_norm: float = 1e9,
+    normalize_observations: bool = False,
+    deterministic_eval: bool = False,
+    network_factory: Callable[..., apg_networks.APGNetworks] = apg_networks.make_apg_networks,
+    progress_fn: Callable[[int, Mapping[str, Any]], None] = lambda *args: None,
+    eval_env: Env | None = None,
+    randomization_fn: Callable[..., Any] | None = None,
+) -> tuple[Callable[..., types.Policy], tuple[Any, Any], dict[str, float]]:
+    args = arguments.validated(locals(), _devices)  # first statement: locals() holds exactly train's arguments
+    started = time.time()
+    keys = _keys(args.seed)
+    mesh = Mesh(np.asarray(args.devices), (AXIS,))
+    replicated = NamedSharding(mesh, P())
+
+    # ---- environments: one device's share of the training envs, and the evaluation envs
+    env = wrap_for(args.environment, args.envs_per_device, keys.randomize, **args.env_options)
+    obs_size = env.observation_size
+    if not isinstance(obs_size, int):
+        raise NotImplementedError(
+            f"APG trains on flat array observations; the environment's observation_size is {obs_size!r} "
+            "(dictionary observations are not implemented in APG, as in Brax)"
+        )
+    eval_keys = keys.eval if args.randomization_fn is not None else None
+    eval_env = make_eval_env(args.eval_env, args.num_eval_envs, eval_keys, **args.env_options)
+
+    # ---- networks, optimiser and the first training state
+    preprocess = types.identity_observation_preprocessor
+    if args.normalize_observations:
+        preprocess = running_statistics.normalize
+    apg_network = args.network_factory(obs_size, env.action_size, preprocess_observations_fn=preprocess)
+    make_policy = apg_networks.make_inference_fn(apg_network)
+    optimizer = make_optimizer(args.learning_rate, args.adam_b, args.use_schedule, args.schedule_decay)
+    dtype = jnp.float64 if args.use_float64 else jnp.float32
+    init_fn = functools.partial(_init_training_state, apg_network, optimizer, obs_size, dtype)
+    training_state = jax.jit(init_fn, out_shardings=replicated)(keys.policy)
+
+    # ---- the two compiled programs: the first env state, and one epoch of policy updates
+    first_state = jax.jit(_make_first_state_fn(env, args, mesh))
+    training_epoch = make_training_epoch(
+        env,
+        make_policy,
+        optimizer,
+        steps_per_update=args.steps_per_update,
+        updates_per_epoch=args.updates_per_epoch,
+        max_gradient_norm=args.max_gradient_norm,
+        axis_name=AXIS,
+    )
+    epoch_fn = jax.jit(
+        jax.shard_map(
+            training_epoch,
+            mesh=mesh,
+            in_specs=(P(), P(AXIS), P()),
+            out_specs=(P(), P(AXIS), P(), P()),
+            check_vma=False,  # the scans start from unvarying constants; every replicated output is reduced
+        ),
+        donate_argnums=(0, 1),
+    )
+    evaluator = acting.Evaluator(
+        eval_env,
+        functools.partial(make_policy, deterministic=args.deterministic_eval),
+        num_eval_envs=args.num_eval_envs,
+        episode_length=args.episode_length,
+        action_repeat=args.action_repeat,
+        key=keys.eval,
+    )
+
+    # ---- the run: an evaluation before training (with num_evals > 1), then epochs each followed by one
+    is_lead = jax.process_index() == 0
+    metrics: dict[str, float] = {}
+    if is_lead and args.num_evals > 1:
+        metrics = evaluator.run_evaluation(_params(training_state), training_metrics={})
+        logging.info(metrics)
+        args.progress_fn(0, metrics)
+
+    key_first, key_run = jax.random.split(keys.run)
+    env_state = first_state(key_first)
+    # Laid out as the epoch returns it, replicated over the mesh: a key on one device would compile the epoch again.
+    key_run = jax.device_put(key_run, replicated)
+    walltime = 0.0
+    for epoch in range(args.num_epochs):
+        logging.info("starting iteration %s %s", epoch, time.time() - started)
+        t = time.time()
+        training_state, env_state, key_run, epoch_metrics = epoch_fn(training_state, env_state, key_run)
+        epoch_metrics = jax.device_get(epoch_metrics)  # one wait per epoch: it times the epoch, as Brax does
+        epoch_time = time.time() - t
+        walltime += epoch_time
+        training_metrics = {
+            "training/sps": args.updates_per_epoch * args.num_envs * args.horizon_length / max(epoch_time, 1e-9),
+            "training/walltime": walltime,
+            **{f"training/{name}": float(value) for name, value in epoch_metrics.items()},
+        }
+        if is_lead:
+            metrics = evaluator.run_evaluation(_params(training_state), training_metrics)
+            logging.info(metrics)
+            args.progress_fn(epoch + 1, metrics)
+    return make_policy, _params(training_state), metrics
+
+
+# What every argument means: arguments.TRAIN_DOC, the text help(train) shows.
+train.__doc__ = arguments.TRAIN_DOC
+
+
+def _params(training_state: TrainingState) -> tuple[Any, Any]:
+    """The ``(normalizer_params, policy_params)`` pair ``make_policy`` takes."""
+    return training_state.normalizer_params, training_state.policy_params
+
+
+def _init_training_state(
+    apg_network: apg_networks.APGNetworks,
+    optimizer: optax.GradientTransformation,
+    obs_size: int,
+    dtype: Any,
+    key: jax.Array,
+) -> TrainingState:
+    """The first training state: fresh policy parameters, their optimiser state and empty observation statistics
+    (``dtype``: float64 with ``use_float64``). Built in one jitted call so that every leaf is its own buffer, which
+    the training program may then donate."""
+    policy_params = apg_network.policy_network.init(key)
+    statistics = running_statistics.init_state(jax.ShapeDtypeStruct((obs_size,), dtype))
+    statistics = jax.tree.map(lambda x: x.astype(dtype), statistics)
+    return TrainingState(
+        optimizer_state=optimizer.init(policy_params), normalizer_params=statistics, policy_params=policy_params
+    )
+
+
+def make_optimizer(
+    learning_rate: float, adam_b: tuple[float, float], use_schedule: bool, schedule_decay: float
+) -> optax.GradientTransformation:
+    """Brax's APG optimiser: each gradient component clipped to ``[-1, 1]``, then Adam, whose learning rate decays
+    by ``schedule_decay`` at every update with ``use_schedule``. Long unrolls through physics give gradients of
+    very uneven size, and the clip keeps one exploding component from taking the whole step."""
+    if use_schedule:
+        learning_rate = optax.exponential_decay(init_value=learning_rate, transition_steps=1, decay_rate=schedule_decay)
+    return optax.chain(optax.clip(1.0), optax.adam(learning_rate=learning_rate, b1=adam_b[0], b2=adam_b[1]))
+
+
+def clip_by_global_norm(updates: Any, max_norm: float) -> Any:
+    """``updates`` unchanged while their global norm is below ``max_norm``, else scaled to that norm (Brax's rule:
+    a norm equal to ``max_norm`` is scaled too, to itself)."""
+    norm = optax.tree.norm(updates)
+    keep = norm < max_norm
+    return jax.tree.map(lambda t: jnp.where(keep, t, t / norm * max_norm), updates)
+
+
+def make_loss(
+    env: Env, make_policy: Callable[..., types.Policy], steps_per_update: int
+) -> Callable[..., tuple[jax.Array, tuple[Any, State]]]:
+    """The APG loss: ``loss(policy_params, normalizer_params, env_state, key) -> (loss, (observations, state))``.
+
+    ``loss`` is minus the mean reward of a ``steps_per_update``-step unroll of the batched ``env`` from
+    ``env_state`` under the policy, with reparametrised action samples. Nothing in it stops a gradient: its
+    gradient with respect to ``policy_params`` is the analytic one, through the actions, the physics and every
+    later state. ``observations`` (``[steps, envs, ...]``, the one each action saw) feed the normaliser; ``state``
+    is where the unroll stopped, the next update's start.
+    """
+
+    def loss(
+        policy_params: Any, normalizer_params: Any, env_state: State, key: jax.Array
+    ) -> tuple[jax.Array, tuple[Any, State]]:
+        policy = make_policy((normalizer_params, policy_params))
+
+        def step(carry: tuple[State, jax.Array], _: None) -> tuple[tuple[State, jax.Array], tuple[jax.Array, Any]]:
+            state, key = carry
+            key, key_sample = jax.random.split(key)
+            actions, _ = policy(state.obs, key_sample)
+            next_state = env.step(state, actions)
+            return (next_state, key), (next_state.reward, state.obs)
+
+        (final_state, _), (rewards, observations) = jax.lax.scan(step, (env_state, key), (), length=steps_per_update)
+        return -jnp.mean(rewards), (observations, final_state)
+
+    return loss
+
+
+def make_training_epoch(
+    env: Env,
+    make_policy: Callable[..., types.Policy],
+    optimizer: optax.GradientTransformation,
+    *,
+    steps_per_update: int,
+    updates_per_epoch: int,
+    max_gradient_norm: float,
+    axis_name: str | None = AXIS,
+) -> Callable[[TrainingState, State, jax.Array], tuple[TrainingState, State, jax.Array, dict[str, jax.Array]]]:
+    """One epoch of policy updates on one device's envs:
+    ``epoch(training_state, env_state, key) -> (training_state, env_state, next_key, metrics)``.
+
+    Run under ``shard_map`` over ``axis_name`` (``None``: a single device, no collectives): each device follows the
+    gradient of its own envs' unroll, the gradients are averaged over the devices after the norm clip (as Brax's
+    ``pmean`` after it), and the observation statistics pool every device's observations, so the state stays
+    replicated. ``key`` is replicated; each device draws from it folded with its index. ``metrics`` are the epoch's
+    means of ``grad_norm`` (the averaged, clipped gradient's) and ``params_norm`` (after the update).
+    """
+    loss_grad = jax.grad(make_loss(env, make_policy, steps_per_update), has_aux=True)
+
+    def update(carry: tuple[TrainingState, jax.Array, State], _: None):
+        training_state, key, env_state = carry
+        key, key_grad = jax.random.split(key)
+        grad, (observations, env_state) = loss_grad(
+            training_state.policy_params, training_state.normalizer_params, env_state, key_grad
+        )
+        grad = clip_by_global_norm(grad, max_gradient_norm)
+        if axis_name is not None:
+            grad = jax.lax.pmean(grad, axis_name)
+        params_update, optimizer_state = optimizer.update(grad, training_state.optimizer_state)
+        policy_params = optax.apply_updates(training_state.policy_params, params_update)
+        normalizer_params = running_statistics.update(
+            training_state.normalizer_params, observations, pmap_axis_name=axis_name
+        )
+        metrics = {"grad_norm": optax.tree.norm(grad), "params_norm": optax.tree.norm(policy_params)}
+        training_state = TrainingState(
+            optimizer_state=optimizer_state, normalizer_params=normalizer_params, policy_params=policy_params
+        )
+        return (training_state, key, env_state), metrics
+
+    def epoch(training_state: TrainingState, env_state: State, key: jax.Array):
+        key, next_key = jax.random.split(key)
+        if axis_name is not None:
+            key = jax.random.fold_in(key, jax.lax.axis_index(axis_name))
+        (training_state, _, env_state), metrics = jax.lax.scan(
+            update, (training_state, key, env_state), (), length=updates_per_epoch
+        )
+        return training_state, env_state, next_key, jax.tree.map(jnp.mean, metrics)
+
+    return epoch
+
+
+def _make_first_state_fn(env: Env, args: arguments.Arguments, mesh: Mesh) -> Callable[[jax.Array], State]:
+    """``first_state(key)``: every device's training envs reset, their episode clocks scrambled and one step taken
+    with zero actions, laid out over ``mesh``.
+
+    Scrambling (Brax's ``scramble_times``) sets each env's step count to a random point of its episode, so the time
+    limits, and the resets with them, fall at different updates instead of all at once. The zero-action step makes
+    the state the step's own output, which the training program's scan carries unchanged in type.
+    """
+    local_envs = args.envs_per_device
+
+    def first_env_state(key: jax.Array) -> State:
+        key = jax.random.fold_in(key, jax.lax.axis_index(AXIS))
+        key_reset, key_scramble = jax.random.split(key)
+        state = env.reset(jax.random.split(key_reset, local_envs))
+        state = scramble_steps(state, key_scramble, args.episode_length)
+        return env.step(state, jnp.zeros((local_envs, env.action_size), jnp.float32))
+
+    return jax.shard_map(first_env_state, mesh=mesh, in_specs=P(), out_specs=P(AXIS), check_vma=False)
+
+
+def scramble_steps(state: State, key: jax.Array, episode_length: int) -> State:
+    """``state`` with each env's ``info['steps']`` drawn uniformly from ``[0, episode_length)`` and rounded (an env
+    without a step count, one wrapped by a wrapper of the caller's, is left as it is)."""
+    if "steps" not in state.info:
+        return state
+    steps = state.info["steps"]
+    drawn = jnp.round(jax.random.uniform(key, steps.shape, maxval=episode_length)).astype(steps.dtype)
+    return state.replace(info={**state.info, "steps": drawn})
