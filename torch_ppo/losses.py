@@ -228,7 +228,8 @@ def ppo_loss(modules: PPOModules, config: LossConfig, batch: Batch, entropy_nois
     log_ratio = target_log_prob - batch.behaviour_log_prob
     rho = torch.exp(log_ratio)
     surrogate1 = rho * advantages
-    surrogate2 = rho.clamp(1.0 - config.clipping_epsilon, 1.0 + config.clipping_epsilon) * advantages
+    clipped_rho = rho.clamp(1.0 - config.clipping_epsilon, 1.0 + config.clipping_epsilon)
+    surrogate2 = clipped_rho * advantages
     policy_loss = -torch.minimum(surrogate1, surrogate2).mean()
 
     if config.use_distributional_critic:
@@ -255,7 +256,8 @@ def ppo_loss(modules: PPOModules, config: LossConfig, batch: Batch, entropy_nois
         # and how much of the returns' variance the critic explains.
         approx_kl = ((rho - 1.0) - log_ratio).mean()
         old_approx_kl = (-log_ratio).mean()
-        clip_fraction = ((rho - 1.0).abs() > config.clipping_epsilon).to(rho.dtype).mean()
+        # the clamp changed exactly the ratios outside 1 ± clipping_epsilon: the JAX side's |r - 1| > epsilon
+        clip_fraction = (clipped_rho != rho).to(rho.dtype).mean()
         explained_variance = explained_variance_of(baseline, vs)
         if old_loc is not None and old_scale is not None:
             kl_mean = normal_kl(old_loc, old_scale, loc, scale).mean()

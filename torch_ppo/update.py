@@ -209,7 +209,7 @@ class PPOUpdate:
             minibatch_rows = rows // hp.num_minibatches
             shuffled = batch.map(lambda x, o=order, r=minibatch_rows: x[o].reshape(hp.num_minibatches, r, *x.shape[1:]))
             for i in range(hp.num_minibatches):
-                minibatch = shuffled.map(lambda x, i=i: x[i]).time_major()
+                minibatch = shuffled.map(lambda x, i=i: x[i].transpose(0, 1))  # time-major, one view each
                 noise = self.entropy_noise((hp.unroll_length, self.local_batch, self.modules.action_size))
                 self.sgd_step(minibatch, noise)
                 self.metric_count += 1
