@@ -27,6 +27,7 @@ SECTION_PAGES = {
     "## Where PPO's training step spends its time": "training-speed.md",
     "## torch_ppo's compiled update": "training-speed.md",
     "## Training speed across the run-driver split": "training-speed.md",
+    "## Training speed across the diagnostics and the typed minibatch": "training-speed.md",
     "## Learning": "learning.md",
     "## Preset tuning": "learning.md",
     "## A real robot arm": "learning.md",
