@@ -110,7 +110,7 @@ def resolve(path: str | os.PathLike) -> str:
         # The same step under another number of digits: 100 for 000000000100 (a path built with str(step)).
         parent, name = os.path.split(path)
         if _STEP_NAME.match(name):
-            same_step = [p for steps, p in _entries(parent) if steps == int(name) and os.path.isdir(p)]
+            same_step = [p for steps, p in _entries(parent) if steps == int(name)]
             if same_step:
                 return same_step[0]
         raise FileNotFoundError(f"no checkpoint at {path!r}: the path does not exist")
@@ -121,12 +121,9 @@ def resolve(path: str | os.PathLike) -> str:
         )
     if is_step_directory(path):
         return path
-    if _STEP_NAME.match(os.path.basename(path)) and not _entries(path):
-        raise CheckpointError(
-            f"checkpoint at {path!r} is incomplete: it has no {MANIFEST}, which a save writes last (the save was cut "
-            "short); restore an earlier checkpoint"
-        )
     found = _entries(path)
+    if not found and _STEP_NAME.match(os.path.basename(path)):
+        raise _incomplete(path)
     if not found:
         raise FileNotFoundError(f"no checkpoint at {path!r}: it holds no completed checkpoint")
     return found[-1][1]
@@ -147,6 +144,14 @@ def written_by(found: str) -> str | None:
     manifest says."""
     manifest = read_manifest(found)
     return None if manifest is None else manifest.get("trainer")
+
+
+def _incomplete(step_dir: str) -> CheckpointError:
+    """The error for a step directory without its manifest."""
+    return CheckpointError(
+        f"checkpoint at {step_dir!r} is incomplete: it has no {MANIFEST}, which a save writes last (the save was cut "
+        "short); restore an earlier checkpoint"
+    )
 
 
 def resolve_for(path: str | os.PathLike, trainer: str) -> str:
@@ -285,10 +290,7 @@ def verify_files(step_dir: str, item: str) -> None:
     """Checks the files of ``item`` against the digests the manifest holds, before anything reads them."""
     manifest = read_manifest(step_dir)
     if manifest is None:
-        raise CheckpointError(
-            f"checkpoint at {step_dir!r} is incomplete: it has no {MANIFEST}, which a save writes last (the save was "
-            "cut short); restore an earlier checkpoint"
-        )
+        raise _incomplete(step_dir)
     expected = manifest["files"]
     prefix = item + "/"
     for name in sorted(n for n in expected if n == item or n.startswith(prefix)):
