@@ -20,19 +20,19 @@ from typing import Any
 
 from _results import first_reaching  # benchmarks/ is the script's directory, first on sys.path
 
-from brax_bridge_app import plots, rundir
+from brax_bridge_app import configuration, plots, rundir
 
 
 def load_run(folder: Path) -> dict[str, Any]:
-    config = rundir.read_config(str(folder))
+    config = configuration.read_run(str(folder))
     rows = rundir.read_metrics(str(folder))
     summary_path = folder / rundir.SUMMARY
     summary = rundir.read_json(str(summary_path)) if summary_path.exists() else {}
     curve = [(r["step"], r[rundir.EVAL_REWARD], r["time_s"]) for r in rows if r.get(rundir.EVAL_REWARD) is not None]
     return {
         "name": folder.name,
-        "env": config["env"],
-        "trainer": config["trainer"],
+        "env": config.env_name,
+        "trainer": config.trainer,
         "rows": rows,
         "curve": curve,
         "summary": summary,

@@ -39,16 +39,16 @@ def _sync() -> None:
 def _trainer(env: str, torch_compile: bool | None, overrides: dict[str, Any]) -> Any:
     from brax_core.training.agents.ppo import presets
     from torch_ppo import arguments, distributed
+    from torch_ppo.train import DEFAULTS
     from torch_ppo.trainer import TorchRun
 
     preset = {k: v for k, v in presets.GPU_PRESETS[env].items() if k != "network_factory"}
     network = dict(presets.GPU_PRESETS[env]["network_factory"].keywords)
     preset.update(num_evals=0, log_training_metrics=True, **overrides)
-    bound = arguments.SIGNATURE.bind(env, **preset, **network, torch_compile=torch_compile)
-    bound.apply_defaults()
+    given = {**DEFAULTS, "environment": env, **preset, **network, "torch_compile": torch_compile}
     device = arguments.resolve_device(None, env)
     dist = distributed.setup(device)
-    trainer = TorchRun(arguments.parse(bound.arguments, device, dist.world_size), dist)
+    trainer = TorchRun(arguments.parse(given, device, dist.world_size), dist)
     trainer.build_envs()
     return trainer
 
@@ -165,7 +165,7 @@ def main(argv: list[str] | None = None) -> None:
     result["collect_s"], result["update_s"] = statistics.median(collect_s), statistics.median(update_s)
 
     # Collection's parts, the same env steps as one training step's collection.
-    env, steps = trainer.env, trainer.num_unrolls * hp.unroll_length
+    env, steps = trainer.env, trainer.num_unrolls * hp.algorithm.unroll_length
     action = torch.zeros(env.num_envs, env.action_size, device=env.device)
 
     def env_only() -> None:
@@ -183,7 +183,7 @@ def main(argv: list[str] | None = None) -> None:
 
     result["env_only_s"] = statistics.median(_timed(env_only) for _ in range(args.repeats))
     result["policy_only_s"] = statistics.median(_timed(policy_only) for _ in range(args.repeats))
-    result["fused_rollout_s"] = _fused_seconds(args.env, env.num_envs, hp.episode_length, steps)
+    result["fused_rollout_s"] = _fused_seconds(args.env, env.num_envs, hp.env.episode_length, steps)
     trainer.reset_envs(0)
 
     # One profiled training step, each phase synchronised at its end so that its kernels fall inside its window.
@@ -210,7 +210,8 @@ def main(argv: list[str] | None = None) -> None:
     with open(path, "rb") as f, gzip.open(path + ".gz", "wb") as out:
         out.write(f.read())
     os.remove(path)
-    result["minibatch_steps_per_training_step"] = hp.num_minibatches * hp.num_updates_per_batch
+    algorithm = hp.algorithm
+    result["minibatch_steps_per_training_step"] = algorithm.num_minibatches * algorithm.num_updates_per_batch
     result["metric_names"] = list(update.METRIC_NAMES)
     with open(args.json, "w") as f:
         json.dump(result, f, indent=1)

@@ -374,7 +374,7 @@ def current_commit() -> str:
     return done.stdout.strip() or "unknown"
 
 
-def run_config(number: int, config: dict[str, Any], seeds: list[int], venv: str, warm: bool = True) -> dict[str, Any]:
+def run_case(number: int, config: dict[str, Any], seeds: list[int], venv: str, warm: bool = True) -> dict[str, Any]:
     brax_env, ours_env = side_environments()
     scratch = tempfile.mkdtemp(prefix="vs_brax_cache_")
     result: dict[str, Any] = {"config": number, **config, "seeds": seeds, "runs": {}, "warm": None}
@@ -603,7 +603,7 @@ def _measure(args: argparse.Namespace, argv: list[str] | None) -> list[dict[str,
     commit = current_commit()
     results = []
     for number in dict.fromkeys(args.configs):
-        result = run_config(number, configs[number], args.seeds, args.venv, warm=not args.no_warm)
+        result = run_case(number, configs[number], args.seeds, args.venv, warm=not args.no_warm)
         results.append({**result, "command": command, "commit": commit})
         if args.json:
             with open(args.json, "w") as f:

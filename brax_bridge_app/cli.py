@@ -82,8 +82,8 @@ def _env_help(required: str) -> str:
 def _config_help(command: str, unused: str) -> str:
     """--config's help, naming only the keys ``command`` reads (``config_files.SETTINGS``)."""
     keys = ", ".join(config_files.SETTINGS[command])
-    return (f"settings from a file: a run folder's config.json{unused}, or YAML with {keys} and hyperparameter names "
-            f"as keys (or under {config_files.NESTED}:); flags given beside it override it")
+    return (f"settings from a file: a run folder's config.json{unused}, or YAML with its sections (env, algorithm, "
+            f"network, run) or flat, with {keys} and hyperparameter names as keys; flags given beside it override it")
 
 
 def _logger_help(folder: str, readers: str) -> str:
@@ -205,11 +205,12 @@ def _check_env(env: str | None) -> str:
     return envinfo.canonical(env)
 
 
-def _check_run_env(config: dict[str, Any], flag: str) -> None:
-    """The env of a run folder's ``config.json`` can still be built (a user's module or file may have moved)."""
+def _check_run_env(spec: Any, flag: str) -> None:
+    """The env of a run folder's ``config.json`` (``spec``) can still be built (a user's module or file may have
+    moved)."""
     from brax_bridge_app import envinfo
 
-    problem = envinfo.check_name(config["env"], config.get(envinfo.IMPORT_DIR))
+    problem = envinfo.check_name(spec.env_name, spec.import_dir)
     if problem is not None:
         raise _fail(f"{flag}: the run's env cannot be built: {problem}")
 
@@ -234,12 +235,13 @@ def _check_device(device: str) -> str:
 
 
 def _resolve(
-    env: str, preset: str | None, hp: dict[str, Any], configured: dict[str, Any] | None = None
-) -> tuple[dict[str, Any], str | None]:
+    env: str, preset: str | None, hp: dict[str, Any], configured: dict[str, Any] | None = None, **settings: Any
+) -> Any:
+    """The run's ``PPOConfig`` (``configuration.resolve``), or the flag's error."""
     from brax_bridge_app import configuration
 
     try:
-        return configuration.resolve(env, preset, hp, configured)
+        return configuration.resolve(env, preset, hp, configured, **settings)
     except hparams.HParamError as err:
         raise _fail(str(err)) from None
 
@@ -377,7 +379,7 @@ def train_command(
         if out is not None or seed is not None or device is not None or config_file is not None:
             raise _fail("--resume continues the run in its own folder with its own config.json, seed and device; "
                         "leave out --out, --seed, --device and --config")
-        config, run_dir = _resume_config(resume, env, trainer, preset, hp, allow_changes)
+        spec, run_dir = _resume_config(resume, env, trainer, preset, hp, allow_changes)
     else:
         if allow_changes:
             raise _fail("--allow-changes applies to --resume only")
@@ -387,19 +389,19 @@ def train_command(
         trainer = _check_trainer(settings["trainer"] or "jax")
         seed = 0 if settings["seed"] is None else settings["seed"]
         device = _check_device(settings["device"] or "auto")
-        resolved, used = _resolve(env, settings["preset"], hp, configured)
+        config = _resolve(env, settings["preset"], hp, configured, trainer=trainer, seed=seed, device=device)
         stamp = time.strftime("%Y%m%d-%H%M%S")
         folder = f"{envinfo.folder_name(env)}-{trainer}-{stamp}"
         run_dir = str(out) if out is not None else os.path.join("runs", folder)
-        config = runs.make_config(env, trainer, seed, resolved, used, device)
-    console.print(f"training [bold]{config['trainer']}[/] PPO on [bold]{config['env']}[/] "
-                  f"({config['hyperparameters']['num_timesteps']:,} env steps, preset {config['preset']}) -> {run_dir}")
-    resume_step = runs.checkpoint_step(config["trainer"], os.path.join(run_dir, rundir.CHECKPOINT)) if resume else None
+        spec = runs.new_run(config)
+    console.print(f"training [bold]{spec.trainer}[/] PPO on [bold]{spec.env_name}[/] "
+                  f"({spec.config.run.num_timesteps:,} env steps, preset {spec.config.run.preset}) -> {run_dir}")
+    resume_step = runs.checkpoint_step(spec.trainer, os.path.join(run_dir, rundir.CHECKPOINT)) if resume else None
     try:
         with runs.sigint_stops(runs.StopFlag(), console) as stop, loggers.opened(
-            logger_names, run_dir, config, resume_step, wandb_project, wandb_entity
+            logger_names, run_dir, spec, resume_step, wandb_project, wandb_entity
         ) as extra_loggers:
-            summary = runs.train_run(run_dir, config, console, resume=resume is not None, stop=stop,
+            summary = runs.train_run(run_dir, spec, console, resume=resume is not None, stop=stop,
                                      allow_changes=allow_changes, loggers=extra_loggers)
     except rundir.RunDirError as err:  # e.g. --resume of a run that stopped before its first checkpoint
         raise _fail(f"--resume: {err}" if resume is not None else str(err)) from None
@@ -413,41 +415,37 @@ def train_command(
         raise typer.Exit(1)
 
 
-def _resume_config(resume: Path, env, trainer, preset, hp, allow_changes: bool = False) -> tuple[dict, str]:
+def _resume_config(resume: Path, env, trainer, preset, hp, allow_changes: bool = False) -> tuple[Any, str]:
+    """The spec of the run in folder ``resume`` with the flags' changes (``--num-timesteps``, others with
+    ``--allow-changes``), and the folder."""
+    from brax_bridge_app import configuration, envinfo
+
     run_dir = str(resume)
     try:
-        config = rundir.read_config(run_dir)
+        spec = configuration.read_run(run_dir)
     except rundir.RunDirError as err:
         raise _fail(f"--resume: {err}") from None
-    from brax_bridge_app import envinfo
 
-    if env is not None and envinfo.canonical(env) != config["env"]:
-        raise _fail(f"--env {env} differs from the resumed run's env {config['env']!r}; leave it out with --resume")
-    if trainer is not None and trainer != config["trainer"]:
-        raise _fail(f"--trainer {trainer} differs from the resumed run's {config['trainer']!r}")
+    if env is not None and envinfo.canonical(env) != spec.env_name:
+        raise _fail(f"--env {env} differs from the resumed run's env {spec.env_name!r}; leave it out with --resume")
+    if trainer is not None and trainer != spec.trainer:
+        raise _fail(f"--trainer {trainer} differs from the resumed run's {spec.trainer!r}")
     changed = sorted(k for k, v in hp.items() if v is not None and k != "num_timesteps")
     if (changed and not allow_changes) or preset is not None:
         flags = [hparams.BY_NAME[k].flag for k in changed] + (["--preset"] if preset else [])
         raise _fail(f"{', '.join(flags)} cannot change on --resume (the checkpoint fixes them); "
                     "only --num-timesteps can, or the others with --allow-changes")
-    for name in [*changed, "num_timesteps"]:
-        if hp.get(name) is None:
-            continue
-        try:
-            config["hyperparameters"][name] = hparams.to_json({name: hparams.check(name, hp[name])})[name]
-        except hparams.HParamError as err:
-            raise _fail(str(err)) from None
-    if changed:
-        from brax_bridge_app import configuration
-
-        try:
-            configuration.config_of_run_folder(config)  # the rules between fields, for the changed values
-        except hparams.HParamError as err:
-            raise _fail(str(err)) from None
-    _check_run_env(config, "--resume")
-    config["versions"] = rundir.versions()
-    config.setdefault("resumed", []).append(time.strftime("%Y-%m-%dT%H:%M:%S%z"))
-    return config, run_dir
+    try:
+        given = [name for name in [*changed, "num_timesteps"] if hp.get(name) is not None]
+        values = {name: hparams.check(name, hp[name]) for name in given}
+        spec = spec.replace(**values)  # the rules between fields, for the changed values
+    except hparams.HParamError as err:
+        raise _fail(str(err)) from None
+    except hparams.schema.ConfigError as err:
+        raise _fail(err.flag_message) from None
+    _check_run_env(spec, "--resume")
+    resumed = [*spec.records.get("resumed", []), time.strftime("%Y-%m-%dT%H:%M:%S%z")]
+    return spec.with_records(versions=rundir.versions(), resumed=resumed), run_dir
 
 
 @command("compare")
@@ -512,7 +510,7 @@ def compare_command(
         if threshold is not None and not math.isfinite(threshold):
             raise _fail(f"--threshold must be a finite number; got {threshold}")
         device = _check_device(settings["device"] or "auto")
-        resolved, used = _resolve(env, settings["preset"], hp, configured)
+        config = _resolve(env, settings["preset"], hp, configured, device=device)
         out_dir = str(out) if out is not None else os.path.join("runs", f"compare_{envinfo.folder_name(env)}")
         os.makedirs(out_dir, exist_ok=True)
         notes = []
@@ -523,8 +521,7 @@ def compare_command(
         logger_args = ["--logger", ",".join(logger_names)]
         logger_args += [*(["--wandb-project", wandb_project] if wandb_project else []),
                         *(["--wandb-entity", wandb_entity] if wandb_entity else [])]
-        plan = comparison.Plan(env, out_dir, trainer_list, seed_list, resolved, used, device, threshold, logger_args,
-                               notes)
+        plan = comparison.Plan(config, out_dir, trainer_list, seed_list, device, threshold, logger_args, notes)
         summaries, result, stopped = comparison.compare(plan, console, child_env)
         console.print(report.rich_table(summaries, result, title=f"{env}: {' vs '.join(trainer_list)}",
                                         threshold=threshold))
@@ -561,7 +558,7 @@ def eval_command(
         "the evaluation's physics and policy"))] = "auto",
 ) -> None:
     """Load a run's checkpoint, run N episodes and report mean/std return; --render writes viewers."""
-    from brax_bridge_app import evaluate, runtime
+    from brax_bridge_app import configuration, evaluate, runtime
 
     if episodes < 1:  # checked here rather than by click, whose range wording differs between its versions
         raise _fail(f"--episodes must be >= 1; got {episodes}")
@@ -570,17 +567,17 @@ def eval_command(
     _check_device(device)
     placement = runtime.place(device)
     try:
-        config = rundir.read_config(str(run_dir))
-        _check_run_env(config, "RUN_DIR")
+        spec = configuration.read_run(str(run_dir))
+        _check_run_env(spec, "RUN_DIR")
         with runtime.placed(placement):
-            policy = evaluate.load_policy(str(run_dir), config, deterministic, placement)
+            policy = evaluate.load_policy(str(run_dir), spec, deterministic, placement)
     except rundir.RunDirError as err:
         raise _fail(f"RUN_DIR: {err}") from None
     mode = "deterministic" if deterministic else "stochastic"
-    console.print(f"evaluating {config['trainer']} policy on {config['env']}: {episodes} episodes ({mode}) "
+    console.print(f"evaluating {spec.trainer} policy on {spec.env_name}: {episodes} episodes ({mode}) "
                   f"on {placement.torch_device}")
     with runtime.placed(placement):
-        result = evaluate.run_episodes(config, policy, episodes, seed, record=render)
+        result = evaluate.run_episodes(spec, policy, episodes, seed, record=render)
     summary = {
         "episodes": episodes, "deterministic": deterministic, "seed": seed,
         "mean_return": float(result.returns.mean()), "std_return": float(result.returns.std()),
@@ -591,7 +588,7 @@ def eval_command(
                   f"(min {summary['min_return']:.1f}, max {summary['max_return']:.1f}; "
                   f"mean length {summary['mean_length']:.0f} steps)")
     if render:
-        summary["render"] = evaluate.render(str(run_dir), config, result, video, console)
+        summary["render"] = evaluate.render(str(run_dir), spec, result, video, console)
     rundir.write_json(os.path.join(str(run_dir), rundir.EVAL), summary)
 
 

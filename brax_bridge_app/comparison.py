@@ -31,6 +31,8 @@ from typing import Any
 from rich.console import Console
 
 from brax_bridge_app import hparams, plots, report, rundir, runs, runtime, stats
+from brax_bridge_app.configuration import RunSpec
+from brax_core.training.agents.ppo.config import PPOConfig
 
 # The compile-cache condition every run of a comparison starts from, as compare.json and report.md state it.
 COMPILE_CACHE = "empty"
@@ -93,14 +95,14 @@ def _why_no_summary(returncode: int) -> str:
     return f"the run's process exited with code {returncode} before writing its summary (its output says why)"
 
 
-def run_one(run_dir: str, config: Mapping[str, Any], logger_args: Sequence[str], interrupts: ForwardedInterrupts,
+def run_one(run_dir: str, spec: RunSpec, logger_args: Sequence[str], interrupts: ForwardedInterrupts,
             env: Mapping[str, str]) -> dict[str, Any]:
-    """Trains ``config`` into ``run_dir`` in a new process and returns the run's summary."""
+    """Trains ``spec`` into ``run_dir`` in a new process and returns the run's summary."""
     os.makedirs(run_dir, exist_ok=True)
     summary_path = os.path.join(run_dir, rundir.SUMMARY)
     if os.path.exists(summary_path):  # an earlier run's: it must not pass for this one's
         os.remove(summary_path)
-    rundir.write_json(os.path.join(run_dir, rundir.CONFIG), config)
+    rundir.write_json(os.path.join(run_dir, rundir.CONFIG), spec.to_json())
     started_at = datetime.datetime.now().astimezone().isoformat(timespec="milliseconds")
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="brax_bridge_compare_cache_") as cache:
@@ -118,7 +120,7 @@ def run_one(run_dir: str, config: Mapping[str, Any], logger_args: Sequence[str],
             rows = rundir.read_metrics(run_dir)
         except rundir.RunDirError:
             rows = []
-        summary = runs.summarize(config, rows, "failed", round(time.perf_counter() - start, 3))
+        summary = runs.summarize(spec, rows, "failed", round(time.perf_counter() - start, 3))
         summary.update(error=_why_no_summary(returncode), pid=child.pid, started_at=started_at)
     summary["compile_cache"] = COMPILE_CACHE
     rundir.write_json(summary_path, summary)
@@ -146,12 +148,10 @@ def no_accelerator_memory_held() -> Iterator[dict[str, str]]:
 class Plan:
     """A comparison, checked: what to train, where, and what the report notes."""
 
-    env: str
+    config: PPOConfig  # resolved: every run's, with its trainer and seed set
     out_dir: str
     trainers: Sequence[str]
     seeds: Sequence[int]
-    hyperparameters: Mapping[str, Any]  # resolved, one value per flag
-    preset: str | None
     device: str
     threshold: float | None
     logger_args: Sequence[str]  # passed on to every run's `train`
@@ -163,8 +163,9 @@ def compare(plan: Plan, console: Console, env: dict[str, str]) -> tuple[list[dic
     compare.json, compare.png and report.md into ``plan.out_dir``. Returns ``(summaries, statistics, stopped)``:
     ``stopped`` when Ctrl-C ended the comparison early."""
     order = interleaved(plan.trainers, plan.seeds)
-    console.print(f"comparing {' vs '.join(plan.trainers)} PPO on [bold]{plan.env}[/], seeds {list(plan.seeds)}, "
-                  f"{plan.hyperparameters['num_timesteps']:,} env steps each (preset {plan.preset}), {len(order)} runs "
+    env_name, preset = plan.config.env.name, plan.config.run.preset
+    console.print(f"comparing {' vs '.join(plan.trainers)} PPO on [bold]{env_name}[/], seeds {list(plan.seeds)}, "
+                  f"{plan.config.run.num_timesteps:,} env steps each (preset {preset}), {len(order)} runs "
                   f"each in a process of its own -> {plan.out_dir}")
     # W&B (--logger wandb) shows the runs of one comparison as one group.
     group = f"{os.path.basename(os.path.abspath(plan.out_dir))}-{time.strftime('%Y%m%d-%H%M%S')}"
@@ -177,8 +178,8 @@ def compare(plan: Plan, console: Console, env: dict[str, str]) -> tuple[list[dic
                 break
             run_dir = os.path.join(plan.out_dir, f"{trainer}-seed{seed}")
             console.print(f"[bold]run {number}/{len(order)}[/]: {trainer}, seed {seed} -> {run_dir}")
-            config = runs.make_config(plan.env, trainer, seed, plan.hyperparameters, plan.preset, plan.device)
-            summaries.append(run_one(run_dir, config, plan.logger_args, interrupts, env))
+            spec = runs.new_run(plan.config.replace(trainer=trainer, seed=seed))
+            summaries.append(run_one(run_dir, spec, plan.logger_args, interrupts, env))
             curves.append(rundir.read_metrics(run_dir))
     if interrupts.requested:
         console.print("[yellow]comparison stopped early; the report covers the runs so far[/]")
@@ -186,19 +187,22 @@ def compare(plan: Plan, console: Console, env: dict[str, str]) -> tuple[list[dic
     ranked = [t for t in hparams.TRAINERS if t in plan.trainers]  # the probability is torch's over jax's
     result = stats.comparison(summaries, curves, ranked, plan.threshold)
     by_trainer = {t: [rows for s, rows in zip(summaries, curves, strict=True) if s["trainer"] == t] for t in ranked}
-    title = f"{plan.env}: {' vs '.join(plan.trainers)} PPO"
+    title = f"{env_name}: {' vs '.join(plan.trainers)} PPO"
     plots.compare_iqm(by_trainer, os.path.join(plan.out_dir, "compare.png"), title=f"{title}, IQM over seeds")
     machine = runtime.machine(runtime.place(plan.device))
-    shared = hparams.to_json(plan.hyperparameters)
+    # What every run shared: the config without the trainer and seed, which each run sets.
+    shared = plan.config.to_json()
+    for record in ("trainer", "seed"):
+        shared["run"].pop(record)
     notes = [*plan.notes, "Every run started from an empty compile cache of its own (JAX's, inductor's, Triton's), "
              "as a first run does: start-up and the times to the threshold include compiling, alike for both trainers."]
-    text = report.markdown(plan.env, summaries, result, shared, machine, rundir.command_line(), total,
+    text = report.markdown(env_name, summaries, result, shared, machine, rundir.command_line(), total,
                            plan.threshold, notes)
     with open(os.path.join(plan.out_dir, "report.md"), "w", encoding="utf-8") as f:
         f.write(text)
     rundir.write_json(os.path.join(plan.out_dir, "compare.json"), {
-        "env": plan.env, "preset": plan.preset, "seeds": list(plan.seeds), "threshold": plan.threshold,
-        "hyperparameters": shared, "compile_cache": COMPILE_CACHE, "runs": summaries, **result,
+        "env": env_name, "preset": preset, "seeds": list(plan.seeds), "threshold": plan.threshold,
+        "config": shared, "compile_cache": COMPILE_CACHE, "runs": summaries, **result,
         "total_wall_s": round(total, 3), "machine": machine,
     })
     console.print(f"total {total:.1f} s")

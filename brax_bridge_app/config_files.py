@@ -1,19 +1,24 @@
 """``--config FILE``: a run's settings from a file, which flags given beside it override.
 
-Two forms are read: a run folder's ``config.json`` as ``brax-bridge train`` writes it (hyperparameters under
-``hyperparameters``, beside what the run recorded of itself: versions, command, times), and a YAML (or JSON) file
-as a person writes it, flat::
+A file holds a ``PPOConfig`` in its sections, as a run folder's ``config.json`` does (``brax-bridge train`` writes
+one there, beside what the run recorded of itself: versions, command, times), in YAML or JSON::
+
+    env: {name: inverted_pendulum, num_envs: 256}
+    algorithm: {learning_rate: 3.0e-4}
+    network: {policy_hidden_layer_sizes: [64, 64]}
+    run: {trainer: torch, seed: 1}
+
+A person may also write it flat, each key at the top level (field names are unique across the sections)::
 
     env: inverted_pendulum
     trainer: torch
     seed: 1
     num_envs: 256
     learning_rate: 3.0e-4
-    policy_hidden_layer_sizes: [64, 64]
 
-Hyperparameters may also be nested under ``hyperparameters:``. Keys take the flags' names with underscores; a key
-no flag of the command has is refused by name, with the accepted keys listed. Values are checked as the flags' are,
-and ``null`` (``None``) is a value: ``max_to_keep: null`` keeps every checkpoint.
+Keys take the fields' (and flags') names with underscores; a key the command does not take is refused by name,
+with the accepted keys listed, and a key given twice (at the top and in its section) too. Values are checked as the
+flags' are, and ``null`` (``None``) is a value: ``max_to_keep: null`` keeps every checkpoint.
 """
 
 from __future__ import annotations
@@ -28,8 +33,8 @@ from typing import Any
 
 import yaml
 
-from brax_bridge_app import hparams
-from brax_core.training.agents.ppo.config import ConfigError
+from brax_bridge_app import hparams, rundir
+from brax_core.training.agents.ppo.config import BY_NAME, SECTIONS, ConfigError
 from brax_core.training.validation import check
 
 # Settings besides the hyperparameters, per command (each has a flag of the same name).
@@ -38,10 +43,11 @@ SETTINGS = {
     "compare": ("env", "preset", "device", "seeds", "trainers"),
 }
 # What a run folder's config.json records about its run rather than settings: read and not used.
-RECORDS = ("versions", "command", "created", "resumed")
+RECORDS = rundir.RECORDS
 # A run's own trainer and seed, which compare (training every trainer and seed) reads and does not use.
 RUN_ONLY = ("trainer", "seed")
-NESTED = "hyperparameters"
+# The settings' fields in a config's sections: env.name is --env, run.trainer --trainer, and so on.
+SETTING_FIELDS = {"name": "env", "trainer": "trainer", "seed": "seed", "preset": "preset", "device": "device"}
 
 
 class ConfigFileError(ValueError):
@@ -60,24 +66,41 @@ class FileConfig:
 
 
 def accepted_keys(command: str) -> list[str]:
-    """Every key the command's config file may hold."""
-    return [*SETTINGS[command], NESTED, *hparams.BY_NAME]
+    """Every key the command's config file may hold at its top level."""
+    return [*SETTINGS[command], *(s for s in SECTIONS if s not in SETTINGS[command]), *hparams.BY_NAME]
+
+
+def _flattened(path: str, data: dict[str, Any]) -> dict[str, Any]:
+    """``data`` with its sections' fields at the top level (``env.name`` as ``env``); a key given twice is refused."""
+    flat = dict(data)
+    for section in SECTIONS:
+        fields = flat.get(section)
+        if section == "env" and not isinstance(fields, Mapping):
+            continue  # env: NAME, the flat form
+        fields = flat.pop(section, None)
+        if fields is None:
+            continue
+        if not isinstance(fields, Mapping):
+            raise ConfigFileError(f"{path}: {section} must be a mapping of its fields to values; got {fields!r}")
+        for key, value in fields.items():
+            if BY_NAME.get(key) is None or BY_NAME[key].section != section:
+                where = f" (it belongs in {BY_NAME[key].section})" if key in BY_NAME else ""
+                raise ConfigFileError(f"{path}: {section} has no field {key!r}{where}")
+            name = SETTING_FIELDS.get(key, key)
+            if name in flat:
+                raise ConfigFileError(f"{path}: {name} given both at the top and in {section}")
+            flat[name] = value
+    return flat
 
 
 def read(path: str, command: str) -> FileConfig:
     """The settings and hyperparameters of the file at ``path`` for ``command`` (``train`` or ``compare``);
     ``ConfigFileError`` naming the file and the key otherwise."""
-    data = _load(path)
-    nested = data.pop(NESTED, {})
-    if not isinstance(nested, Mapping):
-        raise ConfigFileError(f"{path}: {NESTED} must be a mapping of hyperparameter names to values")
-    twice = sorted(set(nested) & set(data))
-    if twice:
-        raise ConfigFileError(f"{path}: {', '.join(twice)} given both at the top and under {NESTED}")
+    data = _flattened(path, _load(path))
     ignored = RECORDS + (RUN_ONLY if command == "compare" else ())
     not_used = {key: data.pop(key) for key in ignored if key in data}
     settings = {key: data.pop(key) for key in SETTINGS[command] if key in data}
-    values = {**nested, **data}
+    values = data
     unknown = [key for key in values if key not in hparams.BY_NAME]
     if unknown:
         raise ConfigFileError(_unknown_message(path, command, unknown))
@@ -121,8 +144,8 @@ def _setting(path: str, key: str, value: Any) -> Any:
         if not isinstance(value, str | int) or isinstance(value, bool):
             raise ConfigFileError(f"{path}: {key} must be a list or comma-separated text; got {value!r}")
         return str(value)
-    if key == "preset" and value is None:
-        return None
+    if key in ("preset", "device") and value is None:
+        return None  # no preset; the device rule's own choice (auto)
     if not isinstance(value, str) or not value:
         raise ConfigFileError(f"{path}: {key} must be a non-empty string; got {value!r}")
     return value

@@ -1,26 +1,26 @@
-"""A run's hyperparameters resolved (command-line default < preset < flag) into a ``PPOConfig``, and a config
-mapped to either trainer's keyword arguments.
+"""A run's configuration: flags, a preset and a ``--config`` file resolved into one ``PPOConfig``
+(``brax_core.training.agents.ppo.config``), and that config as a run folder's ``config.json``.
 
-Which keyword arguments a trainer takes is stated by the schema (each field's ``trainers``); the network fields
-are the one difference in how they are passed (JAX: inside a ``network_factory``; torch: by name).
+The walk of a setting goes one way: a flag (or the file's key, or the preset's entry) -> ``resolve`` -> a validated
+``PPOConfig`` -> ``RunSpec.to_json`` (``config.json``, written before training) -> the trainer, which receives the
+same object (``trainers.Trainer.train``: ``ppo.train.train_from_config`` or ``torch_ppo.train_from_config``).
+``config.json`` is read back (``RunSpec.from_json``) only by the commands that start from a folder: ``--resume``,
+``eval``, ``compare``'s run processes.
 """
 
 from __future__ import annotations
 
-import functools
+import dataclasses
+import os
 from collections.abc import Mapping
 from typing import Any
 
-from brax_bridge_app import envinfo, hparams
+from brax_bridge_app import envinfo, hparams, rundir
 from brax_bridge_app.hparams import HParamError
-from brax_core.training.agents.ppo import networks as ppo_networks
 from brax_core.training.agents.ppo import presets as ppo_presets
-from brax_core.training.agents.ppo.config import (
-    NETWORK_FIELDS,
-    ConfigError,
-    PPOConfig,
-    fields_of_train_kwargs,
-)
+from brax_core.training.agents.ppo.config import SECTIONS, ConfigError, PPOConfig, fields_of_train_kwargs
+
+RECORDS = rundir.RECORDS
 
 
 def presets() -> dict[str, dict[str, Any]]:
@@ -39,11 +39,18 @@ def _preset_values(preset: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def resolve(
-    env_name: str, preset_name: str | None, overrides: Mapping[str, Any], configured: Mapping[str, Any] | None = None
-) -> tuple[dict[str, Any], str | None]:
-    """Every command-line hyperparameter's value: command-line default < preset < config file (``configured``,
-    where ``None`` is a value) < flag (``overrides``, where ``None`` means not given), validated together.
-    Returns ``(values, preset used)``.
+    env_name: str,
+    preset_name: str | None,
+    overrides: Mapping[str, Any],
+    configured: Mapping[str, Any] | None = None,
+    *,
+    trainer: str | None = None,
+    seed: int = 0,
+    device: str | None = None,
+) -> PPOConfig:
+    """The run's config: every command-line hyperparameter's value from the command-line default < preset < config
+    file (``configured``, where ``None`` is a value) < flag (``overrides``, where ``None`` means not given), with the
+    env's name, the trainer, seed, device and the preset used, validated together (``HParamError`` naming the flag).
 
     ``preset_name=None`` picks the env's own preset when one exists. An unknown preset name is an error, and so
     is a preset setting something the command line cannot override (it would be a silent setting). A preset's
@@ -65,36 +72,71 @@ def resolve(
         values.update(hparams.from_flags(dict(configured or {})))
         values.update(hparams.from_flags({k: v for k, v in overrides.items() if v is not None}))
         if values["episode_length"] is None:
-            values["episode_length"] = env_default_episode_length(env_name)
-        config = PPOConfig(**values)
+            values["episode_length"] = envinfo.default_episode_length(env_name)
+        settings = {"name": env_name, "trainer": trainer, "seed": seed, "device": device, "preset": used}
+        return PPOConfig.from_flat({**values, **settings})
     except ConfigError as err:
         raise HParamError(err.flag_message) from None
-    return {name: getattr(config, name) for name in hparams.BY_NAME}, used
 
 
-def config_of_run_folder(run: Mapping[str, Any]) -> PPOConfig:
-    """The ``PPOConfig`` of a run folder's ``config.json`` (``hyperparameters`` and ``seed``); fields a
-    folder lacks take the command line's defaults."""
-    values = {**hparams.defaults(), **run["hyperparameters"], "seed": int(run["seed"])}
+@dataclasses.dataclass(frozen=True)
+class RunSpec:
+    """A run folder's ``config.json``: the run's ``PPOConfig`` (its sections ``env``, ``algorithm``, ``network``,
+    ``run`` at the top level of the file) and what the folder records about the run (``RECORDS``)."""
+
+    config: PPOConfig
+    records: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+    @property
+    def env_name(self) -> str:
+        return self.config.env.name
+
+    @property
+    def trainer(self) -> str:
+        return self.config.run.trainer
+
+    @property
+    def seed(self) -> int:
+        return self.config.run.seed
+
+    @property
+    def import_dir(self) -> str | None:
+        return self.records.get(envinfo.IMPORT_DIR)
+
+    def replace(self, **changes: Any) -> RunSpec:
+        """A copy with config fields changed by name (``spec.replace(seed=1)``), validated again."""
+        return dataclasses.replace(self, config=self.config.replace(**changes))
+
+    def with_records(self, **records: Any) -> RunSpec:
+        return dataclasses.replace(self, records={**self.records, **records})
+
+    def to_json(self) -> dict[str, Any]:
+        return {**self.config.to_json(), **self.records}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any], where: str = "config.json") -> RunSpec:
+        """The spec of ``data`` (a ``config.json``'s contents); ``HParamError`` naming ``where`` and the key
+        otherwise. A run's env name and trainer are required."""
+        unknown = sorted(set(data) - set(SECTIONS) - set(RECORDS))
+        if unknown:
+            raise HParamError(f"{where}: unknown keys {unknown}; it holds the sections {', '.join(SECTIONS)} and "
+                              f"the records {', '.join(RECORDS)}")
+        try:
+            config = PPOConfig.from_json({key: data[key] for key in SECTIONS if key in data})
+        except ConfigError as err:
+            raise HParamError(f"{where}: {err}") from None
+        missing = [name for name, value in (("env.name", config.env.name), ("run.trainer", config.run.trainer))
+                   if value is None]
+        if missing:
+            raise HParamError(f"{where} lacks {' and '.join(missing)}; was it written by brax-bridge train?")
+        return cls(config, {key: data[key] for key in RECORDS if key in data})
+
+
+def read_run(run_dir: str) -> RunSpec:
+    """The spec of the run folder ``run_dir`` (its ``config.json``, validated); ``rundir.RunDirError`` naming the file
+    and what is wrong otherwise."""
+    data = rundir.read_config(run_dir)
     try:
-        return PPOConfig(**values)
-    except ConfigError as err:
-        raise HParamError(err.flag_message) from None
-
-
-def env_default_episode_length(env_name: str) -> int:
-    return envinfo.default_episode_length(env_name)
-
-
-def jax_kwargs(config: PPOConfig) -> dict[str, Any]:
-    """Keyword arguments for ``brax_core.training.agents.ppo.train.train``: the fields the JAX trainer takes,
-    with the network fields inside a ``make_ppo_networks`` partial."""
-    kwargs = config.trainer_kwargs("jax")
-    network = {name: kwargs.pop(name) for name in NETWORK_FIELDS}
-    kwargs["network_factory"] = functools.partial(ppo_networks.make_ppo_networks, **network)
-    return kwargs
-
-
-def torch_kwargs(config: PPOConfig) -> dict[str, Any]:
-    """Keyword arguments for ``torch_ppo.train``: the fields the torch trainer takes, network fields by name."""
-    return config.trainer_kwargs("torch")
+        return RunSpec.from_json(data, where=os.path.join(run_dir, rundir.CONFIG))
+    except HParamError as err:
+        raise rundir.RunDirError(str(err)) from None

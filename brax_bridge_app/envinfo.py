@@ -5,15 +5,14 @@ Also the facts of the ``envs`` table, found without compiling or stepping any ph
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
 from typing import Any
 
-from brax_bridge_app import user_envs
+from brax_bridge_app import rundir, user_envs
 from brax_core import envs
 from brax_core.extras import install_line
 
 # config.json: the folder a user's env module was imported from, so a run is rebuilt from any working directory.
-IMPORT_DIR = "env_import_dir"
+IMPORT_DIR = rundir.IMPORT_DIR
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,12 +77,11 @@ def canonical(name: str) -> str:
 
 
 def recorded(name: str) -> dict[str, Any]:
-    """The ``config.json`` entries that name the env: ``env``, and for a user's module the folder it was imported
-    from (``IMPORT_DIR``)."""
-    entries: dict[str, Any] = {"env": canonical(name)}
+    """What ``config.json`` records of where the env came from: for a user's module, the folder it was imported
+    from (``IMPORT_DIR``); nothing for a registered env or a file."""
     if is_user_env(name) and (folder := user_envs.import_dir(name)) is not None:
-        entries[IMPORT_DIR] = folder
-    return entries
+        return {IMPORT_DIR: folder}
+    return {}
 
 
 def folder_name(name: str) -> str:
@@ -99,9 +97,9 @@ def make(name: str, import_dir: str | None = None) -> envs.Env:
     return envs.get_environment(name)
 
 
-def of_run(config: Mapping[str, Any]) -> envs.Env:
-    """The env of a run folder's ``config.json``."""
-    return make(config["env"], config.get(IMPORT_DIR))
+def of_run(spec: Any) -> envs.Env:
+    """The env of a run (a ``configuration.RunSpec``)."""
+    return make(spec.env_name, spec.import_dir)
 
 
 def default_episode_length(name: str, import_dir: str | None = None, env: envs.Env | None = None) -> int:

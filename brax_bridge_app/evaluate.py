@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
-from collections.abc import Mapping
 from typing import Any
 
 import jax
@@ -14,6 +13,7 @@ import numpy as np
 from rich.console import Console
 
 from brax_bridge_app import envinfo, rundir, runtime, trainers
+from brax_bridge_app.configuration import RunSpec
 from brax_core import compile as compile_options
 from brax_core.envs import training
 from brax_core.io import html, image
@@ -39,30 +39,27 @@ class Trajectory:
 
 
 def load_policy(
-    run_dir: str, config: Mapping[str, Any], deterministic: bool, placement: runtime.Placement | None = None
+    run_dir: str, spec: RunSpec, deterministic: bool, placement: runtime.Placement | None = None
 ) -> trainers.Policy:
     """The run's checkpointed policy, for either trainer, on ``placement`` (default: ``--device auto``'s)."""
     ckpt = os.path.abspath(os.path.join(run_dir, rundir.CHECKPOINT))
     if not os.path.exists(ckpt):
         raise rundir.RunDirError(f"{ckpt} does not exist; train (or resume) the run until its first checkpoint")
-    if config["trainer"] not in trainers.TRAINERS:
-        raise rundir.RunDirError(f"config.json names an unknown trainer {config['trainer']!r}")
-    return trainers.get(config["trainer"]).load_policy(ckpt, deterministic, placement or runtime.place("auto"))
+    return trainers.get(spec.trainer).load_policy(ckpt, deterministic, placement or runtime.place("auto"))
 
 
 def run_episodes(
-    config: Mapping[str, Any], policy: trainers.Policy, episodes: int, seed: int, record: bool
+    spec: RunSpec, policy: trainers.Policy, episodes: int, seed: int, record: bool
 ) -> Episodes:
     """Runs ``episodes`` environments in parallel for one episode each (until the time limit).
 
     A JAX policy runs with the env inside one compiled scan (one compile, no per-step dispatch); a torch
     policy alternates with the jitted env step from Python.
     """
-    hp = config["hyperparameters"]
-    repeat = int(hp["action_repeat"])
-    base = envinfo.of_run(config)
-    env = training.VmapWrapper(training.EpisodeWrapper(base, int(hp["episode_length"]), repeat))
-    steps = -(-int(hp["episode_length"]) // repeat)
+    repeat, episode_length = spec.config.env.action_repeat, spec.config.env.episode_length
+    base = envinfo.of_run(spec)
+    env = training.VmapWrapper(training.EpisodeWrapper(base, episode_length, repeat))
+    steps = -(-episode_length // repeat)
     keys = jax.random.split(jax.random.PRNGKey(seed), episodes + 1)
     recordable = record and hasattr(jax.eval_shape(env.reset, keys[1:]).pipeline_state, "xpos")
     jit = functools.partial(jax.jit, compiler_options=compiler_options())
@@ -121,19 +118,19 @@ def _pose(pipeline_state: Any) -> tuple[jax.Array, jax.Array, jax.Array]:
     return pipeline_state.qpos[0], pipeline_state.xpos[0], pipeline_state.xquat[0]
 
 
-def render(run_dir: str, config: Mapping[str, Any], result: Episodes, video: str, console: Console) -> dict:
+def render(run_dir: str, spec: RunSpec, result: Episodes, video: str, console: Console) -> dict:
     """Writes the first episode as ``episode.html`` and, unless ``video`` is ``none``, ``episode.<video>``.
 
     Returns the written paths (None where nothing was written); a missing OpenGL backend only skips the video.
     """
     written: dict[str, str | None] = {"html": None, "video": None}
     if result.xpos is None:
-        console.print(f"[yellow]--render: {config['env']} has no MuJoCo model, so there is nothing to draw[/]")
+        console.print(f"[yellow]--render: {spec.env_name} has no MuJoCo model, so there is nothing to draw[/]")
         return written
-    base = envinfo.of_run(config)
+    base = envinfo.of_run(spec)
     model = base.mj_model
     trajectory = Trajectory(result.qpos, result.xpos, result.xquat)
-    dt = float(base.dt) * int(config["hyperparameters"]["action_repeat"])
+    dt = float(base.dt) * spec.config.env.action_repeat
     written["html"] = html.save(os.path.join(run_dir, f"{rundir.EPISODE}.html"), model, trajectory, dt=dt)
     console.print(f"HTML viewer: {written['html']} (open in a browser; works offline)")
     if video != "none":

@@ -172,28 +172,30 @@ class WandbLogger:
         self.close()
 
 
-def run_parameters(config: Mapping[str, Any]) -> dict[str, Any]:
-    """What a run's loggers record as its configuration: env, trainer, seed, preset, device and every
-    hyperparameter of its ``config.json``, flat."""
-    settings = {key: config.get(key) for key in ("env", "trainer", "seed", "preset", "device")}
-    return {**settings, **config["hyperparameters"]}
+def run_parameters(spec: Any) -> dict[str, Any]:
+    """What a run's loggers record as its configuration: every field of its config (a ``configuration.RunSpec``'s),
+    flat, the env's name as ``env`` and the device ``auto`` where the config leaves it to the device rule."""
+    fields = spec.config.flat()
+    fields["env"] = fields.pop("name")
+    fields["device"] = fields["device"] or "auto"
+    return {key: list(value) if isinstance(value, tuple) else value for key, value in fields.items()}
 
 
-def wandb_run_id(run_dir: str, config: Mapping[str, Any]) -> str:
+def wandb_run_id(run_dir: str, spec: Any) -> str:
     """One W&B run id per run folder and run (its ``created`` time), so a resumed run logs into the same W&B run."""
-    key = f"{os.path.abspath(run_dir)}|{config.get('created')}"
+    key = f"{os.path.abspath(run_dir)}|{spec.records.get('created')}"
     return hashlib.sha256(key.encode()).hexdigest()[:16]
 
 
 @contextlib.contextmanager
-def opened(names: Sequence[str], run_dir: str, config: Mapping[str, Any], resume_step: int | None = None,
+def opened(names: Sequence[str], run_dir: str, spec: Any, resume_step: int | None = None,
            wandb_project: str | None = None, wandb_entity: str | None = None) -> Iterator[list[Any]]:
     """The loggers ``names`` asks for besides the run folder's metrics.jsonl, for the run in ``run_dir``; closed on
     leaving. TensorBoard writes into ``<run_dir>/tensorboard``; W&B into ``WANDB_DIR`` when set, else the run
     folder, named after the folder (``WANDB_RUN_GROUP`` groups the runs of a comparison)."""
     made: list[Any] = []
     try:
-        parameters = run_parameters(config)
+        parameters = run_parameters(spec)
         if "tensorboard" in names:
             purge = None if resume_step is None else resume_step + 1
             made.append(TensorBoardLogger(os.path.join(run_dir, rundir.TENSORBOARD), parameters, purge_step=purge))
@@ -202,7 +204,7 @@ def opened(names: Sequence[str], run_dir: str, config: Mapping[str, Any], resume
                 made.append(WandbLogger(
                     project=wandb_project, entity=wandb_entity, name=os.path.basename(os.path.abspath(run_dir)),
                     config=parameters, dir=None if os.environ.get("WANDB_DIR") else run_dir,
-                    id=wandb_run_id(run_dir, config), resume="allow",
+                    id=wandb_run_id(run_dir, spec), resume="allow",
                 ))
             except Exception as err:  # wandb raises its own kinds (no API key, no network, a bad entity)
                 raise LoggerError(f"--logger wandb: W&B could not start a run ({type(err).__name__}: {err}); "

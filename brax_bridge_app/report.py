@@ -100,10 +100,10 @@ def _run_lines(summaries: Sequence[Mapping[str, Any]]) -> list[str]:
 
 
 def markdown(env: str, summaries: Sequence[Mapping[str, Any]], result: Mapping[str, Any],
-             hyperparameters: Mapping[str, Any], machine: str, command: str, total_wall_s: float | None = None,
+             config: Mapping[str, Mapping[str, Any]], machine: str, command: str, total_wall_s: float | None = None,
              threshold: float | None = None, notes: Sequence[str] = ()) -> str:
     """The whole ``report.md``: the verdict, the per-trainer table, every run, how it was made, and the
-    hyperparameters both trainers shared."""
+    configuration both trainers shared (``config``: its sections, as ``PPOConfig.to_json`` gives them)."""
     columns = _columns(threshold)
     lines = [f"# brax-bridge compare: `{env}`", "", f"**Verdict:** {stats.verdict(result)}", ""]
     lines += [f"> {note}" for note in notes] + ([""] if notes else [])
@@ -128,12 +128,13 @@ def markdown(env: str, summaries: Sequence[Mapping[str, Any]], result: Mapping[s
         "(start-up excluded); start-up: seconds from calling train to the first report after training began "
         "(compilation plus one training interval).",
         "",
-        "## Hyperparameters (both trainers)",
+        "## Configuration (both trainers)",
         "",
-        "| name | value |",
-        "|---|---|",
+        "| section | name | value |",
+        "|---|---|---|",
     ]
-    for key, value in hyperparameters.items():
-        shown = ",".join(map(str, value)) if isinstance(value, (list, tuple)) else value
-        lines.append(f"| {key} | {shown} |")
+    for section, fields in config.items():
+        for key, value in fields.items():
+            shown = ",".join(map(str, value)) if isinstance(value, (list, tuple)) else value
+            lines.append(f"| {section} | {key} | {shown} |")
     return "\n".join(lines) + "\n"

@@ -22,6 +22,10 @@ TENSORBOARD = "tensorboard"  # --logger tensorboard: the run's event files
 CURVE = "learning_curve.png"
 EVAL = "eval.json"  # what `brax-bridge eval` measured of the run's policy
 EPISODE = "episode"  # `eval --render`: episode.html and the video episode.<format>
+# What config.json records about its run beside the config's sections: the folder a user's env module was imported
+# from, the package versions, the command line, and when the run was created and resumed.
+IMPORT_DIR = "env_import_dir"
+RECORDS = (IMPORT_DIR, "versions", "command", "created", "resumed")
 
 EVAL_REWARD = "eval/episode_reward"
 EVAL_REWARD_STD = "eval/episode_reward_std"
@@ -74,13 +78,10 @@ def read_json(path: str) -> dict[str, Any]:
 
 
 def read_config(run_dir: str) -> dict[str, Any]:
+    """The run's ``config.json`` as written (``configuration.read_run`` gives it typed and validated)."""
     if not os.path.isdir(run_dir):
         raise RunDirError(f"run folder {run_dir} does not exist")
-    config = read_json(os.path.join(run_dir, CONFIG))
-    missing = [k for k in ("env", "trainer", "seed", "hyperparameters") if k not in config]
-    if missing:
-        raise RunDirError(f"{os.path.join(run_dir, CONFIG)} lacks {missing}; was it written by brax-bridge train?")
-    return config
+    return read_json(os.path.join(run_dir, CONFIG))
 
 
 def scalar_metrics(metrics: Mapping[str, Any]) -> dict[str, float]:

@@ -23,6 +23,8 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from brax_bridge_app import envinfo, hparams, plots, rundir, runtime, trainers
+from brax_bridge_app.configuration import RunSpec
+from brax_core.training.agents.ppo.config import PPOConfig
 
 # Files in a run folder that describe the run's policy, written after training (`eval`) or at its end: a fresh run
 # in the same folder removes them first (and the rendered episode, `rundir.EPISODE` in any format).
@@ -86,20 +88,15 @@ def _fmt_reward(value: float | None) -> str:
     return "-" if value is None else f"{value:.1f}"
 
 
-def make_config(
-    env: str, trainer: str, seed: int, hp: Mapping[str, Any], preset: str | None, device: str = "auto"
-) -> dict[str, Any]:
-    return {
-        **envinfo.recorded(env),
-        "trainer": trainer,
-        "seed": seed,
-        "preset": preset,
-        "device": device,
-        "hyperparameters": hparams.to_json(hp),
+def new_run(config: PPOConfig) -> RunSpec:
+    """A new run of ``config`` (with its env's name and trainer), with what its folder records: where a user's env
+    module was imported from, the versions, the command line and the time."""
+    return RunSpec(config, {
+        **envinfo.recorded(config.env.name),
         "versions": rundir.versions(),
         "command": rundir.command_line(),
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-    }
+    })
 
 
 def checkpoint_step(trainer: str, path: str) -> int | None:
@@ -108,18 +105,18 @@ def checkpoint_step(trainer: str, path: str) -> int | None:
 
 
 def _call_trainer(
-    config: Mapping[str, Any],
+    spec: RunSpec,
     progress_fn: Callable,
     ckpt: str,
     restore: str | None,
     allow_changes: bool = False,
     policy_params_fn: Callable[..., None] = lambda *args: None,
 ) -> Any:
-    trainer = trainers.get(config["trainer"])
+    trainer = trainers.get(spec.trainer)
     # Both trainers on the same device: JAX's default device and torch's device of the same place.
-    placement = runtime.place(config.get("device"))
+    placement = runtime.place(spec.config.run.device)
     return trainer.train(
-        config,
+        spec,
         placement,
         progress_fn=progress_fn,
         policy_params_fn=policy_params_fn,
@@ -130,7 +127,7 @@ def _call_trainer(
 
 
 def summarize(
-    config: Mapping[str, Any],
+    spec: RunSpec,
     rows: list[dict],
     status: str,
     wall_s: float | None,
@@ -152,9 +149,9 @@ def summarize(
         sps = moving[0][0] / moving[0][1]
     trainer_sps = [r[rundir.TRAIN_SPS] for r in rows if r.get(rundir.TRAIN_SPS)]
     return {
-        "env": config["env"],
-        "trainer": config["trainer"],
-        "seed": config["seed"],
+        "env": spec.env_name,
+        "trainer": spec.trainer,
+        "seed": spec.seed,
         "status": status,
         "env_steps": max([rows[-1]["step"] if rows else 0, *(step for step, _ in epoch_ends)]),
         "final_reward": rundir.reward_of(final) if final else None,
@@ -169,7 +166,7 @@ def summarize(
 
 def train_run(
     run_dir: str,
-    config: Mapping[str, Any],
+    spec: RunSpec,
     console: Console,
     resume: bool = False,
     stop: StopFlag | None = None,
@@ -182,7 +179,7 @@ def train_run(
 
     With ``resume`` the trainer restores ``run_dir/checkpoint`` and the metrics file is continued; times keep
     counting from the earlier part's end so the curve against wall time stays monotone. The trainer refuses a
-    ``config`` whose hyperparameters differ from the checkpoint's unless ``allow_changes``. Each report logged
+    ``spec`` whose config differs from the checkpoint's unless ``allow_changes``. Each report logged
     to metrics.jsonl also goes to every one of ``loggers`` (``loggers.TensorBoardLogger``, ...), as its metrics.
     """
     started_at = datetime.datetime.now().astimezone().isoformat(timespec="milliseconds")
@@ -193,7 +190,7 @@ def train_run(
     restore = ckpt if resume else None
     earlier: list[dict] = []
     if resume:
-        step = checkpoint_step(config["trainer"], ckpt)
+        step = checkpoint_step(spec.trainer, ckpt)
         if step is None:
             raise rundir.RunDirError(f"cannot resume: {ckpt} holds no checkpoint (the run stopped before its first)")
         # Reports past the checkpoint will be made again by the resumed run.
@@ -216,10 +213,10 @@ def train_run(
         if removed:
             console.print(f"[yellow]removed the earlier run's {', '.join(removed)} from {run_dir}[/]")
     time_offset = earlier[-1]["time_s"] if earlier else 0.0
-    rundir.write_json(os.path.join(run_dir, rundir.CONFIG), config)
+    rundir.write_json(os.path.join(run_dir, rundir.CONFIG), spec.to_json())
 
-    total = int(config["hyperparameters"]["num_timesteps"])
-    label = f"{config['trainer']}/{config['env']}/seed {config['seed']}"
+    total = spec.config.run.num_timesteps
+    label = f"{spec.trainer}/{spec.env_name}/seed {spec.seed}"
     start = time.perf_counter()
     rows = list(earlier)
     logged = {(r["step"], rundir.EVAL_REWARD in r) for r in earlier}
@@ -258,7 +255,7 @@ def train_run(
 
         status, error = "completed", None
         try:
-            _call_trainer(config, progress_fn, ckpt, restore, allow_changes, policy_params_fn)
+            _call_trainer(spec, progress_fn, ckpt, restore, allow_changes, policy_params_fn)
         except StopTraining:
             status = "interrupted"
         except KeyboardInterrupt:
@@ -271,10 +268,10 @@ def train_run(
         if status == "completed":
             bar.update(task, completed=total)
     wall_s = round(time_offset + time.perf_counter() - start, 3)
-    summary = summarize(config, rows, status, wall_s, epoch_ends)
+    summary = summarize(spec, rows, status, wall_s, epoch_ends)
     if error is not None:
         summary["error"] = error
-    summary["checkpoint_step"] = checkpoint_step(config["trainer"], ckpt)
+    summary["checkpoint_step"] = checkpoint_step(spec.trainer, ckpt)
     summary["checkpoint"] = ckpt if summary["checkpoint_step"] is not None else None
     summary["pid"] = os.getpid()
     summary["started_at"] = started_at

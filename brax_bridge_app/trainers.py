@@ -7,7 +7,7 @@ run's policy for evaluation. ``TRAINERS`` maps the names the command line takes 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any, Protocol
 
 import jax
@@ -15,7 +15,8 @@ import jax.numpy as jnp
 import torch
 
 import torch_ppo
-from brax_bridge_app import configuration, envinfo, hparams, runtime
+from brax_bridge_app import envinfo, hparams, runtime
+from brax_bridge_app.configuration import RunSpec
 from brax_core.training.agents.ppo import checkpoint as jax_checkpoint
 from brax_core.training.agents.ppo import train as ppo_train
 from torch_ppo import checkpoint as torch_checkpoint
@@ -34,9 +35,9 @@ class Trainer(Protocol):
 
     name: str
 
-    def train(self, config: Mapping[str, Any], placement: runtime.Placement, **run_kwargs: Any) -> Any:
-        """Trains ``config`` (a run folder's ``config.json``) on ``placement``; ``run_kwargs`` are the callbacks and
-        checkpoint paths both trainers take by the same names."""
+    def train(self, spec: RunSpec, placement: runtime.Placement, **run_kwargs: Any) -> Any:
+        """Trains ``spec.config`` on ``placement``; ``run_kwargs`` are the callbacks and checkpoint paths both
+        trainers take by the same names."""
         ...
 
     def latest_step(self, path: str) -> int | None:
@@ -51,12 +52,11 @@ class Trainer(Protocol):
 class JaxTrainer(Trainer):
     name = "jax"
 
-    def train(self, config: Mapping[str, Any], placement: runtime.Placement, **run_kwargs: Any) -> Any:
-        kwargs = configuration.jax_kwargs(configuration.config_of_run_folder(config))
-        environment = envinfo.of_run(config)
-        # The JAX trainer trains on JAX's default device when one is set.
+    def train(self, spec: RunSpec, placement: runtime.Placement, **run_kwargs: Any) -> Any:
+        # The JAX trainer trains on JAX's default device when one is set; the placement's device is the config's.
+        config = spec.config.replace(device=placement.torch_device)
         with runtime.placed(placement):
-            return ppo_train.train(environment=environment, **run_kwargs, **kwargs)
+            return ppo_train.train_from_config(config, envinfo.of_run(spec), **run_kwargs)
 
     def latest_step(self, path: str) -> int | None:
         return jax_checkpoint.latest_step(path)
@@ -70,13 +70,13 @@ class JaxTrainer(Trainer):
 class TorchTrainer(Trainer):
     name = "torch"
 
-    def train(self, config: Mapping[str, Any], placement: runtime.Placement, **run_kwargs: Any) -> Any:
-        kwargs = configuration.torch_kwargs(configuration.config_of_run_folder(config))
+    def train(self, spec: RunSpec, placement: runtime.Placement, **run_kwargs: Any) -> Any:
+        config = spec.config.replace(device=placement.torch_device)
         # A registered name stays a name: the bridge shares one compiled step among TorchEnvs of one configuration
         # (training, evaluation). A user's env is handed over built.
-        environment = envinfo.of_run(config) if envinfo.is_user_env(config["env"]) else config["env"]
+        environment = envinfo.of_run(spec) if envinfo.is_user_env(spec.env_name) else spec.env_name
         with runtime.placed(placement):
-            return torch_ppo.train(environment=environment, device=placement.torch_device, **run_kwargs, **kwargs)
+            return torch_ppo.train_from_config(config, environment, **run_kwargs)
 
     def latest_step(self, path: str) -> int | None:
         return torch_checkpoint.latest_step(path)

@@ -111,29 +111,32 @@ def test_help_everywhere():
 
 
 def test_hyperparameters_resolve_default_preset_flag():
-    resolved, used = configuration.resolve("fast", None, {"num_envs": 8, "batch_size": 8, "num_minibatches": 2})
-    assert resolved["num_envs"] == 8 and resolved["episode_length"] == 100  # the env's own episode length
-    assert set(resolved) == set(hparams.BY_NAME)
-    assert resolved["max_grad_norm"] is None
-    assert "fast" in configuration.presets() and used == "fast"  # the env's own preset applies by default
-    resolved, _ = configuration.resolve("fast", None, {"max_grad_norm": 0.0, "num_envs": 1})
-    assert resolved["max_grad_norm"] is None  # 0 documents "no clipping"
-    assert configuration.resolve("fast", None, {"max_to_keep": "all"})[0]["max_to_keep"] is None  # every one kept
-    assert configuration.resolve("fast", None, {"max_to_keep": "2"})[0]["max_to_keep"] == 2
+    """Flags, a preset and the command line's defaults resolve into one PPOConfig with the command's settings."""
+    config = configuration.resolve("fast", None, {"num_envs": 8, "batch_size": 8, "num_minibatches": 2},
+                                   trainer="torch", seed=3, device="auto")
+    assert config.env.num_envs == 8 and config.env.episode_length == 100  # the env's own episode length
+    assert (config.env.name, config.run.trainer, config.run.seed, config.run.device) == ("fast", "torch", 3, None)
+    assert config.algorithm.max_grad_norm is None
+    assert "fast" in configuration.presets() and config.run.preset == "fast"  # the env's own preset by default
+    config = configuration.resolve("fast", None, {"max_grad_norm": 0.0, "num_envs": 1})
+    assert config.algorithm.max_grad_norm is None  # 0 documents "no clipping"
+    assert configuration.resolve("fast", None, {"max_to_keep": "all"}).run.max_to_keep is None  # every one kept
+    assert configuration.resolve("fast", None, {"max_to_keep": "2"}).run.max_to_keep == 2
     assert hparams.parse_sizes("64, 64") == (64, 64)
 
 
 def test_gpu_presets_are_brax_recipes_and_flags_still_override_them():
-    resolved, used = configuration.resolve("ant", "ant-gpu", {"num_timesteps": 1000})
-    assert used == "ant-gpu" and resolved["num_timesteps"] == 1000
+    resolved = configuration.resolve("ant", "ant-gpu", {"num_timesteps": 1000}).flat()
+    assert resolved["preset"] == "ant-gpu" and resolved["num_timesteps"] == 1000
     assert (resolved["num_envs"], resolved["batch_size"], resolved["unroll_length"]) == (4096, 2048, 5)
     assert (resolved["reward_scaling"], resolved["entropy_cost"], resolved["clipping_epsilon"]) == (10.0, 1e-2, 0.3)
     assert resolved["policy_hidden_layer_sizes"] == (32,) * 4 and resolved["value_hidden_layer_sizes"] == (256,) * 5
-    cpu, _ = configuration.resolve("ant", None, {})
-    assert cpu["num_envs"] == 128  # without --preset the env's own (CPU) preset still applies
-    humanoid, _ = configuration.resolve("humanoid", "humanoid-gpu", {})
-    cheetah, _ = configuration.resolve("halfcheetah", "halfcheetah-gpu", {})
-    assert (humanoid["unroll_length"], humanoid["reward_scaling"], cheetah["discounting"]) == (10, 0.1, 0.95)
+    cpu = configuration.resolve("ant", None, {})
+    assert cpu.env.num_envs == 128  # without --preset the env's own (CPU) preset still applies
+    humanoid = configuration.resolve("humanoid", "humanoid-gpu", {})
+    cheetah = configuration.resolve("halfcheetah", "halfcheetah-gpu", {})
+    assert (humanoid.algorithm.unroll_length, humanoid.algorithm.reward_scaling) == (10, 0.1)
+    assert cheetah.algorithm.discounting == 0.95
     with pytest.raises(hparams.HParamError, match="halfcheetah-gpu"):
         configuration.resolve("ant", "hopper-gpu", {})
 
@@ -150,19 +153,18 @@ def test_plots_and_report_files(tmp_path):
     figure = plots.compare([("jax seed 0", _rows(5)), ("torch seed 0", _rows(4, 1.0))], str(tmp_path / "c.png"))
     with Image.open(figure) as image:
         assert image.size == (1100, 420)
-    config = {"env": "fast", "trainer": "jax", "seed": 0}
-    jax_summary = runs.summarize(
-        config, _rows(5), "completed", 9.0)
+    spec = configuration.RunSpec(configuration.resolve("fast", None, {"num_envs": 4}, trainer="jax"))
+    jax_summary = runs.summarize(spec, _rows(5), "completed", 9.0)
     assert jax_summary["final_reward"] == 40.0 and jax_summary["env_steps"] == 4000
     assert jax_summary["first_report_s"] == 3.0 and jax_summary["steps_per_s"] == pytest.approx(1000.0)
     torch_summary = dict(jax_summary, trainer="torch", final_reward=31.0)
     result = stats.comparison([jax_summary, torch_summary], [_rows(5), _rows(4, 1.0)], ["jax", "torch"])
-    text = report.markdown("fast", [jax_summary, torch_summary], result, {"num_envs": 4}, "test box",
+    text = report.markdown("fast", [jax_summary, torch_summary], result, spec.config.to_json(), "test box",
                            "brax-bridge compare")
     table = [line for line in text.splitlines() if line.startswith("| jax") or line.startswith("| torch")]
     # one run each: its final reward is the IQM, with no interval
     assert table[0].split("|")[3].strip() == "40.0" and table[1].split("|")[3].strip() == "31.0"
-    assert "| num_envs | 4 |" in text
+    assert "| env | num_envs | 4 |" in text and "| algorithm | learning_rate | 0.003 |" in text
 
 
 def test_metrics_log_round_trip(tmp_path):
@@ -261,7 +263,7 @@ def test_ctrl_c_between_evaluations_resumes_to_the_unbroken_runs_reports(tmp_pat
     # A deliberate change on resume: allowed with --allow-changes (the run is complete, so nothing trains).
     result = invoke("train", "--resume", str(run_dir), "--learning-rate", "0.01", "--allow-changes")
     assert result.exit_code == 0, result.output
-    assert json.loads((run_dir / rundir.CONFIG).read_text())["hyperparameters"]["learning_rate"] == 0.01
+    assert json.loads((run_dir / rundir.CONFIG).read_text())["algorithm"]["learning_rate"] == 0.01
 
 
 def test_eval_render_writes_viewer_and_video(tmp_path, monkeypatch):
@@ -366,14 +368,16 @@ def test_device_cpu_runs_both_trainers_on_the_cpu_where_a_gpu_is_reported(tmp_pa
     jax_devices, torch_devices = [], []
     choose = ppo_train._devices
     monkeypatch.setattr(ppo_train, "_devices", lambda *a: jax_devices.append(choose(*a)) or jax_devices[-1])
-    train_torch = trainers.torch_ppo.train
-    monkeypatch.setattr(trainers.torch_ppo, "train",
-                        lambda *a, **kw: torch_devices.append(kw["device"]) or train_torch(*a, **kw))
+    train_torch = trainers.torch_ppo.train_from_config
+    monkeypatch.setattr(
+        trainers.torch_ppo, "train_from_config",
+        lambda config, *a, **kw: torch_devices.append(config.run.device) or train_torch(config, *a, **kw),
+    )
     for trainer in ("jax", "torch"):
         run_dir = tmp_path / trainer
         result = invoke("train", "--env", "fast", "--trainer", trainer, "--out", str(run_dir), "--device", "cpu", *TINY)
         assert result.exit_code == 0, result.output
-        assert json.loads((run_dir / "config.json").read_text())["device"] == "cpu"
+        assert json.loads((run_dir / "config.json").read_text())["run"]["device"] == "cpu"
         assert json.loads((run_dir / "summary.json").read_text())["status"] == "completed"
     assert [[d.platform for d in chosen] for chosen in jax_devices] == [["cpu"]]
     assert torch_devices == ["cpu"]

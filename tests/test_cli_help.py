@@ -189,7 +189,9 @@ def test_each_command_speaks_of_what_it_does():
         assert "both trainers" not in _help(name, 120)
     # --config lists the keys the command reads, and no other (compare reads no trainer or seed of its own).
     for name in ("train", "compare"):
-        listed = re.search(r"YAML with (.+?) and hyperparameter names as keys", entries[name]["--config FILE"])[1]
+        text = entries[name]["--config FILE"]
+        assert "YAML with its sections (env, algorithm, network, run)" in text
+        listed = re.search(r"flat, with (.+?) and hyperparameter names as keys", text)[1]
         assert listed.replace(" and ", ", ").split(", ") == list(config_files.SETTINGS[name])
     assert "trainer and seed are not used" in entries["compare"]["--config FILE"]
 

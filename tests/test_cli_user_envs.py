@@ -120,8 +120,8 @@ def test_a_relative_file_path_trains_records_its_absolute_path_and_resumes_from_
     (run_dir,) = (tmp_path / "runs").iterdir()
     assert run_dir.name.startswith("drift_env_Drift-torch-")  # the file's stem and the name: a valid folder name
     config = _config(run_dir)
-    assert config["env"] == f"{drift_file}:Drift" and envinfo.IMPORT_DIR not in config
-    assert config["preset"] is None and config["hyperparameters"]["episode_length"] == 12
+    assert config["env"]["name"] == f"{drift_file}:Drift" and envinfo.IMPORT_DIR not in config
+    assert config["run"]["preset"] is None and config["env"]["episode_length"] == 12
     _eval(run_dir)
 
     elsewhere = tmp_path / "elsewhere"
@@ -144,7 +144,7 @@ def test_a_module_path_trains_and_evaluates_from_another_working_directory(tmp_p
     result = invoke("train", "--env", "drift_module_env:Drift", "--out", str(run_dir), *TINY)
     assert result.exit_code == 0, result.output
     config = _config(run_dir)
-    assert config["env"] == "drift_module_env:Drift" and config[envinfo.IMPORT_DIR] == str(home)
+    assert config["env"]["name"] == "drift_module_env:Drift" and config[envinfo.IMPORT_DIR] == str(home)
 
     monkeypatch.chdir(tmp_path)  # the module is not on the path from here: the recorded folder finds it
     _forget(str(home / "drift_module_env.py"))
@@ -166,9 +166,9 @@ def test_compare_takes_a_factory_by_absolute_path(drift_file, tmp_path):
     assert data["env"] == f"{drift_file}:make_drift" and data["preset"] is None
     assert [(r["trainer"], r["status"]) for r in data["runs"]] == [("jax", "completed"), ("torch", "completed")]
     # A factory function has no default_episode_length of its own: the class of the env it returns has.
-    assert data["hyperparameters"]["episode_length"] == 12
+    assert data["config"]["env"]["episode_length"] == 12
     for trainer in ("jax", "torch"):
-        assert _config(out / f"{trainer}-seed0")["env"] == f"{drift_file}:make_drift"
+        assert _config(out / f"{trainer}-seed0")["env"]["name"] == f"{drift_file}:make_drift"
         _eval(out / f"{trainer}-seed0")
 
 

@@ -19,7 +19,7 @@ from cli_runner import TINY, invoke
 from PIL import Image
 from scipy import stats as scipy_stats
 
-from brax_bridge_app import cli, comparison, hparams, plots, rundir, stats
+from brax_bridge_app import cli, comparison, plots, rundir, stats
 from brax_core.training.agents.ppo import checkpoint as jax_checkpoint
 from torch_ppo import checkpoint as torch_checkpoint
 
@@ -56,7 +56,12 @@ def test_every_run_in_a_process_of_its_own_in_interleaved_order(compared):
         summary = json.loads((out / f"{run['trainer']}-seed{run['seed']}" / rundir.SUMMARY).read_text())
         assert summary == run and summary["status"] == "completed"
         config = json.loads((out / f"{run['trainer']}-seed{run['seed']}" / rundir.CONFIG).read_text())
-        assert config["device"] == "cpu" and config["hyperparameters"] == data["hyperparameters"]
+        assert config["run"]["device"] == "cpu"
+        # every run's config is the one compare.json records as shared, with the run's trainer and seed
+        unset = {"trainer": None, "seed": None}
+        assert {**config["run"], **unset} == {**data["config"]["run"], **unset}
+        assert {s: config[s] for s in ("env", "algorithm", "network")} == {
+            s: data["config"][s] for s in ("env", "algorithm", "network")}
 
 
 def test_the_main_job_at_a_tiny_size_writes_its_report_figure_and_runs(tmp_path):
@@ -151,9 +156,10 @@ def test_runs_of_a_comparison_match_and_their_checkpoints_load(compared):
     out, _, _ = compared
     jax_config = json.loads((out / "jax-seed3" / rundir.CONFIG).read_text())
     torch_config = json.loads((out / "torch-seed3" / rundir.CONFIG).read_text())
-    assert jax_config["hyperparameters"] == torch_config["hyperparameters"]  # matched settings
-    assert set(jax_config["hyperparameters"]) == set(hparams.BY_NAME)
-    assert (jax_config["trainer"], torch_config["trainer"], jax_config["seed"]) == ("jax", "torch", 3)
+    assert {**jax_config["run"], "trainer": "-"} == {**torch_config["run"], "trainer": "-"}  # matched settings
+    assert all(jax_config[s] == torch_config[s] for s in ("env", "algorithm", "network"))
+    assert (jax_config["run"]["trainer"], torch_config["run"]["trainer"], jax_config["run"]["seed"]) == (
+        "jax", "torch", 3)
     for trainer in ("jax", "torch"):
         rows = rundir.read_metrics(str(out / f"{trainer}-seed3"))
         assert len(rows) == 3 and rows[-1]["step"] >= 800 and all(rundir.EVAL_REWARD in r for r in rows)

@@ -1,5 +1,5 @@
-"""--config FILE: a run's config.json and a YAML file as a person writes it, with flags given beside it overriding
-it; unknown keys and bad values refused by name."""
+"""--config FILE: a run's config.json (a PPOConfig's sections) and a YAML file as a person writes it, with flags
+given beside it overriding it; unknown keys and bad values refused by name."""
 
 import json
 import re
@@ -8,10 +8,16 @@ import pytest
 from cli_runner import TINY, error_text, invoke
 
 from brax_bridge_app import config_files, hparams, rundir
+from brax_core.training.agents.ppo.config import SECTIONS
 
 
 def _config(run_dir) -> dict:
     return json.loads((run_dir / rundir.CONFIG).read_text())
+
+
+def _fields(config: dict) -> dict:
+    """A config.json's fields by name, across its sections."""
+    return {key: value for section in SECTIONS for key, value in config[section].items()}
 
 
 def test_a_runs_config_json_round_trips_with_flag_overrides(tmp_path):
@@ -24,10 +30,13 @@ def test_a_runs_config_json_round_trips_with_flag_overrides(tmp_path):
                     "--num-evals", "2")
     assert result.exit_code == 0, result.output
     before, after = _config(first), _config(second)
-    assert (after["env"], after["trainer"], after["seed"], after["preset"]) == ("fast", "torch", 2, before["preset"])
-    assert after["hyperparameters"] == {**before["hyperparameters"], "num_evals": 2}  # everything else as written
-    assert after["hyperparameters"]["learning_rate"] == 0.001 and after["hyperparameters"]["max_grad_norm"] == 0.5
-    assert after["hyperparameters"]["normalize_observations"] is False
+    assert list(before)[:4] == list(SECTIONS)  # the config's sections, then what the folder records
+    assert (after["env"]["name"], after["run"]["trainer"], after["run"]["seed"]) == ("fast", "torch", 2)
+    assert after["run"]["preset"] == before["run"]["preset"] == "fast"
+    # everything else as written
+    assert _fields(after) == {**_fields(before), "num_evals": 2, "trainer": "torch"}
+    assert after["algorithm"]["learning_rate"] == 0.001 and after["algorithm"]["max_grad_norm"] == 0.5
+    assert after["algorithm"]["normalize_observations"] is False
     summary = json.loads((second / rundir.SUMMARY).read_text())
     assert summary["status"] == "completed" and summary["trainer"] == "torch"
     assert len(rundir.read_metrics(str(second))) == 2
@@ -51,20 +60,20 @@ def test_a_yaml_file_as_a_person_writes_it(tmp_path):
         "policy_hidden_layer_sizes: [8, 8]\n"
         "value_hidden_layer_sizes: 8,8\n"
         "max_to_keep: null            # every checkpoint (the command line's default keeps 3)\n"
-        "hyperparameters:\n"
+        "algorithm:                   # or in the sections, as config.json holds them\n"
         "  num_minibatches: 2\n"
-        "  activation: tanh\n"
+        "network: {activation: tanh}\n"
     )
     run_dir = tmp_path / "run"
     result = invoke("train", "--config", str(path), "--out", str(run_dir), "--num-envs", "8", "--seed", "4")
     assert result.exit_code == 0, result.output
     config = _config(run_dir)
-    assert (config["env"], config["trainer"], config["seed"]) == ("fast", "torch", 4)  # --seed beats the file
-    values = config["hyperparameters"]
+    values = _fields(config)
+    assert (values["name"], values["trainer"], values["seed"]) == ("fast", "torch", 4)  # --seed beats the file
     assert values["num_envs"] == 8 and values["batch_size"] == 8 and values["num_minibatches"] == 2  # flag, file
     assert values["learning_rate"] == 3e-4 and values["activation"] == "tanh" and values["max_to_keep"] is None
     assert values["policy_hidden_layer_sizes"] == [8, 8] and values["value_hidden_layer_sizes"] == [8, 8]
-    assert set(values) == set(hparams.BY_NAME)
+    assert set(values) == set(hparams.BY_NAME) | {"name", "seed", "trainer", "device", "preset"}
     summary = json.loads((run_dir / rundir.SUMMARY).read_text())
     assert summary["status"] == "completed" and summary["env_steps"] >= 800
 
@@ -73,13 +82,18 @@ def test_a_yaml_file_as_a_person_writes_it(tmp_path):
     ("text", "args", "message"),
     [
         ("env: fast\nnum_env: 8\n", [], r"unknown key 'num_env' \(did you mean 'num_envs'\?\) for train; accepted "
-                                         r"keys: env, trainer, seed, preset, device, hyperparameters, num_timesteps"),
+                                         r"keys: env, trainer, seed, preset, device, algorithm, network, run, "
+                                         r"episode_length, action_repeat"),
         ("env: fast\nseeds: [0, 1]\n", [], "unknown key 'seeds' .*for train"),
-        ("env: fast\nhyperparameters:\n  speed: 2\n", [], "unknown key 'speed'.* for train"),
+        ("env: fast\nhyperparameters:\n  num_envs: 2\n", [], "unknown key 'hyperparameters'.* for train"),
+        ("env: fast\nalgorithm:\n  speed: 2\n", [], "algorithm has no field 'speed'"),
+        ("env: fast\nalgorithm:\n  num_envs: 2\n", [], r"algorithm has no field 'num_envs' \(it belongs in env\)"),
+        ("env: {name: fast, num_envs: 0}\n", [], "num_envs must be a positive integer, got 0"),
         ("env: fast\nnum_envs: 0\n", [], "num_envs must be a positive integer, got 0"),
         ("env: fast\nlearning_rate: fast\n", [], "learning_rate must be a finite number, got 'fast'"),
         ("env: fast\nseed: -1\n", [], "seed must be a non-negative integer; got -1"),
-        ("env: fast\nnum_envs: 8\nhyperparameters:\n  num_envs: 4\n", [], "num_envs given both at the top and under"),
+        ("env: fast\nbatch_size: 8\nalgorithm:\n  batch_size: 4\n", [], "batch_size given both at the top and in "
+                                                                          "algorithm"),
         ("- env\n- fast\n", [], "must hold a mapping of keys"),
         ("env: [fast\n", [], "is not valid YAML"),
         ("env: nope\n", [], "--env must be one of: "),
@@ -102,8 +116,9 @@ def test_a_missing_config_file_is_named():
 
 def test_compare_reads_a_runs_config_json_and_says_it_trains_every_trainer_and_seed(tmp_path):
     path = tmp_path / rundir.CONFIG
-    run = {"env": "fast", "trainer": "torch", "seed": 3, "preset": "fast", "device": "cpu",
-           "hyperparameters": {"num_envs": 16, "max_grad_norm": None}, "versions": {}, "command": "x", "created": "y"}
+    run = {"env": {"name": "fast", "num_envs": 16}, "algorithm": {"max_grad_norm": None},
+           "run": {"trainer": "torch", "seed": 3, "preset": "fast", "device": "cpu"},
+           "versions": {}, "command": "x", "created": "y"}
     path.write_text(json.dumps(run))
     settings, values, note = config_files.merged(str(path), "compare", {
         "env": None, "preset": None, "device": "auto", "seeds": None, "trainers": None})

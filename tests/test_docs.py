@@ -131,7 +131,8 @@ def test_site_builds_strict_with_the_api_pages(tmp_path):
         "reference/jax-ppo": ["brax_core.training.agents.ppo.train.train", "num_timesteps"],
         "reference/torch-ppo": ["torch_ppo.train(", "eval_backend", "progress_fn"],
         # The fields' table comes from the schema itself (docs/hooks/config_table.py).
-        "reference/config": ["brax_core.training.agents.ppo.config.PPOConfig", "from_train_kwargs",
+        "reference/config": ["brax_core.training.agents.ppo.config.PPOConfig", "from_train_kwargs", "from_json",
+                             "brax_core.training.agents.ppo.config.RunConfig", "<code>algorithm</code>",
                              "<code>learning_rate_schedule_min_lr</code>", "a non-negative integer"],
     }
     for page, names in expected.items():

@@ -164,8 +164,7 @@ def test_randomization_fn_returning_only_sys_is_named():
 def test_resume_without_a_checkpoint_is_a_clear_error(tmp_path):
     run_dir = tmp_path / "run"
     run_dir.mkdir()
-    config = {"env": "fast", "trainer": "torch", "seed": 0, "preset": None, "device": None,
-              "hyperparameters": {"num_timesteps": 1000}}
+    config = {"env": {"name": "fast"}, "run": {"trainer": "torch", "num_timesteps": 1000}}
     (run_dir / rundir.CONFIG).write_text(json.dumps(config))
     result = CliRunner().invoke(cli.app, ["train", "--resume", str(run_dir)])
     assert result.exit_code == 2

@@ -186,18 +186,18 @@ _NO_SYNC = r"""
 import json, sys
 import jax, torch
 from torch_ppo import arguments, distributed
+from torch_ppo.train import DEFAULTS
 from torch_ppo.trainer import TorchRun
 
 assert jax.default_backend() == "gpu", jax.default_backend()
 compile_update = sys.argv[1] == "compiled"
-bound = arguments.SIGNATURE.bind(
-    "ant", num_timesteps=10_000_000, num_envs=256, batch_size=128, num_minibatches=4, unroll_length=5,
+given = dict(DEFAULTS,
+    environment="ant", num_timesteps=10_000_000, num_envs=256, batch_size=128, num_minibatches=4, unroll_length=5,
     num_updates_per_batch=2, episode_length=100, num_evals=0, log_training_metrics=True, normalize_observations=True,
     torch_compile=compile_update, policy_hidden_layer_sizes=(32, 32), value_hidden_layer_sizes=(64, 64), seed=1)
-bound.apply_defaults()
 device = arguments.resolve_device(None, "ant")
 dist = distributed.setup(device)
-trainer = TorchRun(arguments.parse(bound.arguments, device, dist.world_size), dist)
+trainer = TorchRun(arguments.parse(given, device, dist.world_size), dist)
 trainer.build_envs()
 trainer.update(trainer.collect())  # compiles
 torch.cuda.synchronize()

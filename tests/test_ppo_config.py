@@ -17,9 +17,20 @@ from brax_core.training import networks
 from brax_core.training.agents.ppo import config as schema
 from brax_core.training.agents.ppo import networks as ppo_networks
 from brax_core.training.agents.ppo import train as ppo_train
-from brax_core.training.agents.ppo.config import SPECS, ConfigError, PPOConfig
+from brax_core.training.agents.ppo.config import SPECS, ConfigError, PPOConfig, RunConfig
 
 JAX_PARAMETERS = inspect.signature(ppo_train.train).parameters
+# The command line's own settings, held by the config and given to no trainer's keyword signature.
+SETTINGS = {"name": "--env", "trainer": "--trainer", "device": "--device", "preset": "--preset"}
+
+
+def _config(**values) -> PPOConfig:
+    return PPOConfig.from_flat(values)
+
+
+def _field(name: str) -> dataclasses.Field:
+    section = schema.SECTIONS[schema.SECTION_OF[name]]
+    return {f.name: f for f in dataclasses.fields(section)}[name]
 TORCH_PARAMETERS = inspect.signature(torch_ppo.train).parameters
 NETWORK_PARAMETERS = inspect.signature(ppo_networks.make_ppo_networks).parameters
 
@@ -35,8 +46,9 @@ def _signature_default(name: str):
     return TORCH_PARAMETERS[name].default  # torch-only fields
 
 
-@pytest.mark.parametrize("field", dataclasses.fields(PPOConfig), ids=lambda f: f.name)
-def test_defaults_are_the_jax_trainers(field):
+@pytest.mark.parametrize("name", schema.KEYWORD_FIELDS)
+def test_defaults_are_the_jax_trainers(name):
+    field = _field(name)
     expected = _signature_default(field.name)
     if expected is inspect.Parameter.empty:
         assert field.default is dataclasses.MISSING  # num_timesteps: required, as in ppo.train
@@ -44,13 +56,12 @@ def test_defaults_are_the_jax_trainers(field):
         assert field.default == expected and type(field.default) is type(expected)
 
 
-def test_the_torch_trainers_signature_is_the_schema_with_its_own_arguments_among_the_fields():
-    """torch_ppo.train declares no hyperparameter of its own: its signature is the schema's fields, in order and
-    with their defaults, and it binds arguments as a written signature would (positionally too)."""
-    fields = dataclasses.fields(PPOConfig)
-    assert [name for name in TORCH_PARAMETERS if name in schema.BY_NAME] == [f.name for f in fields]
-    for field in fields:
-        default = TORCH_PARAMETERS[field.name].default
+def test_the_torch_trainers_signature_holds_every_keyword_field_with_its_default():
+    """torch_ppo.train declares no hyperparameter of its own: its keywords include every config field the JAX
+    trainer's take, with the same defaults, and it binds arguments as a written signature would (positionally too)."""
+    for name in schema.KEYWORD_FIELDS:
+        default = TORCH_PARAMETERS[name].default
+        field = _field(name)
         assert default is inspect.Parameter.empty if field.default is dataclasses.MISSING else default == field.default
     assert list(TORCH_PARAMETERS)[:3] == ["environment", "num_timesteps", "episode_length"]
     bound = inspect.signature(torch_ppo.train).bind("fast", 10, None, 2)
@@ -61,36 +72,67 @@ def test_the_torch_trainers_signature_is_the_schema_with_its_own_arguments_among
         torch_ppo.train("fast", 10, no_such_argument=1)
 
 
-def test_the_torch_trainers_written_signature_is_the_generated_one():
-    """torch_ppo.train's parameters are written out in its def, so editors and type checkers see them (no
-    ``__signature__`` assigned at import), and they are ``arguments.SIGNATURE``'s: the schema's fields and torch_ppo's
-    own arguments, names, order, defaults and annotations alike."""
-    from torch_ppo import arguments
-
+def test_the_torch_trainers_signature_is_written_out():
+    """torch_ppo.train's parameters are written in its def, so editors and type checkers see them: no
+    ``__signature__`` assigned at import, no ``*args``/``**kwargs``, and an annotation on every parameter."""
     assert "__signature__" not in vars(torch_ppo.train)
-    written = inspect.signature(torch_ppo.train)
-    assert list(written.parameters) == list(arguments.SIGNATURE.parameters)
-    for name, parameter in arguments.SIGNATURE.parameters.items():
-        mine = written.parameters[name]
-        assert (mine.kind, mine.default, mine.annotation) == (parameter.kind, parameter.default, parameter.annotation)
-    assert written.return_annotation == arguments.SIGNATURE.return_annotation
     code = torch_ppo.train.__code__
-    assert code.co_argcount == len(arguments.SIGNATURE.parameters) and not code.co_flags & (0x04 | 0x08)  # no *, **
+    assert code.co_argcount == len(TORCH_PARAMETERS) and not code.co_flags & (0x04 | 0x08)
+    assert all(p.annotation is not inspect.Parameter.empty for p in TORCH_PARAMETERS.values())
 
 
 def test_num_timesteps_is_required_and_the_rest_defaults():
-    with pytest.raises(TypeError, match="num_timesteps"):
+    with pytest.raises(TypeError, match="run"):
         PPOConfig()
-    config = PPOConfig(num_timesteps=10)
-    assert config.to_dict() == {**schema.defaults(), "num_timesteps": 10}
+    with pytest.raises(TypeError, match="num_timesteps"):
+        RunConfig()
+    with pytest.raises(ConfigError, match="num_timesteps is required"):
+        PPOConfig.from_flat({"num_envs": 4})
+    config = PPOConfig(run=RunConfig(num_timesteps=10))
+    assert config.flat() == {**schema.defaults(), "num_timesteps": 10}
+    assert list(config.flat()) == [spec.name for spec in SPECS]
+
+
+def test_sections_by_concern_round_trip_through_json():
+    """Each field sits in one section; the JSON form is the sections, read back equal; replace and from_flat place
+    a field by its name; a field in the wrong section, an unknown section or key is refused by name."""
+    assert list(schema.SECTIONS) == ["env", "algorithm", "network", "run"]
+    assert {schema.SECTION_OF[n] for n in ("num_envs", "episode_length")} == {"env"}
+    assert {schema.SECTION_OF[n] for n in ("learning_rate", "batch_size", "gae_lambda")} == {"algorithm"}
+    assert {schema.SECTION_OF[n] for n in ("policy_hidden_layer_sizes", "activation")} == {"network"}
+    assert {schema.SECTION_OF[n] for n in ("num_timesteps", "seed", "trainer", "device")} == {"run"}
+    config = _config(num_timesteps=50, num_envs=8, learning_rate=3e-4, policy_hidden_layer_sizes=(16, 16),
+                     name="fast", trainer="torch", device="cuda:1")
+    assert config.env.num_envs == 8 and config.algorithm.learning_rate == 3e-4 and config.run.device == "cuda:1"
+    data = config.to_json()
+    assert list(data) == list(schema.SECTIONS) and data["network"]["policy_hidden_layer_sizes"] == [16, 16]
+    assert PPOConfig.from_json(data) == config
+    changed = config.replace(seed=3, batch_size=64)
+    assert changed.run.seed == 3 and changed.algorithm.batch_size == 64 and changed.env == config.env
+    assert config.replace(device="auto").run.device is None
+    with pytest.raises(ConfigError, match=r"env has no field 'learning_rate' \(it belongs in algorithm\)"):
+        PPOConfig.from_json({"env": {"learning_rate": 1.0}, "run": {"num_timesteps": 1}})
+    with pytest.raises(ConfigError, match=r"no sections \['hyperparameters'\]"):
+        PPOConfig.from_json({"hyperparameters": {}, "run": {"num_timesteps": 1}})
+    with pytest.raises(ConfigError, match=r"run has no field 'num_timestep' \(did you mean 'num_timesteps'\?\)"):
+        PPOConfig.from_json({"run": {"num_timestep": 1}})
+    with pytest.raises(ConfigError, match=r"PPOConfig has no fields \['no_such'\]"):
+        config.replace(no_such=1)
+    with pytest.raises(ConfigError, match="activation=.* is a callable, which JSON cannot hold"):
+        config.replace(activation=np.tanh).to_json()
+    with pytest.raises(TypeError, match="PPOConfig's env must be a EnvConfig, got dict"):
+        PPOConfig(run=RunConfig(num_timesteps=1), env={"num_envs": 2})
 
 
 @pytest.mark.parametrize("spec", SPECS, ids=lambda s: s.name)
 def test_every_field_has_help_a_kind_and_its_trainers_take_it(spec):
-    field = {f.name: f for f in dataclasses.fields(PPOConfig)}[spec.name]
+    field = _field(spec.name)
     assert field.metadata["help"] == spec.help and len(spec.help) > 8
-    assert spec.kind in ("int", "float", "bool", "sizes", "activation", "choice", "name")
+    assert spec.kind in ("int", "float", "bool", "sizes", "activation", "choice", "name", "device")
     assert spec.trainers and set(spec.trainers) <= {"jax", "torch"}
+    if spec.name in SETTINGS:  # the command line's settings: its own flags, no trainer keyword
+        assert not spec.command_line and spec.name not in JAX_PARAMETERS and spec.optional
+        return
     if "jax" in spec.trainers:  # the JAX trainer takes the network fields inside its network_factory
         assert spec.name in (NETWORK_PARAMETERS if spec.name in schema.NETWORK_FIELDS else JAX_PARAMETERS)
     if "torch" in spec.trainers:
@@ -102,7 +144,9 @@ def _bad_value(spec):
         return spec.minimum - 1
     if spec.kind == "float":
         return spec.minimum if spec.min_open else spec.minimum - 1.0
-    return {"bool": "yes", "sizes": (16, 0), "activation": "nope", "choice": "nope", "name": ""}[spec.kind]
+    return {"bool": "yes", "sizes": (16, 0), "activation": "nope", "choice": "nope", "name": "", "device": "tpu"}[
+        spec.kind
+    ]
 
 
 ACCEPTED = {  # what each kind's message says it accepts, in keyword and in flag vocabulary
@@ -113,6 +157,7 @@ ACCEPTED = {  # what each kind's message says it accepts, in keyword and in flag
     "activation": ("a callable or one of relu, tanh", "one of: relu, tanh"),
     "choice": (r"one of '\w+', '\w+'", r"one of: \w+, \w+"),
     "name": ("a non-empty string", "a non-empty string"),
+    "device": ("'auto', 'cpu', 'cuda' or 'cuda:<index>'", "auto, cpu, cuda or cuda:<index>"),
 }
 
 
@@ -120,7 +165,7 @@ ACCEPTED = {  # what each kind's message says it accepts, in keyword and in flag
 def test_bad_values_name_the_field_and_what_it_accepts(spec):
     value = _bad_value(spec)
     with pytest.raises(ConfigError) as info:
-        PPOConfig(**{"num_timesteps": 10, spec.name: value})
+        _config(**{"num_timesteps": 10, spec.name: value})
     words, flag_words = ACCEPTED[spec.kind]
     assert info.value.fields == (spec.name,)
     assert str(info.value).startswith(f"{spec.name} must be ") and str(info.value).endswith(f", got {value!r}")
@@ -144,12 +189,12 @@ def test_bad_values_name_the_field_and_what_it_accepts(spec):
 )
 def test_messages(changes, message):
     with pytest.raises(ValueError, match=message):
-        PPOConfig(num_timesteps=10, **changes)
+        _config(num_timesteps=10, **changes)
 
 
 def test_cross_field_errors_name_every_field_involved():
     with pytest.raises(ConfigError) as info:
-        PPOConfig(num_timesteps=10, num_envs=3, batch_size=4, num_minibatches=1)
+        _config(num_timesteps=10, num_envs=3, batch_size=4, num_minibatches=1)
     assert info.value.fields == ("batch_size", "num_minibatches", "num_envs")
     assert info.value.flag_message == (
         "--batch-size x --num-minibatches (4 x 1 = 4) must be divisible by --num-envs (3)"
@@ -157,29 +202,33 @@ def test_cross_field_errors_name_every_field_involved():
 
 
 def test_values_are_normalised_and_the_config_is_frozen():
-    config = PPOConfig(
+    config = _config(
         num_timesteps=np.int64(10), learning_rate=np.float32(0.5), normalize_observations=np.bool_(True),
-        max_grad_norm=1, policy_hidden_layer_sizes=[np.int32(8), 8], activation="ReLU",
+        max_grad_norm=1, policy_hidden_layer_sizes=[np.int32(8), 8], activation="ReLU", device="CUDA",
     )
-    assert type(config.num_timesteps) is int and type(config.learning_rate) is float
-    assert config.normalize_observations is True and config.max_grad_norm == 1.0
-    assert config.policy_hidden_layer_sizes == (8, 8) and config.activation == "relu"
+    assert type(config.run.num_timesteps) is int and type(config.algorithm.learning_rate) is float
+    assert config.algorithm.normalize_observations is True and config.algorithm.max_grad_norm == 1.0
+    assert config.network.policy_hidden_layer_sizes == (8, 8) and config.network.activation == "relu"
+    assert config.run.device == "cuda"
     with pytest.raises(dataclasses.FrozenInstanceError):
-        config.num_envs = 4
+        config.env.num_envs = 4
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        config.env = None
     with pytest.raises(ConfigError, match="num_envs must be a positive integer"):
         config.replace(num_envs=0)
-    assert PPOConfig(num_timesteps=1, activation=np.tanh).activation is np.tanh  # the torch trainer takes callables
+    # The torch trainer takes callables.
+    assert _config(num_timesteps=1, activation=np.tanh).network.activation is np.tanh
 
 
 @pytest.mark.parametrize("name", sorted(configuration.presets()))
 def test_every_preset_validates(name):
     preset = configuration.presets()[name]
-    config = PPOConfig.from_train_kwargs(preset)
+    fields = PPOConfig.from_train_kwargs(preset).flat()
     for key, value in preset.items():
         if key != "network_factory":
-            assert getattr(config, key) == value
+            assert fields[key] == value
     for key, value in preset["network_factory"].keywords.items():
-        assert getattr(config, key) == (tuple(value) if key.endswith("sizes") else value)
+        assert fields[key] == (tuple(value) if key.endswith("sizes") else value)
 
 
 def test_train_kwargs_the_schema_cannot_hold_are_refused():
@@ -190,35 +239,34 @@ def test_train_kwargs_the_schema_cannot_hold_are_refused():
         PPOConfig.from_train_kwargs({"num_timesteps": 1, "network_factory": factory})
 
 
-def test_each_trainer_gets_the_fields_it_takes():
-    config = PPOConfig(num_timesteps=10, policy_hidden_layer_sizes=(8,), activation="tanh")
-    jax_kwargs = configuration.jax_kwargs(config)
-    assert set(jax_kwargs) <= set(JAX_PARAMETERS) and "torch_compile" not in jax_kwargs
-    assert jax_kwargs["network_factory"].keywords == {
-        "policy_hidden_layer_sizes": (8,), "value_hidden_layer_sizes": (256,) * 5, "activation": "tanh",
-        "num_quantiles": 32,
-        "distribution_type": "tanh_normal", "noise_std_type": "scalar", "init_noise_std": 1.0,
-        "state_dependent_std": False, "mean_clip_scale": None, "policy_obs_key": "state", "value_obs_key": "state",
-    }
-    torch_kwargs = configuration.torch_kwargs(config)
-    assert set(torch_kwargs) <= set(TORCH_PARAMETERS) and torch_kwargs["policy_hidden_layer_sizes"] == (8,)
-    assert {k: v for k, v in jax_kwargs.items() if k != "network_factory"} == {
-        k: v for k, v in torch_kwargs.items() if k not in (*schema.NETWORK_FIELDS, "torch_compile")
-    } | {"num_resets_per_eval": 0}
+def test_brax_keywords_become_one_config_with_the_network_fields_of_its_factory():
+    """The JAX trainer's keyword face: every keyword lands in its section, a ``make_ppo_networks`` partial's
+    keywords in ``network``; a factory with other arguments keeps its own networks and ``network`` its defaults."""
+    from brax_core.training.agents.ppo import arguments
+
+    given = {name: parameter.default for name, parameter in JAX_PARAMETERS.items()}
+    factory = functools.partial(ppo_networks.make_ppo_networks, policy_hidden_layer_sizes=(8,), activation="tanh")
+    given.update(environment="fast", num_timesteps=10, num_envs=4, learning_rate=3e-3, network_factory=factory)
+    config = arguments.config_of_keywords(given)
+    assert config.env.num_envs == 4 and config.algorithm.learning_rate == 3e-3 and config.run.num_timesteps == 10
+    assert config.network.policy_hidden_layer_sizes == (8,) and config.network.activation == "tanh"
+    custom = functools.partial(ppo_networks.make_ppo_networks, layer_norm=True, policy_hidden_layer_sizes=(8,))
+    assert arguments.config_of_keywords({**given, "network_factory": custom}).network == schema.NetworkConfig()
 
 
 def test_the_command_line_has_a_flag_per_field_with_its_help():
     train = get_command(cli.app).commands["train"]
     options = {opt: param for param in train.params for opt in param.opts}
+    flags = {spec.name: SETTINGS.get(spec.name, spec.flag) for spec in SPECS}
     for spec in SPECS:
-        assert spec.flag in options, spec.flag  # seed: the command's own --seed
+        assert flags[spec.name] in options, flags[spec.name]  # seed, env, trainer, device, preset: the command's own
         if spec.command_line:
             assert options[spec.flag].help.startswith(hparams.flag_help(spec))
     result = CliRunner().invoke(cli.app, ["train", "--help"], env={"COLUMNS": "250"}, terminal_width=250)
     assert result.exit_code == 0
-    missing = [spec.flag for spec in SPECS if spec.flag not in result.output]
+    missing = [flag for flag in flags.values() if flag not in result.output]
     assert missing == []
-    assert set(hparams.BY_NAME) == {spec.name for spec in SPECS} - {"seed"}
+    assert set(hparams.BY_NAME) == {spec.name for spec in SPECS} - {"seed", *SETTINGS}
 
 
 def test_choices_take_any_case_and_brax_enums_and_the_distributional_critic_is_one_setting():
@@ -227,19 +275,20 @@ def test_choices_take_any_case_and_brax_enums_and_the_distributional_critic_is_o
     from brax_core.training.agents.ppo.optimizer import LRSchedule
 
     for value in ("adaptive_kl", "ADAPTIVE_KL", LRSchedule.ADAPTIVE_KL, BraxLRSchedule.ADAPTIVE_KL):
-        assert PPOConfig(num_timesteps=1, learning_rate_schedule=value).learning_rate_schedule == "ADAPTIVE_KL"
+        assert _config(num_timesteps=1, learning_rate_schedule=value).algorithm.learning_rate_schedule == "ADAPTIVE_KL"
     for value in ("NONE", "none", BraxLRSchedule.NONE, None):
-        assert PPOConfig(num_timesteps=1, learning_rate_schedule=value).learning_rate_schedule is None
-    assert PPOConfig(num_timesteps=1, normalize_observations_mode="EMA").normalize_observations_mode == "ema"
+        assert _config(num_timesteps=1, learning_rate_schedule=value).algorithm.learning_rate_schedule is None
+    mode = _config(num_timesteps=1, normalize_observations_mode="EMA").algorithm.normalize_observations_mode
+    assert mode == "ema"
     # Brax sets the quantile critic in train and in make_ppo_networks; a preset may do either, not both differently.
     factory = functools.partial(ppo_networks.make_ppo_networks, use_distributional_critic=True, num_quantiles=8)
     config = PPOConfig.from_train_kwargs(
         {"num_timesteps": 1, "network_factory": factory, "clipping_epsilon_value": 1.0}
     )
-    assert config.use_distributional_critic and config.num_quantiles == 8
+    assert config.algorithm.use_distributional_critic and config.network.num_quantiles == 8
     with pytest.raises(ConfigError, match="use_distributional_critic=False but network_factory sets"):
         PPOConfig.from_train_kwargs({"num_timesteps": 1, "network_factory": factory,
                                      "use_distributional_critic": False})
     with pytest.raises(ConfigError) as info:
-        PPOConfig(num_timesteps=1, learning_rate_schedule_min_lr=0.1, learning_rate_schedule_max_lr=0.01)
+        _config(num_timesteps=1, learning_rate_schedule_min_lr=0.1, learning_rate_schedule_max_lr=0.01)
     assert info.value.fields == ("learning_rate_schedule_min_lr", "learning_rate_schedule_max_lr")

@@ -19,7 +19,7 @@ from brax_core.training.agents.ppo import checkpoint
 from brax_core.training.agents.ppo import losses as jax_losses
 from brax_core.training.agents.ppo import networks as ppo_networks
 from brax_core.training.agents.ppo import train as jax_ppo
-from brax_core.training.agents.ppo.config import ConfigError, PPOConfig
+from brax_core.training.agents.ppo.config import ConfigError, NetworkConfig, PPOConfig
 from torch_ppo import policy_transfer as transfer
 from torch_ppo.networks import PPOModules, resolve_kernel_init
 from torch_ppo.params import load_params, make_inference_fn, params_of
@@ -138,12 +138,14 @@ def test_bad_network_options_name_themselves(kwargs, named):
 
 
 def test_schema_takes_the_network_options_both_trainers_share():
-    config = PPOConfig(num_timesteps=10, distribution_type="normal", noise_std_type="log", init_noise_std=0.5)
-    assert (config.distribution_type, config.noise_std_type, config.init_noise_std) == ("normal", "log", 0.5)
+    network = PPOConfig.from_flat(
+        {"num_timesteps": 10, "distribution_type": "normal", "noise_std_type": "log", "init_noise_std": 0.5}
+    ).network
+    assert (network.distribution_type, network.noise_std_type, network.init_noise_std) == ("normal", "log", 0.5)
     with pytest.raises(ConfigError, match="distribution_type must be one of 'normal', 'tanh_normal', got 'beta'"):
-        PPOConfig(num_timesteps=10, distribution_type="beta")
+        NetworkConfig(distribution_type="beta")
     with pytest.raises(ConfigError, match="value_obs_key must be a non-empty string"):
-        PPOConfig(num_timesteps=10, value_obs_key="")
+        PPOConfig.from_flat({"num_timesteps": 10, "value_obs_key": ""})
 
 
 # ------------------------------------------------------------------------------------------ checkpoints

@@ -55,7 +55,7 @@ def _args(log, training_steps, progress_fn=None, save_path="ckpt", restored=None
         log.append(("progress", step, "eval/episode_reward" in metrics))
 
     return types.SimpleNamespace(
-        hp=PPOConfig(**{"num_timesteps": training_steps * STEP, "num_evals": 3, **hyperparameters}),
+        hp=PPOConfig.from_flat({"num_timesteps": training_steps * STEP, "num_evals": 3, **hyperparameters}),
         progress_fn=progress_fn or record_progress,
         policy_params_fn=lambda step, make_policy, params: log.append(("params", step, params["steps"])),
         save_checkpoint_path=save_path,

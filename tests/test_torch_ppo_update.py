@@ -68,24 +68,25 @@ def _reference_update(trainer, data: TensorDict) -> None:
     optimizer = (
         trainer.update.optimizer
         if adaptive
-        else torch.optim.Adam(modules.parameters(), lr=hp.learning_rate, eps=1e-8, foreach=False)
+        else torch.optim.Adam(modules.parameters(), lr=hp.algorithm.learning_rate, eps=1e-8, foreach=False)
     )
-    if hp.clipping_epsilon_value is not None:
+    if hp.algorithm.clipping_epsilon_value is not None:
         with torch.no_grad():
             data.set("state_value", modules.value(data.get("observation")))
     if not adaptive:
         modules.normalizer.update(data.get("observation"))
-    m = hp.num_minibatches
-    for _ in range(hp.num_updates_per_batch):
+    m = hp.algorithm.num_minibatches
+    for _ in range(hp.algorithm.num_updates_per_batch):
         shuffled = data[trainer.update.minibatch_order(ROWS)].reshape(m, ROWS // m, T)
         for i in range(m):
-            noise = trainer.update.entropy_noise((T, hp.batch_size, ACT))
+            noise = trainer.update.entropy_noise((T, hp.algorithm.batch_size, ACT))
             terms = torch_ppo_loss(modules, shuffled[i], noise, **loss_config(hp)._asdict())
             optimizer.zero_grad()
             terms.total_loss.backward()
             grads = [p.grad for p in modules.parameters() if p.grad is not None]
             norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))
-            scale = torch.where(norm < hp.max_grad_norm, torch.ones_like(norm), hp.max_grad_norm / norm)
+            limit = hp.algorithm.max_grad_norm
+            scale = torch.where(norm < limit, torch.ones_like(norm), limit / norm)
             for g in grads:
                 g.mul_(scale)
             if adaptive:
@@ -185,7 +186,10 @@ def _jax_trainer_parts(start, overrides: dict):
     )
     nets, _, _ = jax_train._make_networks(args, None)
     hp = args.hp
-    optimizer = jax_optimizer.make_optimizer(hp.learning_rate, hp.max_grad_norm, hp.learning_rate_schedule)
+    algorithm = hp.algorithm
+    optimizer = jax_optimizer.make_optimizer(
+        algorithm.learning_rate, algorithm.max_grad_norm, algorithm.learning_rate_schedule
+    )
     update = jax_training_step.make_update(hp, nets, optimizer, args.augment_pixels)
     net_params = jax_losses.PPONetworkParams(start.policy_params, start.value_params)
     state = jax_training_step.TrainingState(

@@ -1,16 +1,15 @@
-"""``torch_ppo.train``'s arguments: its signature, what each means (``TRAIN_DOC``, the text ``help(train)`` shows)
-and their checks.
+"""``torch_ppo.train``'s arguments: what each means (``TRAIN_DOC``, the text ``help(train)`` shows) and their
+checks.
 
-The hyperparameters are declared once, by the schema both trainers share (``brax_core.training.agents.ppo.config``):
-``SIGNATURE`` is its fields, in order and with their defaults, with torch_ppo's own arguments (``TORCH_ARGUMENTS``)
-among them, and the schema checks their values, so the messages are the JAX trainer's. ``parse`` checks the
-torch-only arguments and the process count and returns one typed ``TrainArguments``, before anything is built.
+The hyperparameters are the fields of the ``PPOConfig`` both trainers share (``brax_core.training.agents.ppo.config``):
+``train``'s keywords of those names become one config (``train_from_config`` takes one as it is), checked by the
+schema, so the messages are the JAX trainer's. ``parse`` checks the torch-only arguments and the process count and
+returns one typed ``TrainArguments``, before anything is built.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import os
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -23,7 +22,8 @@ from brax_core import envs
 from brax_core.envs.base import Env
 from brax_core.envs.wrappers import training as env_training
 from brax_core.training import resume
-from brax_core.training.agents.ppo.config import PPOConfig
+from brax_core.training.agents.ppo.config import BY_NAME, KEYWORD_FIELDS, PPOConfig
+from brax_core.training.agents.ppo.config import defaults as schema_defaults
 from brax_core.training.run import checkpoints as run_checkpoints
 from brax_core.training.validation import boolean as _bool
 from brax_core.training.validation import callable_arg as _callable
@@ -105,63 +105,15 @@ def ignore(*args: Any) -> None:
     """The default ``progress_fn`` and ``policy_params_fn``: does nothing."""
 
 
-# torch_ppo.train's arguments beyond the schema's fields, ``(name, default, annotation)``, each group placed after the
-# schema field (or argument) named by its key: the order of the signature, which callers may rely on positionally.
-TORCH_ARGUMENTS: dict[str, tuple[tuple[str, Any, str], ...]] = {
-    "": (("environment", inspect.Parameter.empty, "Any"),),
-    # Where the JAX trainer takes its network_factory.
-    "learning_rate_schedule_max_lr": (
-        ("network_factory", None, "Callable[[int, int], tuple[torch.nn.Module, torch.nn.Module]] | None"),
-    ),
-    "use_pmap_on_reset": (
-        ("progress_fn", ignore, "Callable[[int, Metrics], None]"),
-        ("policy_params_fn", ignore, "Callable[..., None]"),
-        ("randomization_fn", None, "Callable[..., Any] | None"),
-        ("wrap_env_fn", None, "Callable[..., Any] | None"),
-    ),
-    "num_evals": (("eval_env", None, "Any"), ("eval_backend", None, "str | None")),
-    "training_metrics_steps": (
-        ("save_checkpoint_path", None, "str | os.PathLike | None"),
-        ("restore_checkpoint_path", None, "str | os.PathLike | None"),
-        ("restore_params", None, "Any | None"),
-        ("restore_value_fn", True, "bool"),
-    ),
-    "value_obs_key": (
-        ("policy_network_kernel_init_fn", "lecun_uniform", "Any"),
-        ("policy_network_kernel_init_kwargs", None, "Mapping[str, Any] | None"),
-        ("value_network_kernel_init_fn", "lecun_uniform", "Any"),
-        ("value_network_kernel_init_kwargs", None, "Mapping[str, Any] | None"),
-        ("mean_kernel_init_fn", None, "Any"),
-        ("mean_kernel_init_kwargs", None, "Mapping[str, Any] | None"),
-        ("device", None, "Any"),
-    ),
-    "torch_compile": (
-        ("num_threads", 1, "int | None"),
-        ("max_checkpoints_to_keep", None, "int | None"),
-        ("vision", False, "bool"),
-        ("augment_pixels", False, "bool"),
-        ("allow_config_changes", False, "bool | Sequence[str]"),
-        ("wrap_env", None, "None"),
-    ),
+# The defaults of torch_ppo.train's kernel-initialiser arguments (make_ppo_networks' own).
+KERNEL_INIT_DEFAULTS: dict[str, Any] = {
+    "policy_network_kernel_init_fn": "lecun_uniform",
+    "policy_network_kernel_init_kwargs": None,
+    "value_network_kernel_init_fn": "lecun_uniform",
+    "value_network_kernel_init_kwargs": None,
+    "mean_kernel_init_fn": None,
+    "mean_kernel_init_kwargs": None,
 }
-
-
-def _signature() -> inspect.Signature:
-    """The schema's fields in their order with their defaults, and ``TORCH_ARGUMENTS`` among them."""
-    keyword = inspect.Parameter.POSITIONAL_OR_KEYWORD
-    own = lambda after: [  # noqa: E731
-        inspect.Parameter(name, keyword, default=default, annotation=annotation)
-        for name, default, annotation in TORCH_ARGUMENTS.get(after, ())
-    ]
-    parameters = own("")
-    for field in dataclasses.fields(PPOConfig):
-        default = inspect.Parameter.empty if field.default is dataclasses.MISSING else field.default
-        parameters.append(inspect.Parameter(field.name, keyword, default=default, annotation=field.type))
-        parameters += own(field.name)
-    return inspect.Signature(parameters, return_annotation="tuple[Callable[..., Any], TorchPPOParams, Metrics]")
-
-
-SIGNATURE = _signature()
 
 # PPOModules' options beyond sizes, activation and normalisation: schema fields, then the kernel initialisers.
 _SCHEMA_NETWORK_OPTIONS = (
@@ -203,14 +155,18 @@ class TrainArguments:
     def network_options(self) -> dict[str, Any]:
         """``PPOModules``' keyword arguments beyond sizes, activation and normalisation."""
         return {
-            **{name: getattr(self.hp, name) for name in _SCHEMA_NETWORK_OPTIONS},
+            **{name: self.hp.flat()[name] for name in _SCHEMA_NETWORK_OPTIONS},
             **self.kernel_inits,
             "network_factory": self.network_factory,
         }
 
 
-def parse(arguments: Mapping[str, Any], device: torch.device, world_size: int) -> TrainArguments:
-    """``train``'s keyword arguments, checked before anything is built (errors name the argument)."""
+def parse(
+    arguments: Mapping[str, Any], device: torch.device, world_size: int, config: PPOConfig | None = None
+) -> TrainArguments:
+    """``train``'s keyword arguments, checked before anything is built (errors name the argument). ``config``: the
+    run's ``PPOConfig`` (``train_from_config``), validated already; without it the config is built from the keyword
+    arguments. Either way it records the trainer, the device and a registered env's name."""
     if arguments["wrap_env"] is not None:  # the JAX trainer's argument, which a ported call may carry
         raise TypeError(
             f"torch_ppo.train takes no wrap_env (got wrap_env={arguments['wrap_env']!r}): it wraps environment "
@@ -234,10 +190,20 @@ def parse(arguments: Mapping[str, Any], device: torch.device, world_size: int) -
                 "observations with the JAX trainer (brax_core.training.agents.ppo.train, e.g. with "
                 "networks_vision.make_ppo_networks_vision)"
             )
-    fields = {field.name: arguments[field.name] for field in dataclasses.fields(PPOConfig)}
-    if arguments["max_checkpoints_to_keep"] is not None:  # deprecated alias of max_to_keep
-        fields["max_to_keep"] = arguments["max_checkpoints_to_keep"]
-    hp = PPOConfig(**fields)
+    if config is None:
+        fields = {name: arguments[name] for name in KEYWORD_FIELDS}
+        if arguments["max_checkpoints_to_keep"] is not None:  # deprecated alias of max_to_keep
+            fields["max_to_keep"] = arguments["max_checkpoints_to_keep"]
+        config = PPOConfig.from_flat(fields)
+    elif config.run.trainer not in (None, "torch"):
+        raise ValueError(
+            f"config.run.trainer is {config.run.trainer!r}; this is torch_ppo: use config.replace(trainer='torch') "
+            "(or None) to train the config here"
+        )
+    recorded = {"trainer": "torch", "device": str(device)}
+    if isinstance(environment, str) and config.env.name is None:
+        recorded["name"] = environment
+    hp = config.replace(**recorded)
     # Kernel initialisers are outside the schema (a name and its keyword arguments): resolved once here so a bad
     # one fails before any env compiles.
     kernel_inits = {}
@@ -257,10 +223,12 @@ def parse(arguments: Mapping[str, Any], device: torch.device, world_size: int) -
     wrap_env_fn = _checked_wrap_env_fn(arguments["wrap_env_fn"], environment)
     eval_backend, eval_env = _checked_evaluation(arguments["eval_backend"], arguments["eval_env"])
     network_factory = _checked_network_factory(arguments, hp, eval_backend)
-    if hp.num_envs % world_size != 0:
-        raise ValueError(f"num_envs ({hp.num_envs}) must be divisible by the number of processes ({world_size})")
-    if hp.batch_size % world_size != 0:
-        raise ValueError(f"batch_size ({hp.batch_size}) must be divisible by the number of processes ({world_size})")
+    if hp.env.num_envs % world_size != 0:
+        raise ValueError(f"num_envs ({hp.env.num_envs}) must be divisible by the number of processes ({world_size})")
+    if hp.algorithm.batch_size % world_size != 0:
+        raise ValueError(
+            f"batch_size ({hp.algorithm.batch_size}) must be divisible by the number of processes ({world_size})"
+        )
     num_threads = arguments["num_threads"]
     if num_threads is not None:
         num_threads = _positive_int("num_threads", num_threads)
@@ -313,17 +281,17 @@ def _checked_network_factory(
         return None
     custom_networks.check_factory(network_factory)
     for name in custom_networks.BUILT_IN_OPTIONS:
-        value = getattr(hp, name) if name in PPOConfig.__dataclass_fields__ else arguments[name]
-        default = SIGNATURE.parameters[name].default
+        value = hp.flat()[name] if name in BY_NAME else arguments[name]
+        default = schema_defaults()[name] if name in BY_NAME else KERNEL_INIT_DEFAULTS[name]
         if value != default:
             raise ValueError(
                 f"{name}={value!r} sets torch_ppo's own networks, which network_factory replaces: leave {name} at "
                 f"its default ({default!r}) and build that into network_factory's modules, or drop network_factory"
             )
     for name, allowed in (("distribution_type", "tanh_normal"), ("use_distributional_critic", False)):
-        if getattr(hp, name) != allowed:
+        if hp.flat()[name] != allowed:
             raise ValueError(
-                f"{name}={getattr(hp, name)!r} needs torch_ppo's own networks: network_factory's policy module gives "
+                f"{name}={hp.flat()[name]!r} needs torch_ppo's own networks: network_factory's policy module gives "
                 f"the 'tanh_normal' distribution's parameters and its value module one value; with network_factory "
                 f"leave {name}={allowed!r}"
             )

@@ -25,6 +25,7 @@ from typing import Any
 import torch
 
 from brax_core.training import resume
+from brax_core.training.agents.ppo.config import KEYWORD_FIELDS
 from brax_core.training.run import checkpoints as run_checkpoints
 from brax_core.training.run.checkpoints import (
     STALE_TMP_S,
@@ -192,7 +193,11 @@ def checkpoint_config(
         environment = type(getattr(environment, "unwrapped_env", environment)).__name__
     plain = (bool, int, float, str, type(None))
     settings = {
-        **{k: v for k, v in args.hp.to_dict().items() if isinstance(v, plain) and k != "num_timesteps"},
+        **{
+            k: v
+            for k, v in args.hp.flat().items()
+            if isinstance(v, plain) and k in KEYWORD_FIELDS and k != "num_timesteps"
+        },
         **{k: v for k, v in args.kernel_inits.items() if isinstance(v, plain)},
         "eval_backend": args.eval_backend,
         "num_threads": args.num_threads,
@@ -200,7 +205,7 @@ def checkpoint_config(
         "action_repeat": int(action_repeat),  # a ready TorchEnv brings its own
     }
     for name in ("policy_hidden_layer_sizes", "value_hidden_layer_sizes"):
-        settings[name] = list(getattr(args.hp, name))
+        settings[name] = list(args.hp.flat()[name])
     return {
         "format": FORMAT,
         "environment": environment,

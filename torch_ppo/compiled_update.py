@@ -51,10 +51,10 @@ def compile_options(device: torch.device) -> dict[str, Any]:
 def run_minibatch_steps(hp: Any, env_steps_per_training_step: int) -> int:
     """The minibatch steps of the whole run the hyperparameters ``hp`` (a ``PPOConfig``) plan
     (``brax_core.training.run.schedule.plan_run``); 0 for a run with nothing to train."""
-    if hp.num_timesteps <= 0:
+    if hp.run.num_timesteps <= 0:
         return 0
     training_steps = plan_run(hp, 0, env_steps_per_training_step).training_steps
-    return training_steps * hp.num_minibatches * hp.num_updates_per_batch
+    return training_steps * hp.algorithm.num_minibatches * hp.algorithm.num_updates_per_batch
 
 
 def use_compiled_update(
@@ -178,13 +178,17 @@ class CompiledPPOUpdate(PPOUpdate):
         hp = self.hp
         with torch.no_grad():
             norm = global_norm(grads)
-            if hp.max_grad_norm is not None:
-                scale = global_norm_scale(norm, hp.max_grad_norm)
+            if hp.algorithm.max_grad_norm is not None:
+                scale = global_norm_scale(norm, hp.algorithm.max_grad_norm)
                 grads = [g * scale for g in grads]
             if self.adaptive_kl:
                 lr.copy_(
                     adapt_learning_rate(
-                        lr, kl_mean, hp.desired_kl, hp.learning_rate_schedule_min_lr, hp.learning_rate_schedule_max_lr
+                        lr,
+                        kl_mean,
+                        hp.algorithm.desired_kl,
+                        hp.algorithm.learning_rate_schedule_min_lr,
+                        hp.algorithm.learning_rate_schedule_max_lr,
                     )
                 )
             group = self.optimizer.param_groups[0]

@@ -258,7 +258,7 @@ def ppo_loss(modules: PPOModules, config: LossConfig, batch: Batch, entropy_nois
         old_approx_kl = (-log_ratio).mean()
         # the clamp changed exactly the ratios outside 1 ± clipping_epsilon: the JAX side's |r - 1| > epsilon
         clip_fraction = (clipped_rho != rho).to(rho.dtype).mean()
-        explained_variance = explained_variance_of(baseline, vs)
+        explained_variance = explained_variance_of(vs, vs - baseline if config.use_distributional_critic else v_error)
         if old_loc is not None and old_scale is not None:
             kl_mean = normal_kl(old_loc, old_scale, loc, scale).mean()
         else:
@@ -277,9 +277,10 @@ def ppo_loss(modules: PPOModules, config: LossConfig, batch: Batch, entropy_nois
     )
 
 
-def explained_variance_of(predicted: torch.Tensor, returns: torch.Tensor) -> torch.Tensor:
-    """``1 - Var(returns - predicted) / Var(returns)`` over all elements: 1 for a perfect critic, 0 for one that
-    predicts the mean, NaN when the returns are constant (CleanRL's definition)."""
+def explained_variance_of(returns: torch.Tensor, errors: torch.Tensor) -> torch.Tensor:
+    """``1 - Var(errors) / Var(returns)`` over all elements, ``errors`` being the returns less the predicted values: 1
+    for a perfect critic, 0 for one that predicts the mean, NaN when the returns are constant (CleanRL's
+    definition)."""
     variance = returns.var(correction=0)
-    residual = (returns - predicted).var(correction=0)
+    residual = errors.var(correction=0)
     return torch.where(variance > 0, 1.0 - residual / variance, torch.full_like(variance, float("nan")))

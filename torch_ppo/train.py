@@ -9,12 +9,14 @@ call reads a value back to the host but its metrics, once per call.
 
 from __future__ import annotations
 
+import inspect
 import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import torch
 
+from brax_core.training.agents.ppo.config import KEYWORD_FIELDS, PPOConfig
 from brax_core.training.run.driver import RunDriver
 from torch_ppo import arguments, distributed
 from torch_ppo import network_factory as custom_networks
@@ -102,24 +104,60 @@ def train(
 ) -> tuple[Callable[..., Any], TorchPPOParams, Metrics]:
     given = dict(locals())
     # The JAX trainer's network_factory (every preset's) becomes torch_ppo's own networks' options.
-    defaults = {name: parameter.default for name, parameter in arguments.SIGNATURE.parameters.items()}
-    given = custom_networks.options_of_jax_factory(given, defaults)
+    given = custom_networks.options_of_jax_factory(given, DEFAULTS)
+    return _train(given)
+
+
+# What every argument means: arguments.TRAIN_DOC. The signature above is the one statement of train's parameters.
+train.__doc__ = arguments.TRAIN_DOC
+DEFAULTS: dict[str, Any] = {name: p.default for name, p in inspect.signature(train).parameters.items()}
+# train's arguments that are not PPOConfig fields: how to run, not what. The device is the config's run.device, and
+# max_checkpoints_to_keep (an alias of max_to_keep) and wrap_env (refused) are train's alone.
+RUN_OPTIONS: tuple[str, ...] = tuple(
+    name
+    for name in DEFAULTS
+    if name not in KEYWORD_FIELDS and name not in ("environment", "device", "max_checkpoints_to_keep", "wrap_env")
+)
+
+
+def train_from_config(
+    config: PPOConfig, environment: Any = None, **options: Any
+) -> tuple[Callable[..., Any], TorchPPOParams, Metrics]:
+    """Trains ``config`` (a ``PPOConfig``, validated when it was built) on ``environment`` (default:
+    ``config.env.name``, a registered name), on ``config.run.device`` (``None``: the bridge's device rule).
+
+    ``options``: ``train``'s arguments that are not config fields, by the same names and with the same meanings
+    (``progress_fn``, ``save_checkpoint_path``, ``network_factory``, ``eval_backend``, ``num_threads``, ...; see
+    ``help(torch_ppo.train)``). Returns what ``train`` returns.
+    """
+    if not isinstance(config, PPOConfig):
+        raise TypeError(f"config must be a PPOConfig, got {type(config).__name__}")
+    unknown = sorted(set(options) - set(RUN_OPTIONS))
+    if unknown:
+        fields = sorted(set(unknown) & {*KEYWORD_FIELDS, "device"})
+        hint = f" ({', '.join(fields)}: set in config, e.g. config.replace({fields[0]}=...))" if fields else ""
+        raise TypeError(f"train_from_config got unknown options {unknown}{hint}; its options: {', '.join(RUN_OPTIONS)}")
+    if environment is None:
+        environment = config.env.name
+    given = {**DEFAULTS, **options, "environment": environment, "device": config.run.device}
+    return _train(given, config)
+
+
+def _train(
+    given: dict[str, Any], config: PPOConfig | None = None
+) -> tuple[Callable[..., Any], TorchPPOParams, Metrics]:
+    """One process's run of ``train``'s arguments (``config``: the run's config, else built from them)."""
     resolved_device = arguments.resolve_device(given["device"], given["environment"])
     dist = distributed.setup(resolved_device)
     threads_before = torch.get_num_threads()
     try:
-        checked = arguments.parse(given, resolved_device, dist.world_size)
+        checked = arguments.parse(given, resolved_device, dist.world_size, config)
         if checked.num_threads is not None and resolved_device.type == "cpu":
             torch.set_num_threads(checked.num_threads)
         return _run(TorchRun(checked, dist))
     finally:
         torch.set_num_threads(threads_before)
         distributed.teardown(dist)
-
-
-# What every argument means: arguments.TRAIN_DOC (the parameters above are arguments.SIGNATURE written out, so an
-# editor and a type checker see them; a test keeps the two equal).
-train.__doc__ = arguments.TRAIN_DOC
 
 
 def _run(trainer: TorchRun) -> tuple[Callable[..., Any], TorchPPOParams, Metrics]:
@@ -135,7 +173,7 @@ def _run(trainer: TorchRun) -> tuple[Callable[..., Any], TorchPPOParams, Metrics
         # is what a failing callback leaves.
         save_before_failing_callback=not dist.enabled,
     )
-    if hp.num_timesteps <= trainer.env_steps:
+    if hp.run.num_timesteps <= trainer.env_steps:
         driver.save()
         return trainer.make_policy, params_of(trainer.modules), {}
     trainer.build_envs()

@@ -28,59 +28,66 @@ class TorchRun:
     def __init__(self, args: TrainArguments, dist: distributed.DistributedContext):
         hp = self.hp = args.hp
         self.args, self.dist, self.device = args, dist, args.device
-        self.local_envs = hp.num_envs // dist.world_size
-        self.num_unrolls = hp.batch_size * hp.num_minibatches // hp.num_envs
-        self.env_seed = hp.seed + 7919 * dist.rank
+        self.local_envs = hp.env.num_envs // dist.world_size
+        self.num_unrolls = hp.algorithm.batch_size * hp.algorithm.num_minibatches // hp.env.num_envs
+        self.env_seed = hp.run.seed + 7919 * dist.rank
         self.env = environments.make_env(
             args.environment,
             self.local_envs,
-            hp.episode_length,
-            hp.action_repeat,
+            hp.env.episode_length,
+            hp.env.action_repeat,
             self.device,
             self.env_seed,
             args.randomization_fn,
             args.wrap_env_fn,
-            hp.num_timesteps,
+            hp.run.num_timesteps,
         )
         self.action_repeat = self.env.action_repeat  # a ready TorchEnv brings its own
-        self.steps_per_training_step = hp.batch_size * hp.unroll_length * hp.num_minibatches * self.action_repeat
+        algorithm = hp.algorithm
+        self.steps_per_training_step = (
+            algorithm.batch_size * algorithm.unroll_length * algorithm.num_minibatches * self.action_repeat
+        )
         obs_size, action_size = self._sizes()
         with torch.random.fork_rng(devices=[]):  # initial weights from the seed alone, same on every rank
-            torch.manual_seed(hp.seed)
+            torch.manual_seed(hp.run.seed)
             self.modules = PPOModules(
                 obs_size,
                 action_size,
-                hp.policy_hidden_layer_sizes,
-                hp.value_hidden_layer_sizes,
-                hp.activation,
-                hp.normalize_observations,
-                use_distributional_critic=hp.use_distributional_critic,
-                num_quantiles=hp.num_quantiles,
+                hp.network.policy_hidden_layer_sizes,
+                hp.network.value_hidden_layer_sizes,
+                hp.network.activation,
+                hp.algorithm.normalize_observations,
+                use_distributional_critic=hp.algorithm.use_distributional_critic,
+                num_quantiles=hp.network.num_quantiles,
                 **args.network_options,
             ).to(self.device)
             self.modules.normalizer.set_update_rule(
-                hp.normalize_observations_mode, hp.normalize_observations_std_eps, hp.normalize_until_count
+                algorithm.normalize_observations_mode,
+                algorithm.normalize_observations_std_eps,
+                algorithm.normalize_until_count,
             )
-        self.generator = torch.Generator(device=self.device).manual_seed(hp.seed * 1_000_003 + dist.rank)
-        self.eval_generator = torch.Generator(device=self.device).manual_seed(hp.seed * 1_000_003 + 999_983)
+        self.generator = torch.Generator(device=self.device).manual_seed(hp.run.seed * 1_000_003 + dist.rank)
+        self.eval_generator = torch.Generator(device=self.device).manual_seed(hp.run.seed * 1_000_003 + 999_983)
         loss_module: nn.Module = update.LossModule(self.modules, update.loss_config(hp))
         if dist.enabled:
             loss_module = nn.parallel.DistributedDataParallel(
                 loss_module, broadcast_buffers=False, process_group=dist.group
             )
         minibatch_steps = compiled_update.run_minibatch_steps(hp, self.steps_per_training_step)
-        compiled = compiled_update.use_compiled_update(hp.torch_compile, obs_size, minibatch_steps, self.device)
+        compiled = compiled_update.use_compiled_update(hp.run.torch_compile, obs_size, minibatch_steps, self.device)
         logging.info("torch_ppo's minibatch step: %s", "compiled" if compiled else "eager")
         update_class = compiled_update.CompiledPPOUpdate if compiled else update.PPOUpdate
         self.update = update_class(
             self.modules,
             loss_module,
-            _adam(self.modules, hp.learning_rate, hp.learning_rate_schedule == adaptive_kl.NAME, self.device),
+            _adam(
+                self.modules, algorithm.learning_rate, algorithm.learning_rate_schedule == adaptive_kl.NAME, self.device
+            ),
             hp,
-            local_batch=hp.batch_size // dist.world_size,
+            local_batch=hp.algorithm.batch_size // dist.world_size,
             generator=self.generator,
             dist=dist,
-            **({"fall_back": hp.torch_compile is None} if compiled else {}),
+            **({"fall_back": hp.run.torch_compile is None} if compiled else {}),
         )
         self.make_policy = make_inference_fn(self.modules)
         self.env_steps = 0
@@ -102,14 +109,14 @@ class TorchRun:
         obs_size = self.env.observation_size
         if isinstance(obs_size, Mapping):
             for name in ("policy_obs_key", "value_obs_key"):
-                if getattr(hp, name) not in obs_size:
+                if hp.flat()[name] not in obs_size:
                     raise ValueError(
-                        f"{name}={getattr(hp, name)!r} is not among the env's observation keys {sorted(obs_size)}"
+                        f"{name}={hp.flat()[name]!r} is not among the env's observation keys {sorted(obs_size)}"
                     )
             obs_size = dict(obs_size)
         else:
             obs_size = int(obs_size)
-        if eval_env is not None and hp.num_evals > 0:
+        if eval_env is not None and hp.run.num_evals > 0:
             size = checkpoint.size_json(eval_env.observation_size)
             if size != checkpoint.size_json(obs_size):
                 raise ValueError(
@@ -184,7 +191,7 @@ class TorchRun:
 
     def build_envs(self) -> None:
         """Builds the evaluator (rank 0), compiles the envs and the evaluation, and resets (or restores) the envs."""
-        if self.hp.num_evals > 0 and self.dist.is_main:
+        if self.hp.run.num_evals > 0 and self.dist.is_main:
             self.evaluator = environments.make_evaluator(self.args, self.env, self.modules, self.device)
         environments.compile_programs(self.env, self.evaluator)
         self.obs = self.env.reset(seed=self.env_seed).get("observation")
@@ -194,7 +201,7 @@ class TorchRun:
             except ValueError:
                 pass  # saved from another env layout: training continues from the fresh reset
         self.actor = make_actor(self.modules, deterministic=False, generator=self.generator)
-        self.tracker = update.EpisodeTracker(self.env) if self.hp.log_training_metrics else None
+        self.tracker = update.EpisodeTracker(self.env) if self.hp.run.log_training_metrics else None
 
     # ---------------------------------------------------------------- the run driver's backend
 
@@ -206,7 +213,7 @@ class TorchRun:
             self.actor.module[-1],
             self.obs,
             num_unrolls=self.num_unrolls,
-            unroll_length=self.hp.unroll_length,
+            unroll_length=self.hp.algorithm.unroll_length,
             keep_distribution=self.update.adaptive_kl,
             tracker=self.tracker,
         )
@@ -246,7 +253,7 @@ class TorchRun:
 
     def evaluate(self, training_metrics: Mapping[str, float]) -> dict[str, float]:
         self.modules.eval()
-        metrics = self.evaluator.run(self.modules, self.hp.deterministic_eval, self.eval_generator)
+        metrics = self.evaluator.run(self.modules, self.hp.run.deterministic_eval, self.eval_generator)
         self.modules.train()
         return {**training_metrics, **metrics}
 
@@ -271,7 +278,7 @@ class TorchRun:
                     "env_state": env_state,
                     **({"env_states": env_states} if env_states is not None else {}),
                 },
-                max_to_keep=self.hp.max_to_keep,
+                max_to_keep=self.hp.run.max_to_keep,
             )
         if self.dist.enabled:
             # No rank goes on until the checkpoint exists: a rank that resumes from this folder next must find it.

@@ -138,7 +138,7 @@ class LossModule(nn.Module):
 
 def loss_config(hp: PPOConfig) -> LossConfig:
     """The loss settings of the hyperparameters ``hp``."""
-    return LossConfig(**{name: getattr(hp, name) for name in LossConfig._fields})
+    return LossConfig(**{name: hp.flat()[name] for name in LossConfig._fields})
 
 
 def global_norm(grads: Sequence[torch.Tensor]) -> torch.Tensor:
@@ -186,8 +186,8 @@ class PPOUpdate:
         self.modules, self.loss_module, self.optimizer, self.hp = modules, loss_module, optimizer, hp
         self.local_batch, self.generator, self.dist = local_batch, generator, dist
         self.device = generator.device
-        self.adaptive_kl = hp.learning_rate_schedule == adaptive_kl.NAME
-        self.old_values = hp.clipping_epsilon_value is not None and not hp.use_distributional_critic
+        self.adaptive_kl = hp.algorithm.learning_rate_schedule == adaptive_kl.NAME
+        self.old_values = hp.algorithm.clipping_epsilon_value is not None and not hp.algorithm.use_distributional_critic
         self.metric_names = METRIC_NAMES + (("kl_mean", "learning_rate") if self.adaptive_kl else ())
         self.metric_sums = torch.zeros(len(self.metric_names), device=self.device)
         self.metric_count = 0  # minibatch steps since the last read (a count of the static loop, not a tensor)
@@ -202,15 +202,19 @@ class PPOUpdate:
                 batch = dataclasses.replace(batch, old_value=self.modules.value(batch.observation).squeeze(-1))
         if not self.adaptive_kl:
             self.modules.normalizer.update(batch.observation, group)
-        hp, rows = self.hp, batch.reward.shape[0]
-        for _ in range(hp.num_updates_per_batch):
-            # The inputs shuffled once per pass; a minibatch is then a view (indexing per minibatch cost more).
+        algorithm, rows = self.hp.algorithm, batch.reward.shape[0]
+        minibatches = algorithm.num_minibatches
+        minibatch_rows = rows // minibatches
+        for _ in range(algorithm.num_updates_per_batch):
+            # The inputs shuffled and made time-major once per pass ([minibatch, T, rows, ...]); a minibatch is then
+            # one view of each input (indexing or transposing per minibatch cost more).
             order = self.minibatch_order(rows)
-            minibatch_rows = rows // hp.num_minibatches
-            shuffled = batch.map(lambda x, o=order, r=minibatch_rows: x[o].reshape(hp.num_minibatches, r, *x.shape[1:]))
-            for i in range(hp.num_minibatches):
-                minibatch = shuffled.map(lambda x, i=i: x[i].transpose(0, 1))  # time-major, one view each
-                noise = self.entropy_noise((hp.unroll_length, self.local_batch, self.modules.action_size))
+            shuffled = batch.map(
+                lambda x, o=order: x[o].reshape(minibatches, minibatch_rows, *x.shape[1:]).transpose(1, 2)
+            )
+            for i in range(minibatches):
+                minibatch = shuffled.map(lambda x, i=i: x[i])
+                noise = self.entropy_noise((algorithm.unroll_length, self.local_batch, self.modules.action_size))
                 self.sgd_step(minibatch, noise)
                 self.metric_count += 1
         if self.adaptive_kl:
@@ -225,8 +229,8 @@ class PPOUpdate:
         with torch.no_grad():
             grads = [p.grad for p in self._params if p.grad is not None]
             norm = global_norm(grads)
-            if hp.max_grad_norm is not None:
-                torch._foreach_mul_(grads, global_norm_scale(norm, hp.max_grad_norm))
+            if hp.algorithm.max_grad_norm is not None:
+                torch._foreach_mul_(grads, global_norm_scale(norm, hp.algorithm.max_grad_norm))
         learning_rate = self.adapt_learning_rate(terms.kl_mean) if self.adaptive_kl else None
         self.optimizer.step()
         with torch.no_grad():  # one stacked sum for all names: two ops per minibatch, not two per name
@@ -259,7 +263,11 @@ class PPOUpdate:
         hp = self.hp
         lr.copy_(
             adapt_learning_rate(
-                lr, kl, hp.desired_kl, hp.learning_rate_schedule_min_lr, hp.learning_rate_schedule_max_lr
+                lr,
+                kl,
+                hp.algorithm.desired_kl,
+                hp.algorithm.learning_rate_schedule_min_lr,
+                hp.algorithm.learning_rate_schedule_max_lr,
             )
         )
         return lr.detach().clone()

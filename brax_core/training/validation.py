@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 TRAINERS = ("jax", "torch")
-KINDS = ("int", "float", "bool", "sizes", "activation", "choice", "name")
+KINDS = ("int", "float", "bool", "sizes", "activation", "choice", "name", "device")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -22,10 +22,12 @@ class FieldSpec:
 
     ``kind``: 'int', 'float', 'bool', 'sizes' (a sequence of positive ints), 'activation' (a name in
     ``choices`` or a callable), 'choice' (a name in ``choices``, any case, or an enum member whose value is one;
-    with ``optional``, the choice 'NONE' stands for ``None``) or 'name' (any non-empty string).
+    with ``optional``, the choice 'NONE' stands for ``None``), 'name' (any non-empty string) or 'device' ('cpu',
+    'cuda' or 'cuda:<index>', or a ``torch.device`` of one; with ``optional``, 'auto' stands for ``None``).
     ``minimum``/``maximum`` bound numbers (``min_open``: the minimum itself is
     refused). ``optional``: ``None`` is accepted. ``trainers``: which trainers' keyword arguments carry it.
     ``command_line``: whether the command line has a flag of this name (``seed`` has its own ``--seed``).
+    ``section``: the ``PPOConfig`` section that holds the field.
     """
 
     kind: str
@@ -38,6 +40,7 @@ class FieldSpec:
     trainers: tuple[str, ...] = TRAINERS
     command_line: bool = True
     name: str = ""
+    section: str = ""
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -126,11 +129,27 @@ def check(spec: FieldSpec, value: Any) -> Any:
             return value
     if spec.kind == "name" and isinstance(value, str) and value:
         return value
+    if spec.kind == "device" and (device := _device(value)) is not None:
+        return None if device == "auto" and spec.optional else device
     raise ConfigError(
         f"{spec.name} must be {_requirement(spec, value, flags=False)}, got {value!r}",
         f"{spec.flag} must be {_requirement(spec, value, flags=True)}; got {value!r}",
         (spec.name,),
     )
+
+
+def _device(value: Any) -> str | None:
+    """``value`` as a device's name ('cpu', 'cuda', 'cuda:0', 'auto'), or ``None`` when it names none; a
+    ``torch.device`` by its text (recognised by name so this module needs no torch)."""
+    if type(value).__name__ == "device" and type(value).__module__.split(".")[0] == "torch":
+        value = str(value)
+    if not isinstance(value, str):
+        return None
+    text = value.strip().lower()
+    kind, _, index = text.partition(":")
+    if text in ("auto", "cpu", "cuda") or (kind == "cuda" and index.isdigit()):
+        return text
+    return None
 
 
 def _choice(spec: FieldSpec, value: Any) -> str | None:
@@ -161,6 +180,8 @@ def _requirement(spec: FieldSpec, value: Any, flags: bool) -> str:
         return "one or more positive integers like 64,64" if flags else "a sequence of positive integers"
     if spec.kind == "name":
         return "a non-empty string"
+    if spec.kind == "device":
+        return "auto, cpu, cuda or cuda:<index>" if flags else "'auto', 'cpu', 'cuda' or 'cuda:<index>'"
     if flags:
         return f"one of: {', '.join(spec.choices)}"
     if spec.kind == "choice":

@@ -30,17 +30,20 @@ def _cell(text: str) -> str:
 
 
 def fields_table() -> str:
-    """One row per ``PPOConfig`` field: name, default, accepted values, the trainers taking it, its help text."""
+    """One row per ``PPOConfig`` field, section by section: section, name, default, accepted values, the trainers
+    taking it, its help text."""
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
     from brax_core.training.agents.ppo import config
 
-    rows = ["| field | default | accepts | taken by | meaning |", "| --- | --- | --- | --- | --- |"]
-    for field in dataclasses.fields(config.PPOConfig):
-        spec = config.BY_NAME[field.name]
-        default = "required" if field.default is dataclasses.MISSING else f"`{field.default!r}`"
-        given_to = _GIVEN_TO[tuple(spec.trainers)]
-        if field.name in config.NETWORK_FIELDS:
-            given_to += " (JAX: in `network_factory`)"
-        rows.append(f"| `{field.name}` | {default} | {_cell(spec.accepted())} | {given_to} | {_cell(spec.help)} |")
+    rows = ["| section | field | default | accepts | taken by | meaning |", "| --- | --- | --- | --- | --- | --- |"]
+    for section, cls in config.SECTIONS.items():
+        for field in dataclasses.fields(cls):
+            spec = config.BY_NAME[field.name]
+            default = "required" if field.default is dataclasses.MISSING else f"`{field.default!r}`"
+            given_to = _GIVEN_TO[tuple(spec.trainers)]
+            if field.name in config.NETWORK_FIELDS:
+                given_to += " (JAX: in `network_factory`)"
+            rows.append(f"| `{section}` | `{field.name}` | {default} | {_cell(spec.accepted())} | {given_to} | "
+                        f"{_cell(spec.help)} |")
     return "\n".join(rows)

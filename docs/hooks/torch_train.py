@@ -1,8 +1,8 @@
 """MkDocs hook: ``torch_ppo.train``'s reference, made from the function itself at build time.
 
-Its signature and argument text are built from the hyperparameter schema when ``torch_ppo.arguments`` is imported
-(the schema declares the hyperparameters once), so they are read from the imported function, not from the source
-file a static reader sees. A page asks for it with the line ``<!-- torch-ppo-train -->``.
+Its argument text is ``torch_ppo.arguments.TRAIN_DOC``, assigned to the function when ``torch_ppo.train`` is
+imported, so signature and text are read from the imported function, not from the source file a static reader
+sees. A page asks for it with the line ``<!-- torch-ppo-train -->``.
 """
 
 from __future__ import annotations

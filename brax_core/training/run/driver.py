@@ -142,7 +142,7 @@ class RunDriver:
         ``report_training_at_evaluation_points``: where nothing is evaluated, an evaluation point reports the
         training metrics instead.
         """
-        initial_evaluation, log_training_metrics = self.hp.num_evals > 1, self.hp.log_training_metrics
+        initial_evaluation, log_training_metrics = self.hp.run.num_evals > 1, self.hp.run.log_training_metrics
         env_steps_per_call = schedule.env_steps_per_call
         start = time.time()
         if evaluate:

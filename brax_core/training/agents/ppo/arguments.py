@@ -21,7 +21,7 @@ from brax_core.envs.wrappers import training as env_training
 from brax_core.training import resume
 from brax_core.training.agents.ppo import checkpoint
 from brax_core.training.agents.ppo import networks as ppo_networks
-from brax_core.training.agents.ppo.config import PPOConfig
+from brax_core.training.agents.ppo.config import KEYWORD_FIELDS, NETWORK_FIELDS, NetworkConfig, PPOConfig
 from brax_core.training.agents.ppo.networks import PPOTrainingParams
 from brax_core.training.run import checkpoints as run_checkpoints
 from brax_core.training.validation import boolean as _bool
@@ -167,28 +167,54 @@ class Arguments:
         hp = self.hp
         return dict(
             wrap_env=self.wrap_env,
-            episode_length=hp.episode_length,
-            action_repeat=hp.action_repeat,
+            episode_length=hp.env.episode_length,
+            action_repeat=hp.env.action_repeat,
             randomization_fn=self.randomization_fn,
         )
 
 
-def validated(arguments: Mapping[str, Any], find_devices: Callable[[int | None], list[jax.Device]]) -> Arguments:
+def validated(
+    arguments: Mapping[str, Any],
+    find_devices: Callable[[int | None], list[jax.Device]],
+    config: PPOConfig | None = None,
+) -> Arguments:
     """``train``'s keyword arguments, checked in one place before anything compiles (errors name the argument);
-    ``find_devices(max_devices_per_host)`` lists the devices to train on."""
+    ``find_devices(max_devices_per_host)`` lists the devices to train on. ``config``: the run's ``PPOConfig``
+    (``train_from_config``), validated already; without it the config is built from the keyword arguments."""
     environment = arguments["environment"]
+    if environment is None and config is not None:
+        environment = config.env.name
     if not (isinstance(environment, str) or envs.is_env(environment)):
         raise TypeError(
             "environment must be a brax_core Env, a MuJoCo Playground MjxEnv or a registered environment name "
-            f"('playground:<task>' too), got {environment!r}"
+            f"('playground:<task>' too; or a config whose env.name is one), got {environment!r}"
         )
+    name = environment if isinstance(environment, str) else None
     environment = envs.as_env(environment)
-    episode_length = arguments["episode_length"]
-    if episode_length is None:
-        episode_length = int(getattr(environment.unwrapped, "default_episode_length", 1000))
-    # The schema holds every hyperparameter train shares with the torch trainer and the command line.
-    schema_fields = {field.name for field in dataclasses.fields(PPOConfig)}
-    hp = PPOConfig(**{**{k: v for k, v in arguments.items() if k in schema_fields}, "episode_length": episode_length})
+    network_factory = arguments["network_factory"]
+    if config is None:
+        config = config_of_keywords(arguments)
+    elif network_factory is None:
+        network_factory = functools.partial(ppo_networks.make_ppo_networks, **dataclasses.asdict(config.network))
+    elif config.network != NetworkConfig():
+        changed = [f.name for f in dataclasses.fields(NetworkConfig) if getattr(config.network, f.name) != f.default]
+        raise ValueError(
+            f"config.network sets {', '.join(changed)} but a network_factory is given, which builds the networks "
+            "instead: set those in network_factory, or leave network_factory out to build the networks from "
+            "config.network"
+        )
+    if config.run.trainer not in (None, "jax"):
+        raise ValueError(
+            f"config.run.trainer is {config.run.trainer!r}; this is the JAX trainer: use config.replace(trainer='jax') "
+            "(or None) to train the config here"
+        )
+    # The env's own episode length where the config leaves it open, and the env's name where it was given by name.
+    resolved = {"trainer": "jax"}
+    if config.env.episode_length is None:
+        resolved["episode_length"] = int(getattr(environment.unwrapped, "default_episode_length", 1000))
+    if config.env.name is None and name is not None:
+        resolved["name"] = name
+    hp = config.replace(**resolved)
     run_evals = _bool("run_evals", arguments["run_evals"])
     max_devices_per_host = arguments["max_devices_per_host"]
     if max_devices_per_host is not None:
@@ -196,17 +222,18 @@ def validated(arguments: Mapping[str, Any], find_devices: Callable[[int | None],
     restore_value_fn = _bool("restore_value_fn", arguments["restore_value_fn"])
     # Not schema fields: like run_evals they say how to run, and the command line has no image environments.
     vision, augment_pixels = _bool("vision", arguments["vision"]), _bool("augment_pixels", arguments["augment_pixels"])
-    if vision and hp.action_repeat != 1:
+    if vision and hp.env.action_repeat != 1:
         # Brax's rule: repeated actions would render frames no policy sees; a pixel env repeats physics itself.
         raise ValueError(
-            f"vision=True needs action_repeat=1 (got {hp.action_repeat}); repeat physics steps inside the env instead"
+            f"vision=True needs action_repeat=1 (got {hp.env.action_repeat}); repeat physics steps inside the env "
+            "instead"
         )
     madrona_backend = arguments["madrona_backend"]
     if madrona_backend is not False:
         raise ValueError(f"madrona_backend must be False: brax_core has no batch renderer, got {madrona_backend!r}")
     progress_fn, policy_params_fn = resume.checked_callbacks(arguments["progress_fn"], arguments["policy_params_fn"])
     allow_config_changes = resume.check_allow("allow_config_changes", arguments["allow_config_changes"])
-    network_factory = _checked_network_factory(arguments["network_factory"], hp.use_distributional_critic)
+    network_factory = _checked_network_factory(network_factory, hp.algorithm.use_distributional_critic)
     randomization_fn = arguments["randomization_fn"]
     if randomization_fn is not None:
         _callable("randomization_fn", randomization_fn)
@@ -220,7 +247,7 @@ def validated(arguments: Mapping[str, Any], find_devices: Callable[[int | None],
     if eval_env is not None:
         _check_wrapping("eval_env", eval_env, wrap_env)
     devices = find_devices(max_devices_per_host)
-    evaluate = hp.num_evals > 0 and run_evals
+    evaluate = hp.run.num_evals > 0 and run_evals
     _check_device_split(hp, len(devices), evaluate)
     restore_params = arguments["restore_params"]
     if restore_params is not None:
@@ -251,6 +278,20 @@ def validated(arguments: Mapping[str, Any], find_devices: Callable[[int | None],
         env_steps_restored=env_steps_restored,
         save_checkpoint_path=save_checkpoint_path,
     )
+
+
+def config_of_keywords(arguments: Mapping[str, Any]) -> PPOConfig:
+    """The ``PPOConfig`` of Brax's keyword arguments: each field by its name, and the network fields from a
+    ``network_factory`` that is ``make_ppo_networks`` bound to some of them (a factory of other arguments keeps
+    its own; ``config.network`` then holds the defaults)."""
+    values = {name: arguments[name] for name in KEYWORD_FIELDS if name in arguments}
+    factory = arguments["network_factory"]
+    keywords = dict(getattr(factory, "keywords", None) or {})
+    keywords.pop("use_distributional_critic", None)  # a train field, checked against the factory's below
+    if getattr(factory, "func", None) is ppo_networks.make_ppo_networks and not factory.args:
+        if set(keywords) <= set(NETWORK_FIELDS):
+            values.update(keywords)
+    return PPOConfig.from_flat(values)
 
 
 def _checked_network_factory(
@@ -302,13 +343,15 @@ def _check_wrapping(name: str, env: Env, wrap_env: bool | Callable[..., Env]) ->
 
 def _check_device_split(hp: PPOConfig, device_count: int, evaluate: bool) -> None:
     """Refuses env and batch counts that the training devices cannot share equally."""
-    if hp.num_envs % device_count != 0:
-        raise ValueError(f"num_envs ({hp.num_envs}) must be divisible by the number of devices ({device_count})")
-    if hp.batch_size % device_count != 0:
-        raise ValueError(f"batch_size ({hp.batch_size}) must be divisible by the number of devices ({device_count})")
-    if evaluate and hp.num_eval_envs % device_count != 0:
+    if hp.env.num_envs % device_count != 0:
+        raise ValueError(f"num_envs ({hp.env.num_envs}) must be divisible by the number of devices ({device_count})")
+    if hp.algorithm.batch_size % device_count != 0:
         raise ValueError(
-            f"num_eval_envs ({hp.num_eval_envs}) must be divisible by the number of devices ({device_count})"
+            f"batch_size ({hp.algorithm.batch_size}) must be divisible by the number of devices ({device_count})"
+        )
+    if evaluate and hp.env.num_eval_envs % device_count != 0:
+        raise ValueError(
+            f"num_eval_envs ({hp.env.num_eval_envs}) must be divisible by the number of devices ({device_count})"
         )
 
 

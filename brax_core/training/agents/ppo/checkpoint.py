@@ -22,6 +22,8 @@ under reads still in flight, whose callbacks then print stray "Event loop is clo
 
 orbax writes each step into a temporary directory and renames it when complete, so an interrupted save never
 looks like a checkpoint. ``load_policy`` rebuilds the inference function from the saved configuration alone.
+The network configuration, callables by name and the checked restore of an item are the trainers' shared
+``brax_core.training.checkpoint``; its names are public here too, under Brax's module path.
 
 With several JAX processes (``jax.distributed``) every process saves into the same path, which must be on a
 filesystem they all see: each writes its own shards (its envs' state), process 0 the rest, and the step
@@ -30,35 +32,35 @@ directory is complete once all have finished.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
-import math
 import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import jax
-import numpy as np
+import jax.numpy as jnp
 from jax.experimental import multihost_utils
 from ml_collections import config_dict
 
-from brax_core.training import types
+from brax_core.training import resume, types
+from brax_core.training.acme import running_statistics
 from brax_core.training.agents.ppo import networks as ppo_networks
-from brax_core.training.agents.ppo.checkpoint_config import (
+from brax_core.training.agents.ppo import networks_vision
+from brax_core.training.checkpoint import (
     CONFIG_FORMAT,
+    _checksums,
+    _drop_empty,
+    _live_config,
+    _obs_json,
     _obs_size,
+    _plain,
     _read_config,
-    abstract_params,
+    _restore_item,
     check_observation_size,
-    check_params_fit,
-    check_resume_config,
-    checkpoint_config,
     config_to_json,
     load_config,
     load_config_json,
     network_config,
-    networks_from_config,
     register_activation,
     register_callable,
     value_from_config,
@@ -68,7 +70,7 @@ from brax_core.training.run.checkpoints import STEP_NAME_DIGITS, CheckpointError
 from brax_core.training.run.checkpoints import latest_step as latest_step  # the save path's newest step
 from brax_core.training.run.checkpoints import step_directories as step_directories
 
-# The configuration item's names (checkpoint_config) are public here too, under Brax's module path.
+# The shared checkpoint module's names (brax_core.training.checkpoint) are public here too, under Brax's module path.
 __all__ = [
     "CONFIG_FORMAT",
     "CheckpointError",
@@ -104,6 +106,8 @@ _CHECKED_ITEMS = ("params", "state", "env_state")
 FILE_CHECKSUMS = run_checkpoints.MANIFEST
 # The name this module gave the one checkpoint error class before both trainers shared it.
 ChecksumError = CheckpointError
+
+register_callable("make_ppo_networks", ppo_networks.make_ppo_networks)
 
 
 class Saver:
@@ -205,86 +209,6 @@ def _ppo_params(params: Any) -> Any:
     return params
 
 
-def _drop_empty(tree: Any) -> Any:
-    """``tree`` with zero-size arrays replaced by ``None``: orbax refuses to write empty arrays, and MJX data
-    has some (``act`` for a model without activation states). They carry no values, so restoring takes them
-    from the target."""
-    return jax.tree.map(lambda x: x if math.prod(x.shape) else None, tree)
-
-
-def _checksums(tree: Any) -> list[list[str]] | None:
-    """``[[path, sha256 of dtype, shape and bytes], ...]`` of ``tree``'s arrays (``None`` when an array is not
-    wholly on this process, as in a multi-host run: its bytes cannot be read here)."""
-    out = []
-    for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]:
-        if isinstance(leaf, jax.Array) and not leaf.is_fully_addressable:
-            return None
-        array = np.asarray(jax.device_get(leaf))
-        digest = hashlib.sha256(f"{array.dtype.str}{array.shape}".encode())
-        digest.update(np.ascontiguousarray(array).tobytes())
-        out.append([jax.tree_util.keystr(path), digest.hexdigest()])
-    return out
-
-
-def _verify(step_dir: str, item: str, restored: Any) -> None:
-    """Compares ``restored`` with the checksums saved beside it (checkpoints written before checksums existed
-    have none and are not checked)."""
-    path = os.path.join(step_dir, "checksums")
-    files = [f for f in os.listdir(path) if not f.startswith(".")] if os.path.isdir(path) else []
-    if not files:
-        return
-    try:
-        with open(os.path.join(path, files[0])) as f:
-            expected = json.load(f).get(item)
-    except (OSError, ValueError, AttributeError) as e:
-        raise CheckpointError(f"checkpoint at {step_dir!r} is corrupt: cannot read its checksums ({e})") from e
-    actual = _checksums(restored)
-    if expected is None or actual is None:
-        return
-    item_dir = os.path.join(step_dir, item)
-    if len(expected) != len(actual):
-        raise CheckpointError(
-            f"checkpoint {item_dir!r} is corrupt: it restored {len(actual)} arrays, {len(expected)} were saved"
-        )
-    for (name, want), (_, got) in zip(expected, actual, strict=True):
-        if want != got:
-            raise CheckpointError(
-                f"checkpoint {item_dir!r} is corrupt: the array {item}{name} differs from what was saved (its "
-                "SHA-256 does not match the one written with it); restore an earlier checkpoint"
-            )
-
-
-def _restore_item(step_dir: str, item: str, target: Any) -> Any:
-    item_dir = os.path.join(step_dir, item)
-    if not os.path.isdir(item_dir):
-        raise CheckpointError(f"checkpoint at {step_dir!r} is corrupt or incomplete: {item!r} is missing")
-    run_checkpoints.verify_files(step_dir, item)
-    import orbax.checkpoint as ocp
-
-    try:
-        with ocp.StandardCheckpointer() as checkpointer:
-            restored = checkpointer.restore(item_dir, target)
-    except Exception as e:  # orbax raises many types; the caller needs the path and the cause
-        raise ValueError(
-            f"checkpoint at {step_dir!r} is corrupt or does not match: cannot restore {item!r} ({e})"
-        ) from e
-    _verify(step_dir, item, restored)
-    _check_shapes(step_dir, item, restored, target)
-    return restored
-
-
-def _check_shapes(step_dir: str, item: str, restored: Any, target: Any) -> None:
-    """orbax restores an array of another saved shape as saved, whatever the target says: refuse that here."""
-    got = jax.tree_util.tree_flatten_with_path(restored)[0]
-    want = jax.tree.leaves(target)
-    for (path, r), t in zip(got, want, strict=False):
-        if t is not None and hasattr(t, "shape") and tuple(r.shape) != tuple(t.shape):
-            raise ValueError(
-                f"checkpoint at {step_dir!r} does not match: {item}{jax.tree_util.keystr(path)} was saved with shape "
-                f"{tuple(r.shape)}, expected {tuple(t.shape)}"
-            )
-
-
 def restore_item(path: str | os.PathLike, item: str, target: Any) -> Any:
     """One item (``params``, ``state``) restored into the structure (and shardings) of ``target``."""
     return _restore_item(resolve_for(path, "jax"), item, target)
@@ -351,3 +275,102 @@ def load_policy(
         return policy(observations, key_sample)
 
     return checked_policy
+
+
+def checkpoint_config(
+    observation_size: types.ObservationSize,
+    action_size: int,
+    normalize_observations: bool,
+    network_factory: Callable[..., Any],
+    hyperparameters: Any,
+    required: Any = True,
+) -> dict[str, Any]:
+    """A run's checkpoint configuration: ``network_config`` plus ``training`` (the ``resume.RESUME_FIELDS`` of the
+    validated ``hyperparameters``, a ``PPOConfig``).
+
+    A network argument that cannot be named raises ``ValueError`` when ``required`` is true (a run that saves);
+    otherwise (a run that only restores) the configuration holds the sizes and ``training`` only.
+    """
+    try:
+        config = config_to_json(network_config(observation_size, action_size, normalize_observations, network_factory))
+    except ValueError:
+        if required:
+            raise
+        config = {"observation_size": _obs_json(observation_size), "action_size": int(action_size)}
+    fields = hyperparameters.flat()
+    config["training"] = {name: fields[name] for name in resume.RESUME_FIELDS}
+    return config
+
+
+def check_resume_config(path: str | os.PathLike, requested: Mapping[str, Any], allow: Any) -> None:
+    """Refuses to resume from the checkpoint at ``path`` with a configuration other than its saved one (see
+    ``resume.check_config``); allowed changes are logged."""
+    step_dir = resolve_for(path, "jax")
+    changed = resume.check_config(step_dir, _read_config(step_dir), requested, allow)
+    for name, (saved, now) in changed.items():
+        logging.warning("resuming from %s with %s changed from %r to %r", step_dir, name, saved, now)
+
+
+def check_params_fit(what: str, params: Any, target: Any, with_value: bool = True) -> None:
+    """Raises ``ValueError`` when ``params`` (``PPOTrainingParams``) do not have the shapes of ``target`` (the
+    abstract params of the networks being trained), naming the observation sizes where those differ."""
+    shapes = lambda tree: jax.tree.map(lambda x: tuple(getattr(x, "shape", ())), tree)
+    got_obs, want_obs = shapes(params.normalizer_params.mean), shapes(target.normalizer_params.mean)
+    if got_obs != want_obs:
+        raise ValueError(
+            f"{what} were trained on observations of shape {got_obs} but this environment's are {want_obs}: "
+            "they belong to another environment"
+        )
+    parts = [("policy_params", params.policy_params, target.policy_params)]
+    if with_value:
+        parts.append(("value_params", params.value_params, target.value_params))
+    for name, have, want in parts:
+        have_leaves = jax.tree_util.tree_flatten_with_path(have)[0]
+        want_leaves = jax.tree_util.tree_flatten_with_path(want)[0]
+        have_map = {jax.tree_util.keystr(p): tuple(x.shape) for p, x in have_leaves}
+        want_map = {jax.tree_util.keystr(p): tuple(x.shape) for p, x in want_leaves}
+        if have_map != want_map:
+            wrong = sorted(k for k in have_map.keys() | want_map.keys() if have_map.get(k) != want_map.get(k))
+            listed = "; ".join(f"{k}: {have_map.get(k)} given, {want_map.get(k)} expected" for k in wrong[:4])
+            raise ValueError(f"{what}.{name} do not fit these networks ({listed})")
+
+
+def networks_from_config(
+    config: Mapping[str, Any] | config_dict.ConfigDict, network_factory: Callable[..., Any] | None = None
+) -> ppo_networks.PPONetworks:
+    """Rebuilds the PPO networks a configuration (live, as ``network_config`` and ``load_config`` give it, or its
+    JSON form) describes, with ``network_factory`` instead of the saved factory when one is given."""
+    config = _live_config(_plain(config))
+    factory = config["network_factory"] if network_factory is None else network_factory
+    preprocess = (
+        running_statistics.normalize if config["normalize_observations"] else types.identity_observation_preprocessor
+    )
+    return factory(
+        config["observation_size"],
+        config["action_size"],
+        preprocess_observations_fn=preprocess,
+        **config["network_factory_kwargs"],
+    )
+
+
+def abstract_params(
+    network: ppo_networks.PPONetworks, observation_size: types.ObservationSize, std_eps: float = 0.0
+) -> Any:
+    """Shapes and dtypes of ``PPOTrainingParams`` for ``network`` (nothing is computed; ``std_eps`` is the
+    normaliser's setting)."""
+    key = jax.random.PRNGKey(0)
+    if isinstance(observation_size, Mapping):
+        # As in training, image views have no running statistics.
+        template = {
+            k: jax.ShapeDtypeStruct(tuple(v) if not isinstance(v, int) else (v,), jnp.float32)
+            for k, v in networks_vision.remove_pixels(observation_size).items()
+        }
+    else:
+        template = jax.ShapeDtypeStruct((int(observation_size),), jnp.float32)
+    return jax.eval_shape(
+        lambda: ppo_networks.PPOTrainingParams(
+            running_statistics.init_state(template, std_eps),
+            network.policy_network.init(key),
+            network.value_network.init(key),
+        )
+    )

@@ -1,10 +1,22 @@
-"""PPO hyperparameters as one typed schema: ``PPOConfig``, a frozen dataclass both trainers validate against.
+"""PPO's configuration as one typed object: ``PPOConfig``, four frozen sections by concern, validated on
+construction.
+
+``PPOConfig(env=EnvConfig(...), algorithm=AlgorithmConfig(...), network=NetworkConfig(...), run=RunConfig(...))``:
+
+- ``env``: what is trained on and how many of it (the env's name, episode length, action repeat, env counts);
+- ``algorithm``: PPO's hyperparameters (optimiser, losses, batch sizes, observation normalisation);
+- ``network``: the policy and value networks (``make_ppo_networks``' arguments);
+- ``run``: how a run goes (its length, seed, evaluations, checkpoints, which trainer, on which device).
+
+This one object is what the command line parses its flags into, what a run folder's ``config.json`` and a
+``--config`` file hold (``to_json`` / ``from_json``) and what both trainers train (``ppo.train.train_from_config``,
+``torch_ppo.train_from_config``). Brax's keyword signature (``ppo.train.train(num_envs=..., learning_rate=...)``)
+and torch_ppo's are thin translations onto it (``from_flat``): every field name is unique across the sections, so a
+flat keyword names one field.
 
 Each field carries Brax's default (the JAX ``train`` default), a help text and a ``FieldSpec`` (kind, range,
-whether ``None`` is allowed, choices, which trainers take it) in its metadata. ``PPOConfig(...)`` checks every
-field and the rules between fields in ``__post_init__``, so a config that exists is valid. The JAX and torch
-``train`` functions build one from their keyword arguments; the command line builds its flags and ``--help``
-from the same fields.
+whether ``None`` is allowed, choices, which trainers take it) in its metadata. Each section checks its fields in
+``__post_init__`` and ``PPOConfig`` the rules between fields, so a config that exists is valid.
 
 Standard library only on purpose: the command line imports this module to build ``brax-bridge --help``, which
 must answer without loading JAX or torch.
@@ -17,6 +29,7 @@ arguments (``num_envs must be a positive integer, got 0``); ``error.flag_message
 from __future__ import annotations
 
 import dataclasses
+import difflib
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -28,10 +41,6 @@ ACTIVATIONS = (
     "relu", "tanh", "sigmoid", "swish", "silu", "elu", "gelu", "leaky_relu", "softplus", "selu", "celu",
     "log_sigmoid", "identity",
 )
-NETWORK_FIELDS = (
-    "policy_hidden_layer_sizes", "value_hidden_layer_sizes", "activation", "num_quantiles", "distribution_type",
-    "noise_std_type", "init_noise_std", "state_dependent_std", "mean_clip_scale", "policy_obs_key", "value_obs_key",
-)
 # make_ppo_networks' distribution_type and noise_std_type values (both trainers build the same policies).
 DISTRIBUTION_TYPES = ("normal", "tanh_normal")
 NOISE_STD_TYPES = ("scalar", "log")
@@ -41,8 +50,10 @@ NORMALIZATION_MODES = ("welford", "ema")
 LR_SCHEDULES = (adaptive_kl.NAME, "NONE")
 
 __all__ = [
-    "ACTIVATIONS", "BY_NAME", "DISTRIBUTION_TYPES", "LR_SCHEDULES", "NETWORK_FIELDS", "NOISE_STD_TYPES",
-    "NORMALIZATION_MODES", "SPECS", "TRAINERS", "ConfigError", "FieldSpec", "PPOConfig", "check",
+    "ACTIVATIONS", "BY_NAME", "DISTRIBUTION_TYPES", "KEYWORD_FIELDS", "LR_SCHEDULES", "NETWORK_FIELDS",
+    "NOISE_STD_TYPES", "NORMALIZATION_MODES", "SECTIONS", "SECTION_OF", "SPECS", "TRAINERS", "AlgorithmConfig",
+    "ConfigError", "EnvConfig", "FieldSpec", "NetworkConfig", "PPOConfig", "RunConfig", "check", "defaults",
+    "fields_of_train_kwargs",
 ]
 
 
@@ -69,17 +80,22 @@ def _choice(default: Any, help: str, choices: tuple[str, ...], **spec: Any) -> A
     return _field(default, help, "choice", choices=choices, **spec)
 
 
+class _Section:
+    """A section's fields checked (and normalised) on construction."""
+
+    def __post_init__(self) -> None:
+        for field in dataclasses.fields(self):
+            spec = BY_NAME[field.name]
+            object.__setattr__(self, field.name, check(spec, getattr(self, field.name)))
+
+
 @dataclasses.dataclass(frozen=True)
-class PPOConfig:
-    """The hyperparameters of a PPO run, validated on construction (``ConfigError`` names what is wrong).
+class EnvConfig(_Section):
+    """What is trained on: the environment and how many of it run at once."""
 
-    Field order, names and defaults are those of ``brax_core.training.agents.ppo.train.train``; the network
-    fields are ``make_ppo_networks``' arguments (the JAX trainer takes them inside a ``network_factory``).
-    """
-
-    num_timesteps: int = _int(
-        dataclasses.MISSING, "total environment steps to train; a restored run counts from its checkpoint's steps",
-        minimum=0,
+    name: str | None = _field(
+        None, "the registered environment's name (None: the environment is given to the trainer as an object)",
+        "name", optional=True, command_line=False,
     )
     episode_length: int | None = _int(
         None, "steps per episode before the time limit (None: the env's own default_episode_length)", optional=True
@@ -87,17 +103,21 @@ class PPOConfig:
     action_repeat: int = _int(1, "env steps per policy action")
     num_envs: int = _int(1, "parallel training environments (across all devices)")
     num_eval_envs: int = _int(128, "parallel evaluation environments")
+    num_resets_per_eval: int = _int(0, "environment resets between evaluations (0: never reset)", minimum=0,
+                                    trainers=("jax",))
+
+@dataclasses.dataclass(frozen=True)
+class AlgorithmConfig(_Section):
+    """PPO's hyperparameters: optimiser, losses, batch sizes and observation normalisation."""
+
     learning_rate: float = _real(1e-4, "Adam learning rate", min_open=True)
     entropy_cost: float = _real(1e-4, "weight of the entropy bonus")
     discounting: float = _real(0.9, "discount factor gamma", maximum=1.0)
-    seed: int = _int(0, "random seed", minimum=0, command_line=False)
     unroll_length: int = _int(10, "steps per unroll of every environment (the PPO loss uses unrolls this long)")
     batch_size: int = _int(32, "unrolls per minibatch SGD step")
     num_minibatches: int = _int(16, "minibatches per pass over a batch (a training step collects batch_size * "
                                     "num_minibatches unrolls)")
     num_updates_per_batch: int = _int(2, "passes (update epochs) over each collected batch")
-    num_resets_per_eval: int = _int(0, "environment resets between evaluations (0: never reset)", minimum=0,
-                                    trainers=("jax",))
     normalize_observations: bool = _bool(False, "keep a running mean/std of observations and normalise network inputs")
     normalize_observations_std_eps: float = _real(
         0.0, "added to the observation variance under the square root of the normaliser's std"
@@ -142,17 +162,13 @@ class PPOConfig:
     learning_rate_schedule_max_lr: float = _real(
         1e-2, "the ADAPTIVE_KL schedule's highest learning rate", min_open=True
     )
-    use_pmap_on_reset: bool = _bool(
-        True, "Brax's choice of pmap over jit(vmap) for resets; resets here always run as one compiled call per "
-        "device, so both values train the same"
-    )
-    deterministic_eval: bool = _bool(False, "evaluate the policy's mode instead of sampling")
-    num_evals: int = _int(1, "evaluations (and checkpoints) over the run; 0: none", minimum=0)
-    log_training_metrics: bool = _bool(False, "stream training metrics between evaluations")
-    training_metrics_steps: int | None = _int(
-        None, "env steps between training-metric reports (None: every training step)", optional=True
-    )
-    max_to_keep: int | None = _int(None, "the most checkpoints kept (None: all)", optional=True)
+
+
+@dataclasses.dataclass(frozen=True)
+class NetworkConfig(_Section):
+    """The policy and value networks: ``make_ppo_networks``' arguments (the JAX trainer builds them in a
+    ``network_factory``; torch_ppo takes them by name)."""
+
     policy_hidden_layer_sizes: tuple[int, ...] = _field((32,) * 4, "policy MLP hidden sizes, e.g. 32,32,32,32", "sizes")
     value_hidden_layer_sizes: tuple[int, ...] = _field((256,) * 5, "value MLP hidden sizes, e.g. 256,256,256", "sizes")
     activation: str | Callable[..., Any] = _field("swish", "hidden-layer activation", "activation", choices=ACTIVATIONS)
@@ -173,47 +189,190 @@ class PPOConfig:
     value_obs_key: str = _field(
         "state", "dict observations: the key the value network reads (e.g. privileged_state)", "name"
     )
+
+
+@dataclasses.dataclass(frozen=True)
+class RunConfig(_Section):
+    """How a run goes: its length and seed, evaluations, metrics, checkpoints, and where it runs."""
+
+    num_timesteps: int = _int(
+        dataclasses.MISSING, "total environment steps to train; a restored run counts from its checkpoint's steps",
+        minimum=0,
+    )
+    seed: int = _int(0, "random seed", minimum=0, command_line=False)
+    num_evals: int = _int(1, "evaluations (and checkpoints) over the run; 0: none", minimum=0)
+    deterministic_eval: bool = _bool(False, "evaluate the policy's mode instead of sampling")
+    log_training_metrics: bool = _bool(False, "stream training metrics between evaluations")
+    training_metrics_steps: int | None = _int(
+        None, "env steps between training-metric reports (None: every training step)", optional=True
+    )
+    max_to_keep: int | None = _int(None, "the most checkpoints kept (None: all)", optional=True)
+    use_pmap_on_reset: bool = _bool(
+        True, "Brax's choice of pmap over jit(vmap) for resets; resets here always run as one compiled call per "
+        "device, so both values train the same"
+    )
     torch_compile: bool | None = _bool(
         None,
         "compile torch_ppo's minibatch step with torch.compile (unset: when the run is long enough to repay it)",
         optional=True,
         trainers=("torch",),
     )
+    trainer: str | None = _choice(
+        None, "the trainer that runs this config: jax or torch (None: the one it is given to)", TRAINERS,
+        optional=True, command_line=False,
+    )
+    device: str | None = _field(
+        None, "where the physics and the networks run: cpu, cuda or cuda:<index> (None or auto: JAX's default "
+        "device where torch can reach it, else the CPU)", "device", optional=True, command_line=False,
+    )
+    preset: str | None = _field(
+        None, "the preset the values started from, as a record (None: none)", "name", optional=True,
+        command_line=False,
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class PPOConfig:
+    """A PPO run's configuration by concern, validated on construction (``ConfigError`` names what is wrong).
+
+    Field names, meanings and defaults are those of ``brax_core.training.agents.ppo.train.train``'s keyword
+    arguments (the network fields: ``make_ppo_networks``'), each in one section; ``run`` is required because its
+    ``num_timesteps`` is. ``from_flat`` builds one from those keywords, ``flat`` gives them back.
+    """
+
+    run: RunConfig
+    env: EnvConfig = dataclasses.field(default_factory=EnvConfig)
+    algorithm: AlgorithmConfig = dataclasses.field(default_factory=AlgorithmConfig)
+    network: NetworkConfig = dataclasses.field(default_factory=NetworkConfig)
 
     def __post_init__(self) -> None:
-        for spec in SPECS:
-            object.__setattr__(self, spec.name, check(spec, getattr(self, spec.name)))
+        for name, section in SECTIONS.items():
+            value = getattr(self, name)
+            if not isinstance(value, section):
+                raise TypeError(f"PPOConfig's {name} must be a {section.__name__}, got {type(value).__name__}")
         _check_together(self)
 
     # ---- construction from other shapes
 
     @classmethod
+    def from_flat(cls, values: Mapping[str, Any]) -> PPOConfig:
+        """A config from fields given by name, each placed in its section (``{"num_envs": 8, "num_timesteps":
+        1000}``); names the schema does not hold are refused, listing its fields."""
+        _refuse_unknown(values)
+        by_section: dict[str, dict[str, Any]] = {name: {} for name in SECTIONS}
+        for name, value in values.items():
+            by_section[SECTION_OF[name]][name] = value
+        if "num_timesteps" not in values:
+            raise ConfigError("num_timesteps is required", "--num-timesteps is required", ("num_timesteps",))
+        return cls(**{name: SECTIONS[name](**fields) for name, fields in by_section.items()})
+
+    @classmethod
     def from_train_kwargs(cls, kwargs: Mapping[str, Any]) -> PPOConfig:
         """A config from ``ppo.train`` keyword arguments, e.g. a preset (see ``fields_of_train_kwargs``)."""
-        return cls(**fields_of_train_kwargs(kwargs))
+        return cls.from_flat(fields_of_train_kwargs(kwargs))
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> PPOConfig:
+        """A config from ``to_json``'s form: a mapping of sections, each a mapping of its fields (a field left out
+        takes its default). A section or key the schema does not hold is refused by name, with a close match."""
+        unknown = sorted(set(data) - set(SECTIONS))
+        if unknown:
+            raise ConfigError(
+                f"PPOConfig has no sections {unknown}; its sections: {', '.join(SECTIONS)}",
+                f"{unknown} are no configuration sections; the sections: {', '.join(SECTIONS)}",
+                tuple(unknown),
+            )
+        sections: dict[str, Any] = {}
+        for name, section in SECTIONS.items():
+            fields = data.get(name, {})
+            if not isinstance(fields, Mapping):
+                raise ConfigError(
+                    f"{name} must be a mapping of its fields to values, got {fields!r}",
+                    f"{name} must be a mapping of its fields to values; got {fields!r}",
+                    (name,),
+                )
+            own = {f.name for f in dataclasses.fields(section)}
+            stray = [key for key in fields if key not in own]
+            if stray:
+                raise ConfigError(*_stray_messages(name, stray, own), tuple(stray))
+            if name == "run" and "num_timesteps" not in fields:
+                raise ConfigError("run.num_timesteps is required", "--num-timesteps is required", ("num_timesteps",))
+            sections[name] = section(**fields)
+        return cls(**sections)
 
     def replace(self, **changes: Any) -> PPOConfig:
-        """A copy with some fields changed (validated again)."""
-        return dataclasses.replace(self, **changes)
+        """A copy with fields changed by name, each in its section (validated again): ``config.replace(seed=1)``."""
+        _refuse_unknown(changes)
+        sections = {name: getattr(self, name) for name in SECTIONS}
+        for name in SECTIONS:
+            own = {key: value for key, value in changes.items() if SECTION_OF[key] == name}
+            if own:
+                sections[name] = dataclasses.replace(sections[name], **own)
+        return PPOConfig(**sections)
 
     # ---- to other shapes
 
-    def to_dict(self) -> dict[str, Any]:
-        """Every field by name (sizes as tuples, a callable activation as it is)."""
-        return {spec.name: getattr(self, spec.name) for spec in SPECS}
+    def flat(self) -> dict[str, Any]:
+        """Every field by name, section by section (sizes as tuples, a callable activation as it is)."""
+        return {spec.name: getattr(getattr(self, spec.section), spec.name) for spec in SPECS}
 
-    def trainer_kwargs(self, trainer: str) -> dict[str, Any]:
-        """The fields ``trainer`` ('jax' or 'torch') takes as keyword arguments, network fields included (the JAX
-        trainer wants those wrapped in a ``network_factory``; see ``brax_bridge_app.configuration``)."""
-        if trainer not in TRAINERS:
-            raise ValueError(f"trainer must be one of {', '.join(TRAINERS)}, got {trainer!r}")
-        return {spec.name: getattr(self, spec.name) for spec in SPECS if trainer in spec.trainers}
+    def to_json(self) -> dict[str, dict[str, Any]]:
+        """The config as JSON-ready sections (sizes as lists); ``from_json`` reads it back. A callable activation
+        has no JSON form and is refused: give its name."""
+        if callable(self.network.activation):
+            raise ConfigError(
+                f"activation={self.network.activation!r} is a callable, which JSON cannot hold; give its name, one "
+                f"of {', '.join(ACTIVATIONS)}",
+                f"--activation must be one of: {', '.join(ACTIVATIONS)}",
+                ("activation",),
+            )
+        return {
+            name: {key: list(value) if isinstance(value, tuple) else value
+                   for key, value in dataclasses.asdict(getattr(self, name)).items()}
+            for name in SECTIONS
+        }
 
 
+SECTIONS: dict[str, type] = {
+    "env": EnvConfig, "algorithm": AlgorithmConfig, "network": NetworkConfig, "run": RunConfig,
+}
 SPECS: tuple[FieldSpec, ...] = tuple(
-    dataclasses.replace(f.metadata["spec"], name=f.name) for f in dataclasses.fields(PPOConfig)
+    dataclasses.replace(f.metadata["spec"], name=f.name, section=section)
+    for section, cls in SECTIONS.items()
+    for f in dataclasses.fields(cls)
 )
 BY_NAME: dict[str, FieldSpec] = {spec.name: spec for spec in SPECS}
+SECTION_OF: dict[str, str] = {spec.name: spec.section for spec in SPECS}
+NETWORK_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(NetworkConfig))
+# The fields the trainers' keyword signatures take (Brax's and torch_ppo's); the rest are the command line's own
+# settings (its --env, --trainer, --device, --preset), which a trainer receives in a PPOConfig.
+KEYWORD_FIELDS: tuple[str, ...] = tuple(
+    spec.name for spec in SPECS if spec.name not in ("name", "trainer", "device", "preset")
+)
+
+
+def _refuse_unknown(values: Mapping[str, Any]) -> None:
+    unknown = sorted(set(values) - set(BY_NAME))
+    if unknown:
+        raise ConfigError(
+            f"PPOConfig has no fields {unknown}; its fields: {', '.join(BY_NAME)}",
+            f"{unknown} cannot be set from the command line; its hyperparameters: {', '.join(BY_NAME)}",
+            tuple(unknown),
+        )
+
+
+def _stray_messages(section: str, stray: list[str], own: set[str]) -> tuple[str, str]:
+    hints = []
+    for key in stray:
+        elsewhere = SECTION_OF.get(key)
+        if elsewhere is not None:
+            hints.append(f"{key!r} (it belongs in {elsewhere})")
+        elif match := difflib.get_close_matches(key, sorted(own), 1):
+            hints.append(f"{key!r} (did you mean {match[0]!r}?)")
+        else:
+            hints.append(repr(key))
+    message = f"{section} has no field {', '.join(hints)}; its fields: {', '.join(sorted(own))}"
+    return message, message
 
 
 def fields_of_train_kwargs(kwargs: Mapping[str, Any]) -> dict[str, Any]:
@@ -244,48 +403,48 @@ def fields_of_train_kwargs(kwargs: Mapping[str, Any]) -> dict[str, Any]:
                 ("network_factory",),
             )
         values.update(keywords)
-    unknown = sorted(set(values) - set(BY_NAME))
-    if unknown:
-        raise ConfigError(
-            f"PPOConfig has no fields {unknown}; its fields: {', '.join(BY_NAME)}",
-            f"{unknown} cannot be set from the command line; its hyperparameters: {', '.join(BY_NAME)}",
-            tuple(unknown),
-        )
+    _refuse_unknown(values)
     return values
 
 
 def defaults() -> dict[str, Any]:
-    """Each field's default (``num_timesteps`` has none: it is absent)."""
-    return {f.name: f.default for f in dataclasses.fields(PPOConfig) if f.default is not dataclasses.MISSING}
+    """Each field's default by name (``num_timesteps`` has none: it is absent)."""
+    return {
+        f.name: f.default
+        for cls in SECTIONS.values()
+        for f in dataclasses.fields(cls)
+        if f.default is not dataclasses.MISSING
+    }
 
 
 def _check_together(config: PPOConfig) -> None:
     """Rules between fields, each in one place."""
-    if config.use_distributional_critic and config.clipping_epsilon_value is None:
+    algorithm, env = config.algorithm, config.env
+    if algorithm.use_distributional_critic and algorithm.clipping_epsilon_value is None:
         raise ConfigError(
             "use_distributional_critic=True needs clipping_epsilon_value (the quantile Huber loss's kappa), "
             "got None",
             "--use-distributional-critic needs --clipping-epsilon-value (the quantile Huber loss's kappa)",
             ("use_distributional_critic", "clipping_epsilon_value"),
         )
-    low, high = config.learning_rate_schedule_min_lr, config.learning_rate_schedule_max_lr
+    low, high = algorithm.learning_rate_schedule_min_lr, algorithm.learning_rate_schedule_max_lr
     if low > high:
         raise ConfigError(
             f"learning_rate_schedule_min_lr ({low}) must not exceed learning_rate_schedule_max_lr ({high})",
             f"--learning-rate-schedule-min-lr ({low:g}) must not exceed --learning-rate-schedule-max-lr ({high:g})",
             ("learning_rate_schedule_min_lr", "learning_rate_schedule_max_lr"),
         )
-    product = config.batch_size * config.num_minibatches
-    if product % config.num_envs != 0:
+    product = algorithm.batch_size * algorithm.num_minibatches
+    if product % env.num_envs != 0:
         raise ConfigError(
-            f"batch_size * num_minibatches ({config.batch_size} * {config.num_minibatches} = {product}) must be "
-            f"divisible by num_envs ({config.num_envs})",
-            f"--batch-size x --num-minibatches ({config.batch_size} x {config.num_minibatches} = {product}) must be "
-            f"divisible by --num-envs ({config.num_envs})",
+            f"batch_size * num_minibatches ({algorithm.batch_size} * {algorithm.num_minibatches} = {product}) must "
+            f"be divisible by num_envs ({env.num_envs})",
+            f"--batch-size x --num-minibatches ({algorithm.batch_size} x {algorithm.num_minibatches} = {product}) "
+            f"must be divisible by --num-envs ({env.num_envs})",
             ("batch_size", "num_minibatches", "num_envs"),
         )
     # One training step's env steps are counted in a uint32 pair's low word.
-    steps = product * config.unroll_length * config.action_repeat
+    steps = product * algorithm.unroll_length * env.action_repeat
     if steps >= 1 << 32:
         raise ConfigError(
             f"one training step would take {steps} env steps (batch_size * num_minibatches * unroll_length * "
@@ -294,4 +453,3 @@ def _check_together(config: PPOConfig) -> None:
             "--action-repeat); keep it below 2**32",
             ("batch_size", "num_minibatches", "unroll_length", "action_repeat"),
         )
-

@@ -135,7 +135,7 @@ class JaxRun:
 
     def __init__(self, args: Arguments, config: dict[str, Any] | None, training_state: TrainingState, key_run: Any):
         path = args.save_checkpoint_path
-        self._saver = checkpoint.Saver(path, max_to_keep=args.hp.max_to_keep) if path else None
+        self._saver = checkpoint.Saver(path, max_to_keep=args.hp.run.max_to_keep) if path else None
         self._args, self._config = args, config
         self.training_state, self.env_state, self.key_run = training_state, None, key_run
         self._reset_fn = self._training_fn = self._make_evaluator = self._evaluator = None
@@ -214,10 +214,10 @@ def make_evaluator(
     hp = args.hp
     return acting.Evaluator(
         eval_env,
-        functools.partial(make_policy, deterministic=hp.deterministic_eval),
-        num_eval_envs=hp.num_eval_envs,
-        episode_length=hp.episode_length,
-        action_repeat=hp.action_repeat,
+        functools.partial(make_policy, deterministic=hp.run.deterministic_eval),
+        num_eval_envs=hp.env.num_eval_envs,
+        episode_length=hp.env.episode_length,
+        action_repeat=hp.env.action_repeat,
         key=acting.key_after_evaluations(key, skipped_evaluations),
         run_fn=run_fn,
     )

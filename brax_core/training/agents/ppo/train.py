@@ -15,7 +15,9 @@ whole run and drives it: a call of training steps at a time, saving, evaluating 
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import inspect
 import logging
 import os
 from collections.abc import Callable, Mapping, Sequence
@@ -33,6 +35,7 @@ from brax_core.training.agents.ppo import arguments, checkpoint, networks_vision
 from brax_core.training.agents.ppo import networks as ppo_networks
 from brax_core.training.agents.ppo import optimizer as ppo_optimizer
 from brax_core.training.agents.ppo import training_step as ppo_training_step
+from brax_core.training.agents.ppo.config import KEYWORD_FIELDS, PPOConfig
 from brax_core.training.agents.ppo.environments import make_eval_env, observation_size
 from brax_core.training.agents.ppo.networks import PPOTrainingParams
 from brax_core.training.agents.ppo.training_step import (
@@ -54,6 +57,7 @@ __all__ = [
     "random_shift_pixels",
     "steps_to_pair",
     "train",
+    "train_from_config",
 ]
 
 
@@ -142,16 +146,87 @@ def train(
     vision: bool = False,
     allow_config_changes: bool | Sequence[str] = False,
 ) -> tuple[Callable[..., types.Policy], PPOTrainingParams, dict[str, float]]:
-    args = arguments.validated(locals(), _devices)  # first statement: locals() holds exactly train's arguments
+    # Brax's keywords become one PPOConfig (arguments.config_of_keywords): the first statement, so that locals()
+    # holds exactly train's arguments.
+    return _train(arguments.validated(locals(), _devices))
+
+
+# What every argument means: arguments.TRAIN_DOC, the text help(train) shows.
+train.__doc__ = arguments.TRAIN_DOC
+
+# train's arguments that are not PPOConfig fields: how to run, not what (callbacks, checkpoints, randomisation, ...).
+RUN_OPTIONS: tuple[str, ...] = tuple(
+    name for name in inspect.signature(train).parameters if name not in KEYWORD_FIELDS and name != "environment"
+)
+
+
+def train_from_config(
+    config: PPOConfig, environment: Env | str | None = None, **options: Any
+) -> tuple[Callable[..., types.Policy], PPOTrainingParams, dict[str, float]]:
+    """Trains ``config`` (a ``PPOConfig``, validated when it was built) on ``environment`` (default:
+    ``config.env.name``, a registered name).
+
+    ``options``: ``train``'s arguments that are not config fields, by the same names and with the same meanings
+    (``progress_fn``, ``policy_params_fn``, ``save_checkpoint_path``, ``restore_checkpoint_path``,
+    ``randomization_fn``, ``eval_env``, ``wrap_env``, ``network_factory``, ...; see ``help(train)``). Without a
+    ``network_factory`` the networks are ``make_ppo_networks`` with ``config.network``'s fields. Returns what
+    ``train`` returns.
+    """
+    if not isinstance(config, PPOConfig):
+        raise TypeError(f"config must be a PPOConfig, got {type(config).__name__}")
+    unknown = sorted(set(options) - set(RUN_OPTIONS))
+    if unknown:
+        fields = sorted(set(unknown) & set(KEYWORD_FIELDS))
+        hint = f" ({', '.join(fields)}: set in config, e.g. config.replace({fields[0]}=...))" if fields else ""
+        raise TypeError(f"train_from_config got unknown options {unknown}{hint}; its options: {', '.join(RUN_OPTIONS)}")
+    defaults = {
+        name: parameter.default
+        for name, parameter in inspect.signature(train).parameters.items()
+        if name in RUN_OPTIONS
+    }
+    given = {**defaults, "network_factory": None, **options, "environment": environment}
+    with _placed(config.run.device):
+        return _train(arguments.validated(given, _devices, config))
+
+
+def _placed(device: str | None) -> contextlib.AbstractContextManager[Any]:
+    """Training on ``device`` ('cpu', 'cuda' or 'cuda:<index>'; ``None``: where JAX places arrays now): JAX's default
+    device set to it, unless it is that already (a default device takes part in every compiled program's key)."""
+    if device is None:
+        return contextlib.nullcontext()
+    kind, _, index = device.partition(":")
+    platform = "cpu" if kind == "cpu" else "gpu"
+    try:
+        found = jax.devices(platform)
+    except RuntimeError:  # no backend of that platform (a CPU-only jaxlib for 'gpu')
+        found = []
+    position = int(index or 0)
+    if position >= len(found):
+        raise ValueError(
+            f"config.run.device is {device!r} but JAX sees {len(found)} {platform} device(s) here; use 'cpu', or "
+            "None for JAX's default device"
+        )
+    chosen = found[position]
+    current = jax.config.jax_default_device
+    if chosen == (current if isinstance(current, jax.Device) else jax.devices()[0]):
+        return contextlib.nullcontext()
+    return jax.default_device(chosen)
+
+
+def _train(args: arguments.Arguments) -> tuple[Callable[..., types.Policy], PPOTrainingParams, dict[str, float]]:
+    """The run of checked arguments: Brax's flow as a sequence of named steps."""
     hp = args.hp
-    remaining = hp.num_timesteps - args.env_steps_restored
+    remaining = hp.run.num_timesteps - args.env_steps_restored
     mesh = Mesh(np.asarray(args.devices), (AXIS,))
     options = programs.compiler_options(args.devices, remaining, args.environment)
     jit = functools.partial(jax.jit, compiler_options=options)
     cached = programs.Programs(args)
     replicated = NamedSharding(mesh, P())
-    optimizer = ppo_optimizer.make_optimizer(hp.learning_rate, hp.max_grad_norm, hp.learning_rate_schedule)
-    key = jax.random.PRNGKey(hp.seed)
+    algorithm = hp.algorithm
+    optimizer = ppo_optimizer.make_optimizer(
+        algorithm.learning_rate, algorithm.max_grad_norm, algorithm.learning_rate_schedule
+    )
+    key = jax.random.PRNGKey(hp.run.seed)
     key_init, key_run, key_env, key_eval, key_randomize = jax.random.split(key, 5)
     # One global array over the mesh, as every saved array must be when several processes write one checkpoint.
     key_run = jax.jit(lambda k: k, out_shardings=replicated)(key_run)
@@ -185,24 +260,28 @@ def train(
     driver = RunDriver(run, args, make_policy=make_policy, env_steps=env_steps)
 
     if remaining <= 0:
-        if hp.num_timesteps > 0 and args.restore_checkpoint_path is not None:
+        if hp.run.num_timesteps > 0 and args.restore_checkpoint_path is not None:
             logging.info(
-                "checkpoint is at %d env steps, num_timesteps is %d: nothing to train", env_steps, hp.num_timesteps
+                "checkpoint is at %d env steps, num_timesteps is %d: nothing to train", env_steps, hp.run.num_timesteps
             )
         driver.save()
         run.close()
         return make_policy, run_backend.current_params(training_state), {}
 
     # ---- the compiled functions: training steps (collect unrolls, then the PPO update), reset, evaluation
-    env_steps_per_training_step = hp.batch_size * hp.unroll_length * hp.num_minibatches * hp.action_repeat
+    env_steps_per_training_step = (
+        algorithm.batch_size * algorithm.unroll_length * algorithm.num_minibatches * hp.env.action_repeat
+    )
     training_step = ppo_training_step.make_training_step(
         env,
         acting_policy,
         ppo_training_step.make_update(hp, ppo_network, optimizer, args.augment_pixels),
-        unroll_length=hp.unroll_length,
-        num_unrolls=hp.batch_size * hp.num_minibatches // hp.num_envs,
-        extra_fields=("truncation", "episode_metrics", "episode_done") if hp.log_training_metrics else ("truncation",),
-        log_training_metrics=hp.log_training_metrics,
+        unroll_length=algorithm.unroll_length,
+        num_unrolls=algorithm.batch_size * algorithm.num_minibatches // hp.env.num_envs,
+        extra_fields=(
+            ("truncation", "episode_metrics", "episode_done") if hp.run.log_training_metrics else ("truncation",)
+        ),
+        log_training_metrics=hp.run.log_training_metrics,
         env_steps_per_training_step=env_steps_per_training_step,
     )
     eval_env, eval_run = programs.make_evaluation(
@@ -231,13 +310,9 @@ def train(
     run.start(compiled[0], compiled[1], env_state, key_env, make_evaluator)
 
     # ---- the run: an epoch of training calls (saved at its end), then report and evaluate
-    metrics = driver.run(schedule, evaluate=args.evaluate, report_training_at_evaluation_points=hp.num_evals > 0)
+    metrics = driver.run(schedule, evaluate=args.evaluate, report_training_at_evaluation_points=hp.run.num_evals > 0)
     run.close()
     return make_policy, run_backend.current_params(run.training_state), metrics
-
-
-# What every argument means: arguments.TRAIN_DOC, the text help(train) shows.
-train.__doc__ = arguments.TRAIN_DOC
 
 
 def _make_networks(
@@ -254,7 +329,7 @@ def _make_networks(
             f"{flag} needs dict observations with image views (keys starting with 'pixels/'); the environment's "
             f"observation_size is {obs_size!r}"
         )
-    normalize = args.hp.normalize_observations
+    normalize = args.hp.algorithm.normalize_observations
     preprocess = running_statistics.normalize if normalize else types.identity_observation_preprocessor
     ppo_network = args.network_factory(obs_size, action_size, preprocess_observations_fn=preprocess)
     if args.evaluate and args.eval_env is not None:

@@ -228,22 +228,22 @@ def make_update(
 ) -> Callable[[TrainingState, types.Transition, jax.Array], tuple[TrainingState, dict[str, jax.Array]]]:
     """The PPO update (``make_ppo_update``) with the loss and the observation statistics ``hp`` ask for."""
     loss_fn = functools.partial(
-        ppo_losses.compute_ppo_loss, ppo_network=ppo_network, **{name: getattr(hp, name) for name in _LOSS_FIELDS}
+        ppo_losses.compute_ppo_loss, ppo_network=ppo_network, **{name: hp.flat()[name] for name in _LOSS_FIELDS}
     )
     normalizer_update = functools.partial(
         running_statistics.update,
         pmap_axis_name=AXIS,
-        until_count=hp.normalize_until_count,
-        std_eps=hp.normalize_observations_std_eps,
-        mode=hp.normalize_observations_mode,
+        until_count=hp.algorithm.normalize_until_count,
+        std_eps=hp.algorithm.normalize_observations_std_eps,
+        mode=hp.algorithm.normalize_observations_mode,
     )
     return make_ppo_update(
         ppo_network,
         optimizer,
         loss_fn,
-        normalizer_update=normalizer_update if hp.normalize_observations else None,
+        normalizer_update=normalizer_update if hp.algorithm.normalize_observations else None,
         augment_pixels=augment_pixels,
-        **{name: getattr(hp, name) for name in _UPDATE_FIELDS},
+        **{name: hp.flat()[name] for name in _UPDATE_FIELDS},
     )
 
 

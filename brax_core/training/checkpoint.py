@@ -1,41 +1,43 @@
-"""The configuration a PPO checkpoint records (``config`` item): the networks, sizes and training settings as JSON,
-read back as live values, and the checks a resumed run or restored parameters must pass.
+"""Checkpoint contents every trainer's checkpoint shares (``brax.training.checkpoint`` counterpart): the network
+configuration as JSON, callables by name, and orbax items checked against the digests saved with them.
 
-Callables (activations, initialisers, the network factory) are stored by name: the ones Brax knows, those registered
-with ``register_callable``/``register_activation``, or an importable ``module:qualname``. ``checkpoint`` re-exports
-the public names under Brax's module path.
+* ``network_config`` describes the networks as Brax's does (a ``ConfigDict`` of live values: sizes, the factory and
+  every keyword argument of it); ``config_to_json`` gives the JSON form a checkpoint stores (callables by name: the
+  ones Brax knows, those registered with ``register_callable``/``register_activation``, or an importable
+  ``module:qualname``) and ``load_config`` the live values again.
+* ``restore_checked`` restores one orbax item of a step directory, refusing files whose digests differ from the
+  manifest (``brax_core.training.run.checkpoints``), arrays whose digests differ from those saved beside them, and
+  arrays of another shape than the target's.
+
+The folder layout, manifests and the choice of the newest checkpoint are ``brax_core.training.run.checkpoints``';
+what a PPO checkpoint holds, and resuming from it, is ``brax_core.training.agents.ppo.checkpoint``.
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
 import importlib
 import inspect
 import json
-import logging
+import math
 import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import jax
-import jax.numpy as jnp
+import numpy as np
 from ml_collections import config_dict
 
-from brax_core.training import networks, resume, types
-from brax_core.training.acme import running_statistics
-from brax_core.training.agents.ppo import networks as ppo_networks
-from brax_core.training.agents.ppo import networks_vision
+from brax_core.training import networks, types
+from brax_core.training.run import checkpoints as run_checkpoints
 from brax_core.training.run.checkpoints import CheckpointError, resolve_for
-from brax_core.training.run.checkpoints import latest_step as latest_step  # the save path's newest step
-from brax_core.training.run.checkpoints import step_directories as step_directories
 
 CONFIG_FORMAT = "brax_core.ppo.checkpoint/1"
 
-# Callables known by name in configurations (activations are looked up in networks.ACTIVATIONS first).
-_NAMED_CALLABLES: dict[str, Any] = {
-    "make_ppo_networks": ppo_networks.make_ppo_networks,
-    "lecun_uniform": networks.LECUN_UNIFORM,
-}
+# Callables known by name in configurations (activations are looked up in networks.ACTIVATIONS first); a trainer
+# adds its own network factory (register_callable).
+_NAMED_CALLABLES: dict[str, Any] = {"lecun_uniform": networks.LECUN_UNIFORM}
 
 
 def register_callable(name: str, fn: Callable[..., Any]) -> None:
@@ -91,7 +93,7 @@ def _callable_to_config(fn: Any, what: str) -> dict[str, Any]:
             return {"import": f"{module}:{qualname}"}
     raise ValueError(
         f"{what} {fn!r} cannot be named in the checkpoint configuration: use a name from "
-        f"{sorted(networks.ACTIVATIONS)} (or register one with brax_core.training.agents.ppo.checkpoint."
+        f"{sorted(networks.ACTIVATIONS)} (or register one with brax_core.training.checkpoint."
         "register_activation / register_callable), a module-level function of an importable module, or "
         "functools.partial of one with JSON keyword arguments"
     )
@@ -140,7 +142,7 @@ def _callable_from_config(cfg: Mapping[str, Any]) -> Any:
         else:
             raise ValueError(
                 f"the checkpoint names the callable {name!r}, which is not registered here; register it with "
-                "brax_core.training.agents.ppo.checkpoint.register_activation (or register_callable) before loading"
+                "brax_core.training.checkpoint.register_activation (or register_callable) before loading"
             )
     else:
         fn = _import(cfg["import"])
@@ -252,39 +254,6 @@ def _live_config(config: Mapping[str, Any]) -> dict[str, Any]:
     return live
 
 
-def checkpoint_config(
-    observation_size: types.ObservationSize,
-    action_size: int,
-    normalize_observations: bool,
-    network_factory: Callable[..., Any],
-    hyperparameters: Any,
-    required: Any = True,
-) -> dict[str, Any]:
-    """A run's checkpoint configuration: ``network_config`` plus ``training`` (the ``resume.RESUME_FIELDS`` of the
-    validated ``hyperparameters``, a ``PPOConfig``).
-
-    A network argument that cannot be named raises ``ValueError`` when ``required`` is true (a run that saves);
-    otherwise (a run that only restores) the configuration holds the sizes and ``training`` only.
-    """
-    try:
-        config = config_to_json(network_config(observation_size, action_size, normalize_observations, network_factory))
-    except ValueError:
-        if required:
-            raise
-        config = {"observation_size": _obs_json(observation_size), "action_size": int(action_size)}
-    config["training"] = {name: getattr(hyperparameters, name) for name in resume.RESUME_FIELDS}
-    return config
-
-
-def check_resume_config(path: str | os.PathLike, requested: Mapping[str, Any], allow: Any) -> None:
-    """Refuses to resume from the checkpoint at ``path`` with a configuration other than its saved one (see
-    ``resume.check_config``); allowed changes are logged."""
-    step_dir = resolve_for(path, "jax")
-    changed = resume.check_config(step_dir, _read_config(step_dir), requested, allow)
-    for name, (saved, now) in changed.items():
-        logging.warning("resuming from %s with %s changed from %r to %r", step_dir, name, saved, now)
-
-
 def check_observation_size(what: str, size: types.ObservationSize, expected: types.ObservationSize) -> None:
     """Raises ``ValueError`` naming both sizes when ``what``'s observation size is not ``expected``."""
     if _obs_json(size) != _obs_json(expected):
@@ -292,30 +261,6 @@ def check_observation_size(what: str, size: types.ObservationSize, expected: typ
             f"{what} has observation_size {_obs_json(size)!r} but the training environment's is "
             f"{_obs_json(expected)!r}; the networks read observations of the training environment's size"
         )
-
-
-def check_params_fit(what: str, params: Any, target: Any, with_value: bool = True) -> None:
-    """Raises ``ValueError`` when ``params`` (``PPOTrainingParams``) do not have the shapes of ``target`` (the
-    abstract params of the networks being trained), naming the observation sizes where those differ."""
-    shapes = lambda tree: jax.tree.map(lambda x: tuple(getattr(x, "shape", ())), tree)
-    got_obs, want_obs = shapes(params.normalizer_params.mean), shapes(target.normalizer_params.mean)
-    if got_obs != want_obs:
-        raise ValueError(
-            f"{what} were trained on observations of shape {got_obs} but this environment's are {want_obs}: "
-            "they belong to another environment"
-        )
-    parts = [("policy_params", params.policy_params, target.policy_params)]
-    if with_value:
-        parts.append(("value_params", params.value_params, target.value_params))
-    for name, have, want in parts:
-        have_leaves = jax.tree_util.tree_flatten_with_path(have)[0]
-        want_leaves = jax.tree_util.tree_flatten_with_path(want)[0]
-        have_map = {jax.tree_util.keystr(p): tuple(x.shape) for p, x in have_leaves}
-        want_map = {jax.tree_util.keystr(p): tuple(x.shape) for p, x in want_leaves}
-        if have_map != want_map:
-            wrong = sorted(k for k in have_map.keys() | want_map.keys() if have_map.get(k) != want_map.get(k))
-            listed = "; ".join(f"{k}: {have_map.get(k)} given, {want_map.get(k)} expected" for k in wrong[:4])
-            raise ValueError(f"{what}.{name} do not fit these networks ({listed})")
 
 
 def _obs_json(observation_size: types.ObservationSize) -> Any:
@@ -329,50 +274,6 @@ def _obs_json(observation_size: types.ObservationSize) -> Any:
 def _plain(config: Any) -> dict[str, Any]:
     """A configuration as plain dicts (a ``ConfigDict`` or a mapping)."""
     return config.to_dict() if isinstance(config, config_dict.ConfigDict) else dict(config)
-
-
-def networks_from_config(
-    config: Mapping[str, Any] | config_dict.ConfigDict, network_factory: Callable[..., Any] | None = None
-) -> ppo_networks.PPONetworks:
-    """Rebuilds the PPO networks a configuration (live, as ``network_config`` and ``load_config`` give it, or its
-    JSON form) describes, with ``network_factory`` instead of the saved factory when one is given."""
-    config = _live_config(_plain(config))
-    factory = config["network_factory"] if network_factory is None else network_factory
-    preprocess = (
-        running_statistics.normalize if config["normalize_observations"] else types.identity_observation_preprocessor
-    )
-    return factory(
-        config["observation_size"],
-        config["action_size"],
-        preprocess_observations_fn=preprocess,
-        **config["network_factory_kwargs"],
-    )
-
-
-def abstract_params(
-    network: ppo_networks.PPONetworks, observation_size: types.ObservationSize, std_eps: float = 0.0
-) -> Any:
-    """Shapes and dtypes of ``PPOTrainingParams`` for ``network`` (nothing is computed; ``std_eps`` is the
-    normaliser's setting)."""
-    key = jax.random.PRNGKey(0)
-    if isinstance(observation_size, Mapping):
-        # As in training, image views have no running statistics.
-        template = {
-            k: jax.ShapeDtypeStruct(tuple(v) if not isinstance(v, int) else (v,), jnp.float32)
-            for k, v in networks_vision.remove_pixels(observation_size).items()
-        }
-    else:
-        template = jax.ShapeDtypeStruct((int(observation_size),), jnp.float32)
-    return jax.eval_shape(
-        lambda: ppo_networks.PPOTrainingParams(
-            running_statistics.init_state(template, std_eps),
-            network.policy_network.init(key),
-            network.value_network.init(key),
-        )
-    )
-
-
-# ----------------------------------------------------------------------------------------------- files
 
 
 def load_config(path: str | os.PathLike) -> config_dict.ConfigDict:
@@ -416,3 +317,89 @@ def _obs_size(config: Mapping[str, Any]) -> types.ObservationSize:
     if isinstance(obs, Mapping):
         return {k: tuple(v) if isinstance(v, list) else v for k, v in obs.items()}
     return obs
+
+
+def _drop_empty(tree: Any) -> Any:
+    """``tree`` with zero-size arrays replaced by ``None``: orbax refuses to write empty arrays, and MJX data
+    has some (``act`` for a model without activation states). They carry no values, so restoring takes them
+    from the target."""
+    return jax.tree.map(lambda x: x if math.prod(x.shape) else None, tree)
+
+
+def _checksums(tree: Any) -> list[list[str]] | None:
+    """``[[path, sha256 of dtype, shape and bytes], ...]`` of ``tree``'s arrays (``None`` when an array is not
+    wholly on this process, as in a multi-host run: its bytes cannot be read here)."""
+    out = []
+    for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]:
+        if isinstance(leaf, jax.Array) and not leaf.is_fully_addressable:
+            return None
+        array = np.asarray(jax.device_get(leaf))
+        digest = hashlib.sha256(f"{array.dtype.str}{array.shape}".encode())
+        digest.update(np.ascontiguousarray(array).tobytes())
+        out.append([jax.tree_util.keystr(path), digest.hexdigest()])
+    return out
+
+
+def _verify(step_dir: str, item: str, restored: Any) -> None:
+    """Compares ``restored`` with the checksums saved beside it (checkpoints written before checksums existed
+    have none and are not checked)."""
+    path = os.path.join(step_dir, "checksums")
+    files = [f for f in os.listdir(path) if not f.startswith(".")] if os.path.isdir(path) else []
+    if not files:
+        return
+    try:
+        with open(os.path.join(path, files[0])) as f:
+            expected = json.load(f).get(item)
+    except (OSError, ValueError, AttributeError) as e:
+        raise CheckpointError(f"checkpoint at {step_dir!r} is corrupt: cannot read its checksums ({e})") from e
+    actual = _checksums(restored)
+    if expected is None or actual is None:
+        return
+    item_dir = os.path.join(step_dir, item)
+    if len(expected) != len(actual):
+        raise CheckpointError(
+            f"checkpoint {item_dir!r} is corrupt: it restored {len(actual)} arrays, {len(expected)} were saved"
+        )
+    for (name, want), (_, got) in zip(expected, actual, strict=True):
+        if want != got:
+            raise CheckpointError(
+                f"checkpoint {item_dir!r} is corrupt: the array {item}{name} differs from what was saved (its "
+                "SHA-256 does not match the one written with it); restore an earlier checkpoint"
+            )
+
+
+def _restore_item(step_dir: str, item: str, target: Any) -> Any:
+    item_dir = os.path.join(step_dir, item)
+    if not os.path.isdir(item_dir):
+        raise CheckpointError(f"checkpoint at {step_dir!r} is corrupt or incomplete: {item!r} is missing")
+    run_checkpoints.verify_files(step_dir, item)
+    import orbax.checkpoint as ocp
+
+    try:
+        with ocp.StandardCheckpointer() as checkpointer:
+            restored = checkpointer.restore(item_dir, target)
+    except Exception as e:  # orbax raises many types; the caller needs the path and the cause
+        raise ValueError(
+            f"checkpoint at {step_dir!r} is corrupt or does not match: cannot restore {item!r} ({e})"
+        ) from e
+    _verify(step_dir, item, restored)
+    _check_shapes(step_dir, item, restored, target)
+    return restored
+
+
+def _check_shapes(step_dir: str, item: str, restored: Any, target: Any) -> None:
+    """orbax restores an array of another saved shape as saved, whatever the target says: refuse that here."""
+    got = jax.tree_util.tree_flatten_with_path(restored)[0]
+    want = jax.tree.leaves(target)
+    for (path, r), t in zip(got, want, strict=False):
+        if t is not None and hasattr(t, "shape") and tuple(r.shape) != tuple(t.shape):
+            raise ValueError(
+                f"checkpoint at {step_dir!r} does not match: {item}{jax.tree_util.keystr(path)} was saved with shape "
+                f"{tuple(r.shape)}, expected {tuple(t.shape)}"
+            )
+
+
+def restore_checked(step_dir: str, item: str, target: Any) -> Any:
+    """The orbax item ``item`` of ``step_dir`` restored into ``target``'s structure, checked (see the module
+    docstring)."""
+    return _restore_item(step_dir, item, target)

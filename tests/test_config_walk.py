@@ -1,0 +1,84 @@
+"""One setting's walk from its flag to each trainer goes one way: the command line resolves its flags into one
+PPOConfig, writes it to config.json and hands that same object to the trainer, which builds its optimiser and its
+envs from it; nothing reads the config back from config.json or rebuilds it from keyword arguments on the way."""
+
+import json
+
+import pytest
+from cli_runner import TINY, invoke
+
+from brax_bridge_app import rundir, trainers
+from brax_core.training.agents.ppo import programs
+from brax_core.training.agents.ppo import train as ppo_train
+from brax_core.training.agents.ppo.config import PPOConfig
+from torch_ppo import environments as torch_environments
+from torch_ppo import trainer as torch_trainer
+
+LEARNING_RATE, NUM_ENVS = 0.0123, 4
+
+
+def _counting(monkeypatch, calls: list, owner, name: str) -> None:
+    """Counts calls of ``owner.name`` (a classmethod of PPOConfig) in ``calls``."""
+    original = getattr(owner, name).__func__
+
+    def counted(cls, *args, **kwargs):
+        calls.append(name)
+        return original(cls, *args, **kwargs)
+
+    monkeypatch.setattr(owner, name, classmethod(counted))
+
+
+@pytest.mark.parametrize("trainer", ["jax", "torch"])
+def test_learning_rate_and_num_envs_walk_from_the_flag_to_the_optimiser_and_the_env(tmp_path, monkeypatch, trainer):
+    built, seen = [], {}
+    _counting(monkeypatch, built, PPOConfig, "from_flat")
+    _counting(monkeypatch, built, PPOConfig, "from_json")
+    received = []
+    if trainer == "jax":
+        entry = trainers.ppo_train.train_from_config
+        monkeypatch.setattr(trainers.ppo_train, "train_from_config",
+                            lambda config, *a, **kw: received.append(config) or entry(config, *a, **kw))
+        make_optimizer = ppo_train.ppo_optimizer.make_optimizer
+        monkeypatch.setattr(ppo_train.ppo_optimizer, "make_optimizer",
+                            lambda lr, *a: seen.setdefault("learning_rate", lr) and make_optimizer(lr, *a))
+        make_env = programs.make_training_env
+
+        def training_env(args, *rest):
+            env, reset_fn, state = make_env(args, *rest)
+            seen["num_envs"] = state.obs.shape[0]  # the batch the reset returns, one row per env
+            return env, reset_fn, state
+
+        monkeypatch.setattr(ppo_train.programs, "make_training_env", training_env)
+    else:
+        entry = trainers.torch_ppo.train_from_config
+        monkeypatch.setattr(trainers.torch_ppo, "train_from_config",
+                            lambda config, *a, **kw: received.append(config) or entry(config, *a, **kw))
+        adam = torch_trainer._adam
+
+        def optimiser(modules, learning_rate, *rest):
+            made = adam(modules, learning_rate, *rest)
+            seen["learning_rate"] = float(made.param_groups[0]["lr"])
+            return made
+
+        monkeypatch.setattr(torch_trainer, "_adam", optimiser)
+        make_env = torch_environments.make_env
+
+        def env(*args, **kwargs):
+            made = make_env(*args, **kwargs)
+            seen["num_envs"] = made.num_envs
+            return made
+
+        monkeypatch.setattr(torch_trainer.environments, "make_env", env)
+
+    run_dir = tmp_path / "run"
+    result = invoke("train", "--env", "fast", "--trainer", trainer, "--out", str(run_dir), *TINY,
+                    "--learning-rate", str(LEARNING_RATE), "--num-envs", str(NUM_ENVS))
+    assert result.exit_code == 0, result.output
+    # Built once from the flags; never read back from config.json nor rebuilt from keywords on the way.
+    assert built == ["from_flat"]
+    (config,) = received
+    written = json.loads((run_dir / rundir.CONFIG).read_text())
+    assert PPOConfig.from_json({s: written[s] for s in ("env", "algorithm", "network", "run")}) == config.replace(
+        device=None)  # the file holds what the trainer got (which names the device the run was placed on)
+    assert (config.algorithm.learning_rate, config.env.num_envs) == (LEARNING_RATE, NUM_ENVS)
+    assert seen["learning_rate"] == pytest.approx(LEARNING_RATE) and seen["num_envs"] == NUM_ENVS
