@@ -25,7 +25,7 @@ from torch.func import functional_call, grad
 
 from brax_core.training.run.schedule import plan_run
 from torch_ppo.losses import Batch, LossTerms
-from torch_ppo.update import PPOUpdate, adapt_learning_rate, global_norm, global_norm_scale, step_metrics
+from torch_ppo.update import PPOUpdate, adapt_learning_rate, global_norm_scale, step_metrics
 
 # Minibatch steps from which ``torch_compile=None`` compiles: below it, compiling costs more than the steps save
 # (benchmarks/results/training-speed.md measures both on a CPU).
@@ -177,7 +177,9 @@ class CompiledPPOUpdate(PPOUpdate):
         """Clipping, the learning-rate rule and Adam (``torch.optim.Adam``'s arithmetic), in place."""
         hp = self.hp
         with torch.no_grad():
-            norm = global_norm(grads)
+            # The norm as sums of squares, which the compiler fuses into few loops; _foreach_norm compiles to
+            # slower code here (benchmarks/results/training-speed.md, "Training speed across the diagnostics").
+            norm = torch.stack([g.square().sum() for g in grads]).sum().sqrt()
             if hp.algorithm.max_grad_norm is not None:
                 scale = global_norm_scale(norm, hp.algorithm.max_grad_norm)
                 grads = [g * scale for g in grads]
