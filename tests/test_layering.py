@@ -1,7 +1,8 @@
-"""The packages depend in one direction: brax_core -> brax_bridge -> torch_ppo -> brax_bridge_app.
+"""The packages depend in one direction: brax_core -> brax_bridge -> torch_ppo -> torch_analytic -> brax_bridge_app.
 
 One folder per layer, no exceptions: brax_core is JAX only; brax_bridge adds torch; torch_ppo trains through the
-bridge; brax_bridge_app (the command line, its run folders and reports) may import everything. Two checks:
+bridge; torch_analytic's gradient trainers build on torch_ppo's normaliser, evaluator and device rule;
+brax_bridge_app (the command line, its run folders and reports) may import everything. Two checks:
 importing each layer's modules in a fresh interpreter loads nothing from a layer above (or torch, for
 brax_core), and no module of ours hides an import of our packages inside a function.
 """
@@ -17,7 +18,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("brax_core", "brax_bridge", "torch_ppo", "brax_bridge_app")
+PACKAGES = ("brax_core", "brax_bridge", "torch_ppo", "torch_analytic", "brax_bridge_app")
 APPLICATION = ("brax_bridge_app",)
 # The adapters' libraries (optional extras) build on torch, so they sit with it: never below the bridge core.
 TORCH = ("torch", "tensordict", "torchrl", "gymnasium", "stable_baselines3", "rsl_rl")
@@ -66,11 +67,13 @@ LAYERS = {
     "brax_core": [m for m in MODULES if _within(m, ("brax_core",))],
     "brax_bridge": [m for m in MODULES if _within(m, ("brax_bridge",))],
     "torch_ppo": [m for m in MODULES if _within(m, ("torch_ppo",))],
+    "torch_analytic": [m for m in MODULES if _within(m, ("torch_analytic",))],
 }
 FORBIDDEN = {
-    "brax_core": ("brax_bridge", "torch_ppo", *TORCH),
-    "brax_bridge": ("torch_ppo", *APPLICATION),
-    "torch_ppo": APPLICATION,
+    "brax_core": ("brax_bridge", "torch_ppo", "torch_analytic", *TORCH),
+    "brax_bridge": ("torch_ppo", "torch_analytic", *APPLICATION),
+    "torch_ppo": ("torch_analytic", *APPLICATION),
+    "torch_analytic": APPLICATION,
 }
 
 # Stages of (modules, forbidden prefixes), imported bottom-up in one fresh interpreter, one module at a time;
@@ -130,6 +133,7 @@ def test_layers_are_found():
     assert "brax_core.envs.base" in LAYERS["brax_core"]
     assert {"brax_bridge.env", "brax_bridge.differentiable", "brax_bridge.convert"} <= set(LAYERS["brax_bridge"])
     assert "torch_ppo.policy_transfer" in LAYERS["torch_ppo"]
+    assert {"torch_analytic.apg", "torch_analytic.networks"} <= set(LAYERS["torch_analytic"])
     assert {"brax_bridge_app.cli", "brax_bridge_app.runs"} <= set(MODULES)
     assert not any(_within(m, APPLICATION) for layer in LAYERS.values() for m in layer)
 

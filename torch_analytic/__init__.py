@@ -1,0 +1,8 @@
+"""Trainers that follow the analytic gradient of the return through MuJoCo MJX's physics, in PyTorch through
+the bridge's differentiable ``TorchEnv``: ``torch_analytic.apg`` (Brax's analytic policy gradient, with the JAX
+APG's semantics)."""
+
+import brax_bridge  # noqa: F401  (first: it configures JAX/torch GPU memory sharing before JAX starts)
+from torch_analytic import apg
+
+__all__ = ["apg"]

@@ -1,0 +1,266 @@
+"""Analytic policy gradient in PyTorch through the bridge, with the JAX APG's semantics
+(``brax_core.training.agents.apg.train``, Brax 0.14.2's).
+
+Every update unrolls ``horizon_length // action_repeat`` policy steps of ``num_envs`` differentiable ``TorchEnv``
+envs from where the last update stopped, and follows the gradient of minus the mean reward, taken through the actions
+(reparametrised tanh-normal samples), MJX's physics (``jax.vjp`` of the same compiled step) and every later state;
+the gradient is cut at each update's start (``TorchEnv.detach``) and at episode ends (the auto-reset). The step:
+the gradient scaled to ``max_gradient_norm`` when its global norm reaches it, each component clipped to
+``[-1, 1]``, then Adam with ``adam_b`` at a learning rate decayed by ``schedule_decay`` per update; then the
+observation statistics take the unroll's observations. Episode clocks start scrambled over the time limit, so resets
+spread over the updates. Evaluation is torch_ppo's bridge evaluator: ``eval/*`` metrics as the JAX trainers report.
+
+The algorithm is ``apg_loss`` (one unroll's loss from explicit noise, so it is a pure function of its inputs) and
+``apg_step`` (clipping and Adam); ``train`` checks its arguments, builds the env, policy and optimiser, and runs
+epochs of updates, each followed by an evaluation.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from types import SimpleNamespace
+from typing import Any
+
+import torch
+
+from brax_bridge import TorchEnv
+from brax_core import envs
+from brax_core.training import resume
+from brax_core.training import validation as v
+from brax_core.training.agents.apg.arguments import epochs_of, updates_per_epoch
+from torch_analytic.networks import APGPolicy
+from torch_ppo.arguments import resolve_device
+from torch_ppo.evaluation import BridgeEvaluator
+
+Metrics = dict[str, float]
+
+
+def ignore(*args: Any) -> None:
+    """The default ``progress_fn``: does nothing."""
+
+
+def apg_loss(
+    env: TorchEnv, policy: APGPolicy, observation: torch.Tensor, noise: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Minus the mean reward of an unroll of ``len(noise)`` policy steps of ``env`` from its current state, where
+    ``observation`` is; returns ``(loss, observations each action saw [steps, envs, obs], the last observation)``.
+
+    ``noise`` (``[steps, envs, action_size]``, standard normal) gives the reparametrised actions
+    ``tanh(loc + scale * noise)``. Nothing in the unroll is detached: ``loss.backward()`` takes the analytic gradient
+    through the actions, the physics and every later state.
+    """
+    rewards, observations = [], []
+    for step_noise in noise:
+        observations.append(observation)
+        nxt = env.step(policy.act(observation, step_noise)).get("next")
+        rewards.append(nxt.get("reward").squeeze(-1))
+        observation = nxt.get("observation")
+    return -torch.stack(rewards).mean(), torch.stack(observations).detach(), observation
+
+
+def apg_step(
+    policy: APGPolicy, optimizer: torch.optim.Optimizer, learning_rate: float, max_gradient_norm: float
+) -> torch.Tensor:
+    """The JAX APG's update of the gradients in ``policy``'s parameters (``loss.backward()`` filled them): scaled to
+    ``max_gradient_norm`` when their global norm reaches it (Brax's rule), each component clipped to ``[-1, 1]``,
+    then an Adam step at ``learning_rate``; returns the norm after the scaling (the ``grad_norm`` metric)."""
+    params = [p for p in policy.parameters() if p.grad is not None]
+    grads = [p.grad for p in params]
+    norm = torch.stack([g.square().sum() for g in grads]).sum().sqrt()
+    scale = torch.where(norm < max_gradient_norm, torch.ones_like(norm), max_gradient_norm / norm)
+    torch._foreach_mul_(grads, scale)
+    for g in grads:
+        g.clamp_(-1.0, 1.0)
+    for group in optimizer.param_groups:
+        group["lr"] = learning_rate
+    optimizer.step()
+    return norm * scale
+
+
+def train(
+    environment: Any,
+    episode_length: int,
+    policy_updates: int,
+    horizon_length: int = 32,
+    num_envs: int = 1,
+    num_evals: int = 1,
+    action_repeat: int = 1,
+    num_eval_envs: int = 128,
+    learning_rate: float = 1e-4,
+    adam_b: tuple[float, float] = (0.7, 0.95),
+    use_schedule: bool = True,
+    schedule_decay: float = 0.997,
+    seed: int = 0,
+    max_gradient_norm: float = 1e9,
+    normalize_observations: bool = False,
+    deterministic_eval: bool = False,
+    hidden_layer_sizes: Sequence[int] = (32,) * 4,
+    activation: str | Callable[..., Any] = "elu",
+    layer_norm: bool = True,
+    progress_fn: Callable[[int, Metrics], None] = ignore,
+    eval_env: Any = None,
+    randomization_fn: Callable[..., Any] | None = None,
+    device: Any = None,
+) -> tuple[Callable[..., Any], APGPolicy, Metrics]:
+    """Trains a policy with the analytic gradient of its return through the physics (see the module docstring).
+
+    Arguments have the JAX APG's names, meanings and defaults (``help(brax_core.training.agents.apg.train.train)``);
+    its ``make_apg_networks`` options are given by name (``hidden_layer_sizes``, ``activation``, ``layer_norm``).
+    ``environment``: a registered name, a brax_core ``Env`` or a MuJoCo Playground ``MjxEnv``; its step must be
+    differentiable (a ``TorchEnv(differentiable=True)`` is built from it). ``device``: as torch_ppo's (default: JAX's
+    default device where torch can reach it, else the CPU). ``progress_fn(epoch, metrics)`` after every evaluation
+    (epoch 0: before training, with ``num_evals > 1``), as the JAX APG.
+
+    Returns ``(make_policy, policy, metrics)``: ``make_policy(policy, deterministic=False)`` gives
+    ``act(observation) -> action``; ``policy`` is the trained ``APGPolicy``; ``metrics`` the last reported.
+    """
+    environment = _environment("environment", environment)
+    episode_length = v.positive_int("episode_length", episode_length)
+    policy_updates = v.positive_int("policy_updates", policy_updates)
+    horizon_length = v.positive_int("horizon_length", horizon_length)
+    num_envs, num_evals = v.positive_int("num_envs", num_envs), v.positive_int("num_evals", num_evals)
+    action_repeat, num_eval_envs = v.positive_int("action_repeat", action_repeat), v.positive_int(
+        "num_eval_envs", num_eval_envs
+    )
+    if horizon_length < action_repeat:
+        raise ValueError(
+            f"horizon_length ({horizon_length}) must be at least action_repeat ({action_repeat}): an update unrolls "
+            "horizon_length // action_repeat policy steps"
+        )
+    learning_rate = v.real("learning_rate", learning_rate, low=0.0, open_low=True)
+    schedule_decay = v.real("schedule_decay", schedule_decay, low=0.0, high=1.0, open_low=True)
+    max_gradient_norm = v.real("max_gradient_norm", max_gradient_norm, low=0.0, open_low=True)
+    adam_b = _adam_b(adam_b)
+    use_schedule, normalize_observations = v.boolean("use_schedule", use_schedule), v.boolean(
+        "normalize_observations", normalize_observations
+    )
+    deterministic_eval, layer_norm = v.boolean("deterministic_eval", deterministic_eval), v.boolean(
+        "layer_norm", layer_norm
+    )
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+    progress_fn = resume.check_callback("progress_fn", progress_fn, "(epoch, metrics)")
+    if randomization_fn is not None:
+        v.callable_arg("randomization_fn", randomization_fn)
+    eval_env = _environment("eval_env", eval_env) if eval_env is not None else environment
+    device = resolve_device(device, environment)
+
+    env = TorchEnv(
+        environment, num_envs, episode_length=episode_length, action_repeat=action_repeat, device=device, seed=seed,
+        randomization_fn=randomization_fn, differentiable=True,
+    )
+    if not isinstance(env.observation_size, int):
+        raise NotImplementedError(
+            f"APG trains on flat array observations; the environment's observation_size is {env.observation_size!r} "
+            "(as in the JAX APG)"
+        )
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        policy = APGPolicy(
+            env.observation_size, env.action_size, hidden_layer_sizes, activation, layer_norm, normalize_observations
+        ).to(device)
+    optimizer = torch.optim.Adam(policy.parameters(), lr=learning_rate, betas=adam_b, eps=1e-8)
+    generator = torch.Generator(device=device).manual_seed(seed)
+    evaluator = BridgeEvaluator(
+        TorchEnv(eval_env, num_eval_envs, episode_length=episode_length, action_repeat=action_repeat, device=device,
+                 seed=seed + 104_729, randomization_fn=randomization_fn),
+        -(-episode_length // action_repeat), action_repeat, seed,
+    )
+    evaluated = SimpleNamespace(policy=policy)  # the evaluator's view: policy(obs) -> (loc, scale), postprocess
+
+    steps_per_update = horizon_length // action_repeat
+    num_epochs, per_epoch = epochs_of(num_evals), updates_per_epoch(policy_updates, num_evals)
+    metrics: Metrics = {}
+    if num_evals > 1:
+        metrics = _evaluate(evaluator, evaluated, policy, deterministic_eval, generator, {})
+        progress_fn(0, metrics)
+    observation = _first_observation(env, episode_length, generator)
+    updates, walltime = 0, 0.0
+    for epoch in range(num_epochs):
+        start = time.perf_counter()
+        sums = torch.zeros(2, device=device)
+        for _ in range(per_epoch):
+            noise = torch.randn((steps_per_update, num_envs, env.action_size), generator=generator, device=device)
+            loss, observations, observation = apg_loss(env, policy, observation, noise)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            rate = learning_rate * schedule_decay**updates if use_schedule else learning_rate
+            grad_norm = apg_step(policy, optimizer, rate, max_gradient_norm)
+            policy.normalizer.update(observations.reshape(-1, env.observation_size))
+            env.detach()  # the next update's gradient starts here
+            observation = observation.detach()
+            with torch.no_grad():
+                params_norm = torch.stack([p.square().sum() for p in policy.parameters()]).sum().sqrt()
+                sums += torch.stack([grad_norm, params_norm])
+            updates += 1
+        means = (sums / max(per_epoch, 1)).tolist()  # the epoch's one host read
+        elapsed = time.perf_counter() - start
+        walltime += elapsed
+        training = {
+            "training/sps": per_epoch * num_envs * horizon_length / max(elapsed, 1e-9),
+            "training/walltime": walltime,
+            "training/grad_norm": means[0],
+            "training/params_norm": means[1],
+        }
+        metrics = _evaluate(evaluator, evaluated, policy, deterministic_eval, generator, training)
+        progress_fn(epoch + 1, metrics)
+    return make_policy, policy, metrics
+
+
+def make_policy(policy: APGPolicy, deterministic: bool = False) -> Callable[[torch.Tensor], torch.Tensor]:
+    """``act(observation) -> action``: the mode with ``deterministic``, else a sample (torch's global generator)."""
+
+    @torch.inference_mode()
+    def act(observation: torch.Tensor) -> torch.Tensor:
+        if deterministic:
+            return policy.mode(observation)
+        loc, _ = policy(observation)
+        return policy.act(observation, torch.randn_like(loc))
+
+    return act
+
+
+def _evaluate(
+    evaluator: BridgeEvaluator, evaluated: Any, policy: APGPolicy, deterministic: bool, generator: torch.Generator,
+    training: Mapping[str, float],
+) -> Metrics:
+    policy.eval()
+    metrics = evaluator.run(evaluated, deterministic, generator)
+    policy.train()
+    return {**training, **metrics}
+
+
+def _first_observation(env: TorchEnv, episode_length: int, generator: torch.Generator) -> torch.Tensor:
+    """The envs reset with their episode clocks scrambled over the time limit (the JAX APG's ``scramble_steps``),
+    then one step with zero actions, as the JAX APG starts; the observation reached."""
+    env.reset()
+    steps = torch.rand(env.num_envs, generator=generator, device=env.device) * episode_length
+    env.set_episode_steps(torch.round(steps).clamp(max=episode_length - 1))
+    with torch.no_grad():
+        zero = torch.zeros(env.num_envs, env.action_size, device=env.device)
+        observation = env.step(zero).get(("next", "observation"))
+    env.detach()
+    return observation
+
+
+def _environment(name: str, environment: Any) -> Any:
+    if isinstance(environment, str):
+        envs.get_environment_class(environment)  # unknown names raise here, listing the registered ones
+        return environment
+    if envs.is_env(environment):
+        return envs.as_env(environment)
+    raise TypeError(
+        f"{name} must be a registered environment name, a brax_core Env or a MuJoCo Playground MjxEnv, "
+        f"got {environment!r}"
+    )
+
+
+def _adam_b(adam_b: Any) -> tuple[float, float]:
+    if isinstance(adam_b, tuple | list) and len(adam_b) == 2:
+        if all(isinstance(b, int | float) and not isinstance(b, bool) and 0.0 <= b < 1.0 for b in adam_b):
+            return float(adam_b[0]), float(adam_b[1])
+    raise ValueError(f"adam_b must be a pair (b1, b2) of numbers in [0, 1), got {adam_b!r}")
+
+
+__all__ = ["APGPolicy", "apg_loss", "apg_step", "make_policy", "train"]

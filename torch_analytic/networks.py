@@ -1,0 +1,110 @@
+"""The APG policy in torch, layer for layer Brax's (``brax_core.training.agents.apg.networks.make_apg_networks``): an
+MLP with layer normalisation after each hidden activation and orthogonal(0.01) kernels, whose outputs parametrise a
+tanh-squashed normal (scale ``(softplus(s) + 0.001) * 0.1``).
+
+``APGPolicy.load_jax_params`` copies the JAX policy's parameters in, so both trainers can start from the same
+weights and their gradients be compared.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from torch_ppo.networks import resolve_activation
+from torch_ppo.normalizer import RunningNormalizer
+
+# Brax's APG choices (brax_core.training.agents.apg.networks): small outputs at initialisation and little noise.
+KERNEL_INIT_SCALE = 0.01
+VAR_SCALE = 0.1
+MIN_STD = 0.001
+# flax's LayerNorm epsilon (torch's default is 1e-5).
+LAYER_NORM_EPS = 1e-6
+
+
+class APGPolicy(nn.Module):
+    """``forward(observation) -> (loc, scale)`` of the pre-tanh normal, over normalised observations.
+
+    ``act(observation, noise)`` is the reparametrised action ``tanh(loc + scale * noise)`` (``noise``: standard
+    normal, the action's shape), ``mode(observation)`` the deterministic one, ``tanh(loc)``.
+    """
+
+    def __init__(
+        self,
+        observation_size: int,
+        action_size: int,
+        hidden_layer_sizes: Sequence[int] = (32,) * 4,
+        activation: str | Callable[..., Any] = "elu",
+        layer_norm: bool = True,
+        normalize_observations: bool = False,
+    ):
+        super().__init__()
+        self.observation_size, self.action_size = int(observation_size), int(action_size)
+        self.normalizer = RunningNormalizer(self.observation_size, enabled=normalize_observations)
+        _, act = resolve_activation(activation)
+        layers: list[nn.Module] = []
+        width = self.observation_size
+        for size in hidden_layer_sizes:
+            layers += [_dense(width, size), _Activation(act)]
+            if layer_norm:
+                layers.append(nn.LayerNorm(size, eps=LAYER_NORM_EPS))
+            width = size
+        layers.append(_dense(width, 2 * self.action_size))
+        self.mlp = nn.Sequential(*layers)
+
+    def forward(self, observation: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        logits = self.mlp(self.normalizer(observation))
+        loc, raw_scale = logits.chunk(2, dim=-1)
+        return loc, (nn.functional.softplus(raw_scale) + MIN_STD) * VAR_SCALE
+
+    def act(self, observation: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
+        loc, scale = self(observation)
+        return torch.tanh(loc + scale * noise)
+
+    def mode(self, observation: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(self(observation)[0])
+
+    def postprocess(self, pre_tanh: torch.Tensor) -> torch.Tensor:
+        """The action of a pre-tanh value (``loc``, or ``loc + scale * noise``)."""
+        return torch.tanh(pre_tanh)
+
+    def load_jax_params(self, policy_params: Mapping[str, Any]) -> None:
+        """Copies the JAX APG policy's parameters (``policy_params`` of ``apg.train``'s ``(normalizer, policy)``
+        pair, flax's ``{"params": {"hidden_0": ..., "LayerNorm_0": ...}}``) into this module; the layouts must
+        match."""
+        params = policy_params.get("params", policy_params)
+        dense = [m for m in self.mlp if isinstance(m, nn.Linear)]
+        norms = [m for m in self.mlp if isinstance(m, nn.LayerNorm)]
+        with torch.no_grad():
+            for i, layer in enumerate(dense):
+                kernel = np.asarray(params[f"hidden_{i}"]["kernel"])
+                if kernel.shape != (layer.in_features, layer.out_features):
+                    raise ValueError(
+                        f"hidden_{i}'s kernel is {kernel.shape}; this policy's layer is "
+                        f"{(layer.in_features, layer.out_features)}"
+                    )
+                layer.weight.copy_(torch.from_numpy(kernel.T.copy()))
+                layer.bias.copy_(torch.from_numpy(np.array(params[f"hidden_{i}"]["bias"])))
+            for i, norm in enumerate(norms):
+                norm.weight.copy_(torch.from_numpy(np.array(params[f"LayerNorm_{i}"]["scale"])))
+                norm.bias.copy_(torch.from_numpy(np.array(params[f"LayerNorm_{i}"]["bias"])))
+
+
+class _Activation(nn.Module):
+    def __init__(self, fn: Callable[[torch.Tensor], torch.Tensor]):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fn(x)
+
+
+def _dense(width: int, size: int) -> nn.Linear:
+    layer = nn.Linear(width, size)
+    nn.init.orthogonal_(layer.weight, gain=KERNEL_INIT_SCALE)
+    nn.init.zeros_(layer.bias)
+    return layer
