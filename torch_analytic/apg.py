@@ -28,10 +28,11 @@ from brax_bridge import TorchEnv
 from brax_core import envs
 from brax_core.training import resume
 from brax_core.training import validation as v
-from brax_core.training.agents.apg.arguments import epochs_of, updates_per_epoch
+from brax_core.training.agents.apg.arguments import adam_betas, epochs_of, updates_per_epoch
 from torch_analytic.networks import APGPolicy
 from torch_ppo.arguments import resolve_device
 from torch_ppo.evaluation import BridgeEvaluator
+from torch_ppo.update import global_norm, global_norm_scale
 
 Metrics = dict[str, float]
 
@@ -67,8 +68,8 @@ def apg_step(
     then an Adam step at ``learning_rate``; returns the norm after the scaling (the ``grad_norm`` metric)."""
     params = [p for p in policy.parameters() if p.grad is not None]
     grads = [p.grad for p in params]
-    norm = torch.stack([g.square().sum() for g in grads]).sum().sqrt()
-    scale = torch.where(norm < max_gradient_norm, torch.ones_like(norm), max_gradient_norm / norm)
+    norm = global_norm(grads)
+    scale = global_norm_scale(norm, max_gradient_norm)
     torch._foreach_mul_(grads, scale)
     for g in grads:
         g.clamp_(-1.0, 1.0)
@@ -131,7 +132,7 @@ def train(
     learning_rate = v.real("learning_rate", learning_rate, low=0.0, open_low=True)
     schedule_decay = v.real("schedule_decay", schedule_decay, low=0.0, high=1.0, open_low=True)
     max_gradient_norm = v.real("max_gradient_norm", max_gradient_norm, low=0.0, open_low=True)
-    adam_b = _adam_b(adam_b)
+    adam_b = adam_betas(adam_b)
     use_schedule, normalize_observations = v.boolean("use_schedule", use_schedule), v.boolean(
         "normalize_observations", normalize_observations
     )
@@ -254,13 +255,6 @@ def _environment(name: str, environment: Any) -> Any:
         f"{name} must be a registered environment name, a brax_core Env or a MuJoCo Playground MjxEnv, "
         f"got {environment!r}"
     )
-
-
-def _adam_b(adam_b: Any) -> tuple[float, float]:
-    if isinstance(adam_b, tuple | list) and len(adam_b) == 2:
-        if all(isinstance(b, int | float) and not isinstance(b, bool) and 0.0 <= b < 1.0 for b in adam_b):
-            return float(adam_b[0]), float(adam_b[1])
-    raise ValueError(f"adam_b must be a pair (b1, b2) of numbers in [0, 1), got {adam_b!r}")
 
 
 __all__ = ["APGPolicy", "apg_loss", "apg_step", "make_policy", "train"]

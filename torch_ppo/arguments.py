@@ -154,8 +154,9 @@ class TrainArguments:
     @property
     def network_options(self) -> dict[str, Any]:
         """``PPOModules``' keyword arguments beyond sizes, activation and normalisation."""
+        fields = self.hp.flat()
         return {
-            **{name: self.hp.flat()[name] for name in _SCHEMA_NETWORK_OPTIONS},
+            **{name: fields[name] for name in _SCHEMA_NETWORK_OPTIONS},
             **self.kernel_inits,
             "network_factory": self.network_factory,
         }
@@ -280,18 +281,19 @@ def _checked_network_factory(
     if network_factory is None:
         return None
     custom_networks.check_factory(network_factory)
+    fields, defaults = hp.flat(), schema_defaults()
     for name in custom_networks.BUILT_IN_OPTIONS:
-        value = hp.flat()[name] if name in BY_NAME else arguments[name]
-        default = schema_defaults()[name] if name in BY_NAME else KERNEL_INIT_DEFAULTS[name]
+        value = fields[name] if name in BY_NAME else arguments[name]
+        default = defaults[name] if name in BY_NAME else KERNEL_INIT_DEFAULTS[name]
         if value != default:
             raise ValueError(
                 f"{name}={value!r} sets torch_ppo's own networks, which network_factory replaces: leave {name} at "
                 f"its default ({default!r}) and build that into network_factory's modules, or drop network_factory"
             )
     for name, allowed in (("distribution_type", "tanh_normal"), ("use_distributional_critic", False)):
-        if hp.flat()[name] != allowed:
+        if fields[name] != allowed:
             raise ValueError(
-                f"{name}={hp.flat()[name]!r} needs torch_ppo's own networks: network_factory's policy module gives "
+                f"{name}={fields[name]!r} needs torch_ppo's own networks: network_factory's policy module gives "
                 f"the 'tanh_normal' distribution's parameters and its value module one value; with network_factory "
                 f"leave {name}={allowed!r}"
             )

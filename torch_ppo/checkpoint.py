@@ -205,7 +205,7 @@ def checkpoint_config(
         "action_repeat": int(action_repeat),  # a ready TorchEnv brings its own
     }
     for name in ("policy_hidden_layer_sizes", "value_hidden_layer_sizes"):
-        settings[name] = list(args.hp.flat()[name])
+        settings[name] = list(getattr(args.hp.network, name))
     return {
         "format": FORMAT,
         "environment": environment,

@@ -109,10 +109,9 @@ class TorchRun:
         obs_size = self.env.observation_size
         if isinstance(obs_size, Mapping):
             for name in ("policy_obs_key", "value_obs_key"):
-                if hp.flat()[name] not in obs_size:
-                    raise ValueError(
-                        f"{name}={hp.flat()[name]!r} is not among the env's observation keys {sorted(obs_size)}"
-                    )
+                key = getattr(hp.network, name)
+                if key not in obs_size:
+                    raise ValueError(f"{name}={key!r} is not among the env's observation keys {sorted(obs_size)}")
             obs_size = dict(obs_size)
         else:
             obs_size = int(obs_size)

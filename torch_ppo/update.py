@@ -138,7 +138,8 @@ class LossModule(nn.Module):
 
 def loss_config(hp: PPOConfig) -> LossConfig:
     """The loss settings of the hyperparameters ``hp``."""
-    return LossConfig(**{name: hp.flat()[name] for name in LossConfig._fields})
+    fields = hp.flat()
+    return LossConfig(**{name: fields[name] for name in LossConfig._fields})
 
 
 def global_norm(grads: Sequence[torch.Tensor]) -> torch.Tensor:

@@ -164,7 +164,7 @@ def validated(arguments: Mapping[str, Any], find_devices: Callable[[int | None],
     if max_devices_per_host is not None:
         max_devices_per_host = v.positive_int("max_devices_per_host", max_devices_per_host)
     learning_rate = v.real("learning_rate", arguments["learning_rate"], low=0.0, open_low=True)
-    adam_b = _adam_b(arguments["adam_b"])
+    adam_b = adam_betas(arguments["adam_b"])
     use_schedule = v.boolean("use_schedule", arguments["use_schedule"])
     use_float64 = v.boolean("use_float64", arguments["use_float64"])
     if use_float64 and not jax.config.jax_enable_x64:
@@ -225,7 +225,7 @@ def _env(name: str, env: Any, allow_name: bool) -> Env:
     raise TypeError(f"{name} must be a brax_core Env, a MuJoCo Playground MjxEnv{names}, got {env!r}")
 
 
-def _adam_b(adam_b: Any) -> tuple[float, float]:
+def adam_betas(adam_b: Any) -> tuple[float, float]:
     """``adam_b`` as two floats in ``[0, 1)``: Adam's decay rates of its first and second moments."""
     if isinstance(adam_b, tuple | list) and len(adam_b) == 2:
         if all(isinstance(b, numbers.Real) and not isinstance(b, bool) and 0.0 <= b < 1.0 for b in adam_b):

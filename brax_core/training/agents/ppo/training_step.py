@@ -227,8 +227,9 @@ def make_update(
     augment_pixels: bool = False,
 ) -> Callable[[TrainingState, types.Transition, jax.Array], tuple[TrainingState, dict[str, jax.Array]]]:
     """The PPO update (``make_ppo_update``) with the loss and the observation statistics ``hp`` ask for."""
+    fields = hp.flat()
     loss_fn = functools.partial(
-        ppo_losses.compute_ppo_loss, ppo_network=ppo_network, **{name: hp.flat()[name] for name in _LOSS_FIELDS}
+        ppo_losses.compute_ppo_loss, ppo_network=ppo_network, **{name: fields[name] for name in _LOSS_FIELDS}
     )
     normalizer_update = functools.partial(
         running_statistics.update,
@@ -243,7 +244,7 @@ def make_update(
         loss_fn,
         normalizer_update=normalizer_update if hp.algorithm.normalize_observations else None,
         augment_pixels=augment_pixels,
-        **{name: hp.flat()[name] for name in _UPDATE_FIELDS},
+        **{name: fields[name] for name in _UPDATE_FIELDS},
     )
 
 
