@@ -13,7 +13,7 @@ import jax
 import torch
 
 import brax_bridge
-from brax_core import _quiet  # noqa: F401  (hides MJX's import-time stdout line before anything else)
+from brax_core import _quiet, devices  # noqa: F401  (hides MJX's import-time stdout line before anything else)
 from brax_core.extras import install_line
 
 DEVICE_CHOICES = ("auto", "cpu", "cuda", "cuda:N")
@@ -106,17 +106,9 @@ def place(device: str | None = "auto") -> Placement:
 
 @contextlib.contextmanager
 def placed(placement: Placement) -> Iterator[Placement]:
-    """JAX's default device set to the placement's: new arrays, jitted programs and the JAX trainer (which trains
-    on the default device when one is set) run there.
-
-    Where the placement is JAX's own default already, nothing is set: a default device is part of every jitted
-    function's cache key, so setting it would compile a second copy of programs a library caller in the same
-    process compiled without it.
-    """
-    if jax.config.jax_default_device is None and placement.jax_device == jax.devices()[0]:
-        yield placement
-        return
-    with jax.default_device(placement.jax_device):
+    """JAX's default device set to the placement's (``brax_core.devices.on_device``): new arrays, jitted programs
+    and the JAX trainer (which trains on the default device when one is set) run there."""
+    with devices.on_device(placement.jax_device):
         yield placement
 
 

@@ -4,10 +4,12 @@ envs from it; nothing reads the config back from config.json or rebuilds it from
 
 import json
 
+import jax
 import pytest
 from cli_runner import TINY, invoke
 
 from brax_bridge_app import rundir, trainers
+from brax_core import devices
 from brax_core.training.agents.ppo import programs
 from brax_core.training.agents.ppo import train as ppo_train
 from brax_core.training.agents.ppo.config import PPOConfig
@@ -82,3 +84,17 @@ def test_learning_rate_and_num_envs_walk_from_the_flag_to_the_optimiser_and_the_
         device=None)  # the file holds what the trainer got (which names the device the run was placed on)
     assert (config.algorithm.learning_rate, config.env.num_envs) == (LEARNING_RATE, NUM_ENVS)
     assert seen["learning_rate"] == pytest.approx(LEARNING_RATE) and seen["num_envs"] == NUM_ENVS
+
+
+def test_a_config_device_is_placed_by_the_rule_every_entry_point_follows():
+    cpu = jax.devices("cpu")[0]
+    assert devices.named_device("cpu") == cpu
+    with devices.on_device(cpu) as placed:
+        assert placed == cpu and jax.config.jax_default_device is None  # already the default: nothing set
+    for bad in ("tpu", "cuda:x", "cpu:1", "gpu"):
+        with pytest.raises(ValueError, match=rf"config.run.device must be one of cpu, cuda, cuda:<index>; got '{bad}'"):
+            devices.named_device(bad, "config.run.device")
+    if not any(d.platform == "gpu" for d in jax.devices()):
+        config = PPOConfig.from_flat({"num_timesteps": 0, "device": "cuda:0"})
+        with pytest.raises(ValueError, match=r"config.run.device is 'cuda:0' but JAX sees 0 gpu device\(s\) here"):
+            ppo_train.train_from_config(config, environment="fast")

@@ -268,8 +268,8 @@ def test_two_processes_write_one_loadable_checkpoint_and_resume_exactly(
     assert sorted(os.listdir(saved)) == ["000000005120"]
     assert sorted(os.listdir(interrupted)) == ["000000002560", "000000005120"]
     for step_dir in (saved / "000000005120", interrupted / "000000002560", interrupted / "000000005120"):
-        assert {"config", "params", "state", "env_state", checkpoint.FILE_CHECKSUMS} <= set(os.listdir(step_dir))
-        manifest = json.loads((step_dir / checkpoint.FILE_CHECKSUMS).read_text())
+        assert {"config", "params", "state", "env_state", "manifest.json"} <= set(os.listdir(step_dir))
+        manifest = json.loads((step_dir / "manifest.json").read_text())
         digests = manifest["files"]  # by path inside the step directory
         assert {name.split("/")[0] for name in digests} == {"params", "state", "env_state"}, manifest
         assert all(digests.values()) and manifest["env_steps"] == int(step_dir.name), manifest

@@ -7,7 +7,6 @@ Every run is the tiny ``fast`` configuration of tests/test_ppo_train.py and test
 """
 
 import functools
-import json
 import os
 import shutil
 import time
@@ -164,14 +163,14 @@ def test_checksums_catch_a_flipped_bit_in_a_jax_checkpoint_and_name_the_file(int
                     f.write(bytes(data))
                 flipped.append(path)
     assert flipped, "the kernel's bytes are stored as they are"
-    with pytest.raises(jax_checkpoint.ChecksumError, match="differs from what was saved") as info:
+    with pytest.raises(jax_checkpoint.CheckpointError, match="differs from what was saved") as info:
         jax_checkpoint.load_policy(step_dir)
     assert any(path in str(info.value) for path in flipped)  # found before orbax reads the file
     assert "Event loop is closed" not in capfd.readouterr().err
-    with pytest.raises(jax_checkpoint.ChecksumError):
+    with pytest.raises(jax_checkpoint.CheckpointError):
         _train("jax", num_timesteps=13 * STEP, restore_checkpoint_path=step_dir, **INTERVAL)
     # Without the manifest (a save cut short before writing it) the directory is not taken for a checkpoint.
-    os.remove(step_dir / jax_checkpoint.FILE_CHECKSUMS)
+    os.remove(step_dir / checkpoints.MANIFEST)
     with pytest.raises(FileNotFoundError, match="holds no completed checkpoint") as info:
         jax_checkpoint.load_params(step_dir)
     assert str(step_dir) in str(info.value)
@@ -191,18 +190,6 @@ def test_checksums_catch_a_flipped_bit_in_torch_ppo_tensor_data(interrupted, tmp
     with pytest.raises(torch_checkpoint.CheckpointError, match="corrupt") as e:
         torch_checkpoint.load_policy(copied)
     assert str(flipped) in str(e.value)  # found by the file's digest, before torch reads it
-    # A changed value in an otherwise well-formed file whose manifest was rewritten to match it (what neither a zip
-    # CRC nor the file's digest can see): the digests stored with the entries name the entry.
-    raw = torch.load(file, weights_only=True)
-    raw["modules"]["policy.mlp.hidden_0.weight"][0, 0] += 1e-3
-    changed = tmp_path / "changed" / os.path.basename(step_dir)
-    shutil.copytree(step_dir, changed)
-    torch.save(raw, changed / torch_checkpoint.STATE_FILE)
-    manifest = json.loads((changed / "manifest.json").read_text())
-    checkpoints.write_manifest(str(changed), "torch_ppo", manifest["env_steps"], ("state.pt", "config.json"))
-    with pytest.raises(torch_checkpoint.CheckpointError, match=r"corrupt: modules/policy.mlp.hidden_0.weight") as e:
-        torch_checkpoint.load(changed)
-    assert str(changed / torch_checkpoint.STATE_FILE) in str(e.value)
 
 
 def _foreign_params(trainer: str):

@@ -7,15 +7,14 @@ SHA-256. ``state.pt`` holds only tensors, numbers, strings and dicts (it loads w
 the modules (normaliser included), the optimiser, the env-step count, the torch RNG state, the bridge env's JAX state
 (flattened leaves) and the run configuration, which ``config.json`` repeats as JSON. A step directory is written in a
 temporary directory and renamed into place, so a crash mid-save never leaves a checkpoint that loads as good; the
-temporary directory such a crash leaves is deleted by a later ``save`` once it is ``STALE_TMP_S`` old. Every entry's
-value is also saved with its SHA-256 (``checksums``; a tensor's dtype, shape and bytes) and ``load`` verifies the
-files and the entries: a checkpoint changed after it was written raises ``CheckpointError`` naming the file and the
-entry. Under DDP ``env_states`` holds every rank's env state (``env_state`` is rank 0's).
+temporary directory such a crash leaves is deleted by a later ``save`` once it is ``STALE_TMP_S`` old. ``load``
+checks both files against the manifest before torch reads them: a checkpoint changed after it was written raises
+``CheckpointError`` naming the file. Under DDP ``env_states`` holds every rank's env state (``env_state`` is rank
+0's).
 """
 
 from __future__ import annotations
 
-import hashlib
 import io
 import json
 import os
@@ -44,7 +43,6 @@ __all__ = [
     "FORMAT",
     "STALE_TMP_S",
     "CheckpointError",
-    "checksums",
     "latest_step",
     "load",
     "load_policy",
@@ -61,33 +59,10 @@ _REQUIRED = ("format", "config", "modules", "optimizer", "env_steps", "rng_state
 remove_stale_temporaries = run_checkpoints.remove_stale_temporaries
 
 
-def checksums(state: Any, prefix: str = "") -> dict[str, str]:
-    """``{entry path: SHA-256}`` of every value in ``state`` (tensors by dtype, shape and bytes; other values by
-    their ``repr``), with paths such as ``modules/policy.hidden_0.weight`` or ``rng_state/0``."""
-    out: dict[str, str] = {}
-    if isinstance(state, dict):
-        for key, value in state.items():
-            out.update(checksums(value, f"{prefix}{key}/"))
-    elif isinstance(state, list | tuple):
-        for index, value in enumerate(state):
-            out.update(checksums(value, f"{prefix}{index}/"))
-    else:
-        digest = hashlib.sha256()
-        if isinstance(state, torch.Tensor):
-            data = state.detach().cpu().contiguous().reshape(-1)
-            digest.update(f"{data.dtype}{tuple(state.shape)}".encode())
-            digest.update(data.view(torch.uint8).numpy().tobytes() if data.numel() else b"")
-        else:
-            digest.update(repr(state).encode())
-        out[prefix.rstrip("/")] = digest.hexdigest()
-    return out
-
-
 def save(directory: str | os.PathLike, state: dict[str, Any], max_to_keep: int | None = None) -> str:
     """Writes ``state`` as the checkpoint of ``state['env_steps']`` (keeping the newest ``max_to_keep``; ``None``:
     all); returns its step directory."""
     state = {"format": FORMAT, **state}
-    state["checksums"] = checksums(state)
     buffer = io.BytesIO()
     torch.save(state, buffer)
     config = json.dumps(state["config"], indent=2, sort_keys=True).encode()
@@ -115,16 +90,6 @@ def load(path: str | os.PathLike, map_location: Any = "cpu") -> dict[str, Any]:
     missing = [k for k in _REQUIRED if k not in state]
     if missing:
         raise CheckpointError(f"checkpoint {file!r} is incomplete: missing {missing}")
-    expected = state.pop("checksums", None)
-    if expected is None:
-        raise CheckpointError(f"checkpoint {file!r} is incomplete: its entries carry no checksums")
-    actual = checksums(state)
-    wrong = sorted(k for k in expected.keys() | actual.keys() if expected.get(k) != actual.get(k))
-    if wrong:
-        raise CheckpointError(
-            f"checkpoint {file!r} is corrupt: {', '.join(wrong[:5])}{' ...' if len(wrong) > 5 else ''} differ from "
-            "what was saved (their SHA-256 does not match the one written with them); use an earlier checkpoint"
-        )
     state["path"] = found
     return state
 

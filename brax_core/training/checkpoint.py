@@ -6,8 +6,8 @@ configuration as JSON, callables by name, and orbax items checked against the di
   ones Brax knows, those registered with ``register_callable``/``register_activation``, or an importable
   ``module:qualname``) and ``load_config`` the live values again.
 * ``restore_checked`` restores one orbax item of a step directory, refusing files whose digests differ from the
-  manifest (``brax_core.training.run.checkpoints``), arrays whose digests differ from those saved beside them, and
-  arrays of another shape than the target's.
+  manifest (``brax_core.training.run.checkpoints``) before orbax reads them, and arrays of another shape than the
+  target's.
 
 The folder layout, manifests and the choice of the newest checkpoint are ``brax_core.training.run.checkpoints``';
 what a PPO checkpoint holds, and resuming from it, is ``brax_core.training.agents.ppo.checkpoint``.
@@ -16,7 +16,6 @@ what a PPO checkpoint holds, and resuming from it, is ``brax_core.training.agent
 from __future__ import annotations
 
 import functools
-import hashlib
 import importlib
 import inspect
 import json
@@ -26,7 +25,6 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import jax
-import numpy as np
 from ml_collections import config_dict
 
 from brax_core.training import networks, types
@@ -326,48 +324,6 @@ def _drop_empty(tree: Any) -> Any:
     return jax.tree.map(lambda x: x if math.prod(x.shape) else None, tree)
 
 
-def _checksums(tree: Any) -> list[list[str]] | None:
-    """``[[path, sha256 of dtype, shape and bytes], ...]`` of ``tree``'s arrays (``None`` when an array is not
-    wholly on this process, as in a multi-host run: its bytes cannot be read here)."""
-    out = []
-    for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]:
-        if isinstance(leaf, jax.Array) and not leaf.is_fully_addressable:
-            return None
-        array = np.asarray(jax.device_get(leaf))
-        digest = hashlib.sha256(f"{array.dtype.str}{array.shape}".encode())
-        digest.update(np.ascontiguousarray(array).tobytes())
-        out.append([jax.tree_util.keystr(path), digest.hexdigest()])
-    return out
-
-
-def _verify(step_dir: str, item: str, restored: Any) -> None:
-    """Compares ``restored`` with the checksums saved beside it (checkpoints written before checksums existed
-    have none and are not checked)."""
-    path = os.path.join(step_dir, "checksums")
-    files = [f for f in os.listdir(path) if not f.startswith(".")] if os.path.isdir(path) else []
-    if not files:
-        return
-    try:
-        with open(os.path.join(path, files[0])) as f:
-            expected = json.load(f).get(item)
-    except (OSError, ValueError, AttributeError) as e:
-        raise CheckpointError(f"checkpoint at {step_dir!r} is corrupt: cannot read its checksums ({e})") from e
-    actual = _checksums(restored)
-    if expected is None or actual is None:
-        return
-    item_dir = os.path.join(step_dir, item)
-    if len(expected) != len(actual):
-        raise CheckpointError(
-            f"checkpoint {item_dir!r} is corrupt: it restored {len(actual)} arrays, {len(expected)} were saved"
-        )
-    for (name, want), (_, got) in zip(expected, actual, strict=True):
-        if want != got:
-            raise CheckpointError(
-                f"checkpoint {item_dir!r} is corrupt: the array {item}{name} differs from what was saved (its "
-                "SHA-256 does not match the one written with it); restore an earlier checkpoint"
-            )
-
-
 def _restore_item(step_dir: str, item: str, target: Any) -> Any:
     item_dir = os.path.join(step_dir, item)
     if not os.path.isdir(item_dir):
@@ -382,7 +338,6 @@ def _restore_item(step_dir: str, item: str, target: Any) -> Any:
         raise ValueError(
             f"checkpoint at {step_dir!r} is corrupt or does not match: cannot restore {item!r} ({e})"
         ) from e
-    _verify(step_dir, item, restored)
     _check_shapes(step_dir, item, restored, target)
     return restored
 

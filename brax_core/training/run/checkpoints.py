@@ -2,8 +2,8 @@
 
 Layout: ``<save_checkpoint_path>/<env_steps>/``, one step directory per checkpoint named with 12 digits as Brax
 names them (``000000001280``; another number of digits, such as ``1280``, names the same step). Each trainer
-writes its own items into it (the JAX trainer orbax's ``config``, ``params``, ``state``, ``env_state`` and
-``checksums``; torch_ppo ``config.json`` and ``state.pt``) and then ``manifest.json``: the trainer, the step and a
+writes its own items into it (the JAX trainer orbax's ``config``, ``params``, ``state`` and ``env_state``;
+torch_ppo ``config.json`` and ``state.pt``) and then ``manifest.json``: the trainer, the step and a
 SHA-256 of every file of the items, checked before an item is read, so a flipped bit raises ``CheckpointError``
 naming the file instead of loading as a different policy. A step directory appears complete or not at all (orbax
 and torch_ppo both write into a temporary directory and rename it), so an interrupted save never looks like a

@@ -1,33 +1,14 @@
 """PPO checkpoints with orbax (``brax.training.agents.ppo.checkpoint`` counterpart).
 
-Layout: the step directories both trainers write (``brax_core.training.run.checkpoints``:
-``<save_checkpoint_path>/000000000100/``, a manifest with every file's SHA-256, ``max_to_keep``), each holding
-these orbax items,
-
-* ``config``: JSON — observation and action sizes (integers), ``normalize_observations``, the network factory
-  and *every* network keyword argument (activations and initialisers by name), the env-step count as an exact
-  integer, and the training hyperparameters. ``network_config`` builds it as an ``ml_collections.ConfigDict`` of
-  live values, as Brax does; ``save`` writes its JSON form (``config_to_json``) and ``load_config`` returns the
-  live values again;
-* ``params``: ``PPOTrainingParams(normalizer_params, policy_params, value_params)``;
-* ``state``: optimiser state, RNG key and step counters;
-* ``env_state``: the training environments' state, so a resumed run continues exactly;
-* ``checksums``: JSON — a SHA-256 of every array of ``params``, ``state`` and ``env_state`` (dtype, shape and
-  bytes), compared with the arrays an item restores to;
-and then the manifest (written once orbax has finished the step directory) with a SHA-256 of every file of
-``params``, ``state`` and ``env_state``, checked before orbax reads an item. A flipped bit in a checkpoint raises
-``CheckpointError`` (alias ``ChecksumError``) naming the file (or the array) instead of loading as a
-different policy, and orbax never starts reading corrupt data (a read failing inside orbax closes its event loop
-under reads still in flight, whose callbacks then print stray "Event loop is closed" tracebacks).
-
-orbax writes each step into a temporary directory and renames it when complete, so an interrupted save never
-looks like a checkpoint. ``load_policy`` rebuilds the inference function from the saved configuration alone.
-The network configuration, callables by name and the checked restore of an item are the trainers' shared
-``brax_core.training.checkpoint``; its names are public here too, under Brax's module path.
+A checkpoint is one step directory of the layout both trainers share (``brax_core.training.run.checkpoints``:
+``<save_checkpoint_path>/000000000100/``, written whole or not at all, a manifest of every file's SHA-256 checked
+before orbax reads an item) holding the orbax items ``config`` (JSON: the network configuration of
+``brax_core.training.checkpoint``, the env-step count and the training settings a resume checks), ``params``
+(``PPOTrainingParams``), ``state`` (optimiser state, RNG key, step counters) and ``env_state`` (the training envs,
+so a resumed run continues exactly). ``load_policy`` rebuilds the inference function from the checkpoint alone.
 
 With several JAX processes (``jax.distributed``) every process saves into the same path, which must be on a
-filesystem they all see: each writes its own shards (its envs' state), process 0 the rest, and the step
-directory is complete once all have finished.
+filesystem they all see: each writes its own shards, process 0 the rest and the manifest.
 """
 
 from __future__ import annotations
@@ -48,7 +29,6 @@ from brax_core.training.agents.ppo import networks as ppo_networks
 from brax_core.training.agents.ppo import networks_vision
 from brax_core.training.checkpoint import (
     CONFIG_FORMAT,
-    _checksums,
     _drop_empty,
     _live_config,
     _obs_json,
@@ -74,12 +54,9 @@ from brax_core.training.run.checkpoints import step_directories as step_director
 __all__ = [
     "CONFIG_FORMAT",
     "CheckpointError",
-    "ChecksumError",
-    "FILE_CHECKSUMS",
     "Saver",
     "abstract_params",
     "check_observation_size",
-    "check_params_fit",
     "check_resume_config",
     "config_to_json",
     "latest_step",
@@ -102,10 +79,6 @@ __all__ = [
     "value_from_config",
 ]
 _CHECKED_ITEMS = ("params", "state", "env_state")
-# The file holding the digests of the checked items' files (a checkpoint without one is checked by its arrays).
-FILE_CHECKSUMS = run_checkpoints.MANIFEST
-# The name this module gave the one checkpoint error class before both trainers shared it.
-ChecksumError = CheckpointError
 
 register_callable("make_ppo_networks", ppo_networks.make_ppo_networks)
 
@@ -124,7 +97,7 @@ class Saver:
             step_format_fixed_length=STEP_NAME_DIGITS,
         )
         self._manager = ocp.CheckpointManager(
-            self.path, options=options, item_names=("config", "params", "state", "env_state", "checksums")
+            self.path, options=options, item_names=("config", "params", "state", "env_state")
         )
 
     def save(
@@ -146,14 +119,10 @@ class Saver:
         import orbax.checkpoint as ocp
 
         items = {"config": ocp.args.JsonSave(config_json), "params": ocp.args.StandardSave(params)}
-        trees = {"params": params}
         if state is not None:
-            trees["state"] = state
             items["state"] = ocp.args.StandardSave(state)
         if env_state is not None:
-            trees["env_state"] = _drop_empty(env_state)
-            items["env_state"] = ocp.args.StandardSave(trees["env_state"])
-        items["checksums"] = ocp.args.JsonSave({name: _checksums(tree) for name, tree in trees.items()})
+            items["env_state"] = ocp.args.StandardSave(_drop_empty(env_state))
         self._manager.save(int(env_steps), args=ocp.args.Composite(**items), force=True)
         self._manager.wait_until_finished()
         step_dir = os.path.join(self.path, step_name(env_steps))
@@ -309,30 +278,6 @@ def check_resume_config(path: str | os.PathLike, requested: Mapping[str, Any], a
     changed = resume.check_config(step_dir, _read_config(step_dir), requested, allow)
     for name, (saved, now) in changed.items():
         logging.warning("resuming from %s with %s changed from %r to %r", step_dir, name, saved, now)
-
-
-def check_params_fit(what: str, params: Any, target: Any, with_value: bool = True) -> None:
-    """Raises ``ValueError`` when ``params`` (``PPOTrainingParams``) do not have the shapes of ``target`` (the
-    abstract params of the networks being trained), naming the observation sizes where those differ."""
-    shapes = lambda tree: jax.tree.map(lambda x: tuple(getattr(x, "shape", ())), tree)
-    got_obs, want_obs = shapes(params.normalizer_params.mean), shapes(target.normalizer_params.mean)
-    if got_obs != want_obs:
-        raise ValueError(
-            f"{what} were trained on observations of shape {got_obs} but this environment's are {want_obs}: "
-            "they belong to another environment"
-        )
-    parts = [("policy_params", params.policy_params, target.policy_params)]
-    if with_value:
-        parts.append(("value_params", params.value_params, target.value_params))
-    for name, have, want in parts:
-        have_leaves = jax.tree_util.tree_flatten_with_path(have)[0]
-        want_leaves = jax.tree_util.tree_flatten_with_path(want)[0]
-        have_map = {jax.tree_util.keystr(p): tuple(x.shape) for p, x in have_leaves}
-        want_map = {jax.tree_util.keystr(p): tuple(x.shape) for p, x in want_leaves}
-        if have_map != want_map:
-            wrong = sorted(k for k in have_map.keys() | want_map.keys() if have_map.get(k) != want_map.get(k))
-            listed = "; ".join(f"{k}: {have_map.get(k)} given, {want_map.get(k)} expected" for k in wrong[:4])
-            raise ValueError(f"{what}.{name} do not fit these networks ({listed})")
 
 
 def networks_from_config(

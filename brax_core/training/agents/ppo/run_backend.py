@@ -59,6 +59,30 @@ def init_training_state(
     return jit(init, out_shardings=replicated)(key)
 
 
+def check_params_fit(what: str, params: Any, target: Any, with_value: bool = True) -> None:
+    """Raises ``ValueError`` when ``params`` (``PPOTrainingParams``) do not have the shapes of ``target`` (the
+    abstract params of the networks being trained), naming the observation sizes where those differ."""
+    shapes = lambda tree: jax.tree.map(lambda x: tuple(getattr(x, "shape", ())), tree)
+    got_obs, want_obs = shapes(params.normalizer_params.mean), shapes(target.normalizer_params.mean)
+    if got_obs != want_obs:
+        raise ValueError(
+            f"{what} were trained on observations of shape {got_obs} but this environment's are {want_obs}: "
+            "they belong to another environment"
+        )
+    parts = [("policy_params", params.policy_params, target.policy_params)]
+    if with_value:
+        parts.append(("value_params", params.value_params, target.value_params))
+    for name, have, want in parts:
+        have_leaves = jax.tree_util.tree_flatten_with_path(have)[0]
+        want_leaves = jax.tree_util.tree_flatten_with_path(want)[0]
+        have_map = {jax.tree_util.keystr(p): tuple(x.shape) for p, x in have_leaves}
+        want_map = {jax.tree_util.keystr(p): tuple(x.shape) for p, x in want_leaves}
+        if have_map != want_map:
+            wrong = sorted(k for k in have_map.keys() | want_map.keys() if have_map.get(k) != want_map.get(k))
+            listed = "; ".join(f"{k}: {have_map.get(k)} given, {want_map.get(k)} expected" for k in wrong[:4])
+            raise ValueError(f"{what}.{name} do not fit these networks ({listed})")
+
+
 def start_from_params(
     args: Arguments,
     training_state: TrainingState,
@@ -72,7 +96,7 @@ def start_from_params(
     once they are checked to fit the networks."""
     restore_params = args.restore_params
     target = checkpoint.abstract_params(ppo_network, obs_size)
-    checkpoint.check_params_fit("restore_params", restore_params, target, args.restore_value_fn)
+    check_params_fit("restore_params", restore_params, target, args.restore_value_fn)
     value = restore_params.value_params if args.restore_value_fn else training_state.params.value
     params = ppo_losses.PPONetworkParams(policy=restore_params.policy_params, value=value)
     normalizer = restore_params.normalizer_params

@@ -28,6 +28,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from brax_core import devices
 from brax_core.envs.base import Env
 from brax_core.training import types
 from brax_core.training.acme import running_statistics
@@ -190,27 +191,10 @@ def train_from_config(
 
 
 def _placed(device: str | None) -> contextlib.AbstractContextManager[Any]:
-    """Training on ``device`` ('cpu', 'cuda' or 'cuda:<index>'; ``None``: where JAX places arrays now): JAX's default
-    device set to it, unless it is that already (a default device takes part in every compiled program's key)."""
+    """Training on ``device`` ('cpu', 'cuda' or 'cuda:<index>'; ``None``: where JAX places arrays now)."""
     if device is None:
         return contextlib.nullcontext()
-    kind, _, index = device.partition(":")
-    platform = "cpu" if kind == "cpu" else "gpu"
-    try:
-        found = jax.devices(platform)
-    except RuntimeError:  # no backend of that platform (a CPU-only jaxlib for 'gpu')
-        found = []
-    position = int(index or 0)
-    if position >= len(found):
-        raise ValueError(
-            f"config.run.device is {device!r} but JAX sees {len(found)} {platform} device(s) here; use 'cpu', or "
-            "None for JAX's default device"
-        )
-    chosen = found[position]
-    current = jax.config.jax_default_device
-    if chosen == (current if isinstance(current, jax.Device) else jax.devices()[0]):
-        return contextlib.nullcontext()
-    return jax.default_device(chosen)
+    return devices.on_device(devices.named_device(device, "config.run.device"))
 
 
 def _train(args: arguments.Arguments) -> tuple[Callable[..., types.Policy], PPOTrainingParams, dict[str, float]]:
