@@ -42,6 +42,8 @@ SECTION_PAGES = {
     "## GPU: one NVIDIA H200": "gpu.md",
     "## GPU: one NVIDIA H100": "gpu.md",
     "## Where torch_ppo's training step goes": "gpu.md",
+    "## Gradients through the physics": "gradients.md",
+    "## Package sizes": "code.md",
 }
 
 
