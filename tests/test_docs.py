@@ -130,6 +130,7 @@ def test_site_builds_strict_with_the_api_pages(tmp_path):
         "reference/rsl-rl": ["brax_bridge.rsl_rl.RslRlVecEnv"],
         "reference/jax-ppo": ["brax_core.training.agents.ppo.train.train", "num_timesteps"],
         "reference/torch-ppo": ["torch_ppo.train(", "eval_backend", "progress_fn"],
+        "reference/torch-shac": ["torch_analytic.shac.train", "td_lambda_targets", "SHACCritic"],
         # The fields' table comes from the schema itself (docs/hooks/config_table.py).
         "reference/config": ["brax_core.training.agents.ppo.config.PPOConfig", "from_train_kwargs", "from_json",
                              "brax_core.training.agents.ppo.config.RunConfig", "<code>algorithm</code>",

@@ -18,27 +18,23 @@ epochs of updates, each followed by an evaluation.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from types import SimpleNamespace
 from typing import Any
 
 import torch
 
 from brax_bridge import TorchEnv
-from brax_core import envs
 from brax_core.training import resume
 from brax_core.training import validation as v
 from brax_core.training.agents.apg.arguments import adam_betas, epochs_of, updates_per_epoch
+from torch_analytic.common import check_environment, evaluate, first_observation, ignore, make_policy
 from torch_analytic.networks import APGPolicy
 from torch_ppo.arguments import resolve_device
 from torch_ppo.evaluation import BridgeEvaluator
 from torch_ppo.update import global_norm, global_norm_scale
 
 Metrics = dict[str, float]
-
-
-def ignore(*args: Any) -> None:
-    """The default ``progress_fn``: does nothing."""
 
 
 def apg_loss(
@@ -116,7 +112,7 @@ def train(
     Returns ``(make_policy, policy, metrics)``: ``make_policy(policy, deterministic=False)`` gives
     ``act(observation) -> action``; ``policy`` is the trained ``APGPolicy``; ``metrics`` the last reported.
     """
-    environment = _environment("environment", environment)
+    environment = check_environment("environment", environment)
     episode_length = v.positive_int("episode_length", episode_length)
     policy_updates = v.positive_int("policy_updates", policy_updates)
     horizon_length = v.positive_int("horizon_length", horizon_length)
@@ -144,7 +140,7 @@ def train(
     progress_fn = resume.check_callback("progress_fn", progress_fn, "(epoch, metrics)")
     if randomization_fn is not None:
         v.callable_arg("randomization_fn", randomization_fn)
-    eval_env = _environment("eval_env", eval_env) if eval_env is not None else environment
+    eval_env = check_environment("eval_env", eval_env) if eval_env is not None else environment
     device = resolve_device(device, environment)
 
     env = TorchEnv(
@@ -174,9 +170,9 @@ def train(
     num_epochs, per_epoch = epochs_of(num_evals), updates_per_epoch(policy_updates, num_evals)
     metrics: Metrics = {}
     if num_evals > 1:
-        metrics = _evaluate(evaluator, evaluated, policy, deterministic_eval, generator, {})
+        metrics = evaluate(evaluator, evaluated, policy, deterministic_eval, generator, {})
         progress_fn(0, metrics)
-    observation = _first_observation(env, episode_length, generator)
+    observation = first_observation(env, episode_length, generator)
     updates, walltime = 0, 0.0
     for epoch in range(num_epochs):
         start = time.perf_counter()
@@ -204,57 +200,9 @@ def train(
             "training/grad_norm": means[0],
             "training/params_norm": means[1],
         }
-        metrics = _evaluate(evaluator, evaluated, policy, deterministic_eval, generator, training)
+        metrics = evaluate(evaluator, evaluated, policy, deterministic_eval, generator, training)
         progress_fn(epoch + 1, metrics)
     return make_policy, policy, metrics
-
-
-def make_policy(policy: APGPolicy, deterministic: bool = False) -> Callable[[torch.Tensor], torch.Tensor]:
-    """``act(observation) -> action``: the mode with ``deterministic``, else a sample (torch's global generator)."""
-
-    @torch.inference_mode()
-    def act(observation: torch.Tensor) -> torch.Tensor:
-        if deterministic:
-            return policy.mode(observation)
-        loc, _ = policy(observation)
-        return policy.act(observation, torch.randn_like(loc))
-
-    return act
-
-
-def _evaluate(
-    evaluator: BridgeEvaluator, evaluated: Any, policy: APGPolicy, deterministic: bool, generator: torch.Generator,
-    training: Mapping[str, float],
-) -> Metrics:
-    policy.eval()
-    metrics = evaluator.run(evaluated, deterministic, generator)
-    policy.train()
-    return {**training, **metrics}
-
-
-def _first_observation(env: TorchEnv, episode_length: int, generator: torch.Generator) -> torch.Tensor:
-    """The envs reset with their episode clocks scrambled over the time limit (the JAX APG's ``scramble_steps``),
-    then one step with zero actions, as the JAX APG starts; the observation reached."""
-    env.reset()
-    steps = torch.rand(env.num_envs, generator=generator, device=env.device) * episode_length
-    env.set_episode_steps(torch.round(steps).clamp(max=episode_length - 1))
-    with torch.no_grad():
-        zero = torch.zeros(env.num_envs, env.action_size, device=env.device)
-        observation = env.step(zero).get(("next", "observation"))
-    env.detach()
-    return observation
-
-
-def _environment(name: str, environment: Any) -> Any:
-    if isinstance(environment, str):
-        envs.get_environment_class(environment)  # unknown names raise here, listing the registered ones
-        return environment
-    if envs.is_env(environment):
-        return envs.as_env(environment)
-    raise TypeError(
-        f"{name} must be a registered environment name, a brax_core Env or a MuJoCo Playground MjxEnv, "
-        f"got {environment!r}"
-    )
 
 
 __all__ = ["APGPolicy", "apg_loss", "apg_step", "make_policy", "train"]

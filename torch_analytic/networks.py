@@ -4,10 +4,14 @@ tanh-squashed normal (scale ``(softplus(s) + 0.001) * 0.1``).
 
 ``APGPolicy.load_jax_params`` copies the JAX policy's parameters in, so both trainers can start from the same
 weights and their gradients be compared.
+
+``SHACCritic`` is SHAC's value network V(s) (the reference implementation's ``CriticMLP``): an MLP with ELU and
+layer normalisation after each hidden layer, orthogonal(sqrt 2) kernels and one output.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -24,6 +28,8 @@ VAR_SCALE = 0.1
 MIN_STD = 0.001
 # flax's LayerNorm epsilon (torch's default is 1e-5).
 LAYER_NORM_EPS = 1e-6
+# SHAC's critic initialisation (the reference implementation's CriticMLP): orthogonal kernels with gain sqrt(2).
+CRITIC_KERNEL_GAIN = math.sqrt(2.0)
 
 
 class APGPolicy(nn.Module):
@@ -94,6 +100,39 @@ class APGPolicy(nn.Module):
                 norm.bias.copy_(torch.from_numpy(np.array(params[f"LayerNorm_{i}"]["bias"])))
 
 
+class SHACCritic(nn.Module):
+    """``forward(normalised_observation) -> value [..., 1]``: an MLP with the activation, then (with ``layer_norm``)
+    a layer normalisation, after every hidden layer; kernels orthogonal with gain sqrt(2), biases zero.
+
+    It reads observations already normalised (SHAC normalises them with the policy's statistics, so the actor and the
+    critic see the same inputs); it holds no normaliser of its own, which keeps a Polyak-averaged copy of it (the
+    target critic) a copy of its weights alone.
+    """
+
+    def __init__(
+        self,
+        observation_size: int,
+        hidden_layer_sizes: Sequence[int] = (64, 64),
+        activation: str | Callable[..., Any] = "elu",
+        layer_norm: bool = True,
+    ):
+        super().__init__()
+        self.observation_size = int(observation_size)
+        _, act = resolve_activation(activation)
+        layers: list[nn.Module] = []
+        width = self.observation_size
+        for size in hidden_layer_sizes:
+            layers += [_dense(width, size, CRITIC_KERNEL_GAIN), _Activation(act)]
+            if layer_norm:
+                layers.append(nn.LayerNorm(size))
+            width = size
+        layers.append(_dense(width, 1, CRITIC_KERNEL_GAIN))
+        self.mlp = nn.Sequential(*layers)
+
+    def forward(self, observation: torch.Tensor) -> torch.Tensor:
+        return self.mlp(observation)
+
+
 class _Activation(nn.Module):
     def __init__(self, fn: Callable[[torch.Tensor], torch.Tensor]):
         super().__init__()
@@ -103,8 +142,8 @@ class _Activation(nn.Module):
         return self.fn(x)
 
 
-def _dense(width: int, size: int) -> nn.Linear:
+def _dense(width: int, size: int, gain: float = KERNEL_INIT_SCALE) -> nn.Linear:
     layer = nn.Linear(width, size)
-    nn.init.orthogonal_(layer.weight, gain=KERNEL_INIT_SCALE)
+    nn.init.orthogonal_(layer.weight, gain=gain)
     nn.init.zeros_(layer.bias)
     return layer

@@ -1,0 +1,73 @@
+"""What both torch gradient trainers share: the argument check of an environment, the start of training (scrambled
+episode clocks), the evaluation between epochs and the policy function a run returns."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import torch
+
+from brax_bridge import TorchEnv
+from brax_core import envs
+from torch_analytic.networks import APGPolicy
+from torch_ppo.evaluation import BridgeEvaluator
+
+Metrics = dict[str, float]
+
+
+def ignore(*args: Any) -> None:
+    """The default ``progress_fn``: does nothing."""
+
+
+def make_policy(policy: APGPolicy, deterministic: bool = False) -> Callable[[torch.Tensor], torch.Tensor]:
+    """``act(observation) -> action``: the mode with ``deterministic``, else a sample (torch's global generator)."""
+
+    @torch.inference_mode()
+    def act(observation: torch.Tensor) -> torch.Tensor:
+        if deterministic:
+            return policy.mode(observation)
+        loc, _ = policy(observation)
+        return policy.act(observation, torch.randn_like(loc))
+
+    return act
+
+
+def evaluate(
+    evaluator: BridgeEvaluator, evaluated: Any, policy: APGPolicy, deterministic: bool, generator: torch.Generator,
+    training: Mapping[str, float],
+) -> Metrics:
+    """``policy`` evaluated (in eval mode) by ``evaluator``: its ``eval/*`` metrics after the ``training`` ones."""
+    policy.eval()
+    metrics = evaluator.run(evaluated, deterministic, generator)
+    policy.train()
+    return {**training, **metrics}
+
+
+def first_observation(env: TorchEnv, episode_length: int, generator: torch.Generator) -> torch.Tensor:
+    """The envs reset with their episode clocks scrambled over the time limit (the JAX APG's ``scramble_steps``),
+    then one step with zero actions, as the JAX APG starts; the observation reached."""
+    env.reset()
+    steps = torch.rand(env.num_envs, generator=generator, device=env.device) * episode_length
+    env.set_episode_steps(torch.round(steps).clamp(max=episode_length - 1))
+    with torch.no_grad():
+        zero = torch.zeros(env.num_envs, env.action_size, device=env.device)
+        observation = env.step(zero).get(("next", "observation"))
+    env.detach()
+    return observation
+
+
+def check_environment(name: str, environment: Any) -> Any:
+    """The argument ``name`` as a trainer takes it: a registered name (checked), or an env as a brax_core ``Env``;
+    ``TypeError`` naming what is accepted otherwise."""
+    if isinstance(environment, str):
+        envs.get_environment_class(environment)  # unknown names raise here, listing the registered ones
+        return environment
+    if envs.is_env(environment):
+        return envs.as_env(environment)
+    raise TypeError(
+        f"{name} must be a registered environment name, a brax_core Env or a MuJoCo Playground MjxEnv, "
+        f"got {environment!r}"
+    )
+
+
