@@ -31,7 +31,7 @@ import typer  # noqa: E402
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from brax_bridge_app import config_files, helpformat, hparams, rundir  # noqa: E402
+from brax_bridge_app import algorithms, config_files, helpformat, hparams, rundir  # noqa: E402
 
 # Each command imports the application modules it runs (and with them JAX, MuJoCo and torch) only when it runs,
 # so `brax-bridge --help` answers without loading them; hparams (with the schema it reads), config_files (whose
@@ -192,6 +192,40 @@ def with_hparams(fn):
     return command
 
 
+GRADIENT_PANEL = "APG and SHAC (with --algo apg|shac)"
+
+
+def _gradient_annotation(spec: hparams.FieldSpec, algos: tuple[str, ...]) -> Any:
+    defaults = "; ".join(
+        f"{_flag_value(spec, algorithms.DEFAULTS[algo][spec.name])} ({algo})" for algo in algos)
+    text = helpformat.with_default(f"{spec.help} (--algo {'|'.join(algos)})", defaults)
+    if spec.kind == "bool":
+        option = typer.Option(f"{spec.flag}/--no-{spec.flag[2:]}", help=text, rich_help_panel=GRADIENT_PANEL)
+        return Annotated[bool | None, option]
+    metavar = _METAVARS.get(spec.kind) or "|".join(spec.choices)
+    option = typer.Option(spec.flag, help=text, rich_help_panel=GRADIENT_PANEL, metavar=metavar)
+    return Annotated[{"int": int | None, "float": float | None}.get(spec.kind, str | None), option]
+
+
+def with_gradient_flags(fn):
+    """Adds the flags of APG and SHAC (``algorithms.FIELDS``) to a command; it receives them as one dict ``grad``."""
+    signature = inspect.signature(fn)
+    own = [p for name, p in signature.parameters.items() if name != "grad"]
+    params = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None,
+                                annotation=_gradient_annotation(spec, algos))
+              for name, (spec, algos) in algorithms.FIELDS.items()]
+
+    @functools.wraps(fn)
+    def command(**kwargs):
+        given = {name: kwargs.pop(name) for name in algorithms.FIELDS}
+        return fn(grad=given, **kwargs)
+
+    command.__signature__ = signature.replace(parameters=own + params)
+    command.__annotations__ = {p.name: p.annotation for p in command.__signature__.parameters.values()}
+    del command.__wrapped__
+    return command
+
+
 def _check_env(env: str | None) -> str:
     """``--env`` checked (a user's env imported and built, nothing compiled); returns it as the run folder records
     it (a file path made absolute)."""
@@ -275,14 +309,17 @@ def _print_summary(summary: dict[str, Any], run_dir: str) -> None:
     status_style = {"completed": "green", "interrupted": "yellow"}.get(summary["status"], "red")
     if summary.get("error"):
         console.print(f"[red]training failed: {summary['error']}[/]")
+    algo = f" {summary['algo'].upper()}" if "algo" in summary else ""
     console.print(
-        f"[{status_style}]{summary['status']}[/]: {summary['trainer']} on {summary['env']} (seed {summary['seed']}) — "
+        f"[{status_style}]{summary['status']}[/]: {summary['trainer']}{algo} on {summary['env']} (seed "
+        f"{summary['seed']}) — "
         f"final reward {fmt(summary['final_reward'], '.1f')}, {fmt(summary['env_steps'], ',')} env steps, "
         f"{fmt(summary['steps_per_s'], ',.0f')} steps/s, wall {fmt(summary['wall_s'], '.1f')} s "
         f"(first report after {fmt(summary['first_report_s'], '.1f')} s)"
     )
-    console.print(f"run folder: {run_dir}  (config.json, metrics.jsonl, checkpoint/, learning_curve.png)")
-    if summary["status"] != "completed":
+    kept = "" if "algo" in summary else " checkpoint/,"
+    console.print(f"run folder: {run_dir}  (config.json, metrics.jsonl,{kept} learning_curve.png)")
+    if summary["status"] != "completed" and "algo" not in summary:
         if summary.get("checkpoint"):
             console.print(f"checkpoint at {summary['checkpoint_step']:,} env steps; "
                           f"resume with: brax-bridge train --resume {run_dir}")
@@ -330,18 +367,27 @@ def envs_command(
 
 
 @command("train")
+@with_gradient_flags
 @with_hparams
 def train_command(
     env: Annotated[str | None, typer.Option(metavar="NAME", help=helpformat.with_default(
         _env_help("unless --resume or --config gives it"), None))] = None,
+    algo: Annotated[str, typer.Option(metavar="|".join(algorithms.ALGOS), help=helpformat.with_default(
+        "the algorithm: ppo, apg (Brax's analytic policy gradient) or shac (Short-Horizon Actor-Critic); apg and "
+        "shac follow the gradient of the return through the physics, on an env whose step differentiates, and "
+        "take the flags of their own section and --num-timesteps, --num-envs, --episode-length, --action-repeat, "
+        "--num-evals, --num-eval-envs, --normalize-observations, --deterministic-eval, --activation (apg also "
+        "--learning-rate, shac --reward-scaling); their runs keep no checkpoint", "ppo"))] = "ppo",
     trainer: Annotated[
         str | None,
         typer.Option(metavar=TRAINER_METAVAR, help=helpformat.with_default(
-            "jax (brax_core PPO) or torch (torch_ppo through the bridge)", "jax")),
+            "jax (brax_core's trainer) or torch (through the bridge); --algo shac trains with torch only",
+            "jax; with --algo apg or shac, torch")),
     ] = None,
     preset: Annotated[str | None, typer.Option(metavar="NAME", help=PRESET_HELP)] = None,
     out: Annotated[Path | None, typer.Option(metavar="DIR", file_okay=False, help=helpformat.with_default(
-        "the run folder to write", "runs/ENV-TRAINER-TIME"))] = None,
+        "the run folder to write", "runs/ENV-TRAINER-TIME (runs/ENV-ALGO-TRAINER-TIME with --algo apg|shac)"))
+    ] = None,
     seed: Annotated[int | None, typer.Option(metavar="INT", help=helpformat.with_default("random seed", "0"))] = None,
     resume: Annotated[
         Path | None, typer.Option(metavar="DIR", file_okay=False, help=helpformat.with_default(
@@ -360,6 +406,7 @@ def train_command(
     wandb_project: WandbProjectOption = None,
     wandb_entity: WandbEntityOption = None,
     hp: dict = None,
+    grad: dict = None,
 ) -> None:
     """Train one trainer on one environment, with a live progress bar; writes a run folder.
 
@@ -371,10 +418,23 @@ def train_command(
 
     Every hyperparameter flag overrides the preset's value; where the preset sets none, the flag's default is the
     one shown, and Python's (ppo.train's and torch_ppo.train's) is shown beside it where that differs.
+
+    --algo apg or shac trains with the gradient of the return through the physics instead of PPO, with the flags
+    of their own section; their runs keep no checkpoint.
     """
     from brax_bridge_app import envinfo, loggers, runs
 
     logger_names = _check_loggers(logger)
+    if algo not in algorithms.ALGOS:
+        raise _fail(f"--algo must be one of {', '.join(algorithms.ALGOS)}; got {algo!r}")
+    if algo != "ppo":
+        _train_gradient(algo, env, trainer, out, seed, device, logger_names, wandb_project, wandb_entity,
+                        {**hp, **grad}, preset=preset, resume=resume, config_file=config_file,
+                        allow_changes=allow_changes)
+        return
+    refused = algorithms.refused_with_ppo(grad)
+    if refused:
+        raise _fail(f"{', '.join(refused)}: flags of --algo apg|shac; --algo ppo takes the PPO hyperparameter flags")
     if resume is not None:
         if out is not None or seed is not None or device is not None or config_file is not None:
             raise _fail("--resume continues the run in its own folder with its own config.json, seed and device; "
@@ -410,6 +470,49 @@ def train_command(
     _print_summary(summary, run_dir)
     if summary["status"] in ("interrupted", "aborted"):
         # 128 + SIGINT, as a shell reports a process Ctrl-C ended: `train ... && next-step` must not go on
+        raise typer.Exit(130)
+    if summary["status"] == "failed":
+        raise typer.Exit(1)
+
+
+def _train_gradient(algo: str, env: str | None, trainer: str | None, out: Path | None, seed: int | None,
+                    device: str | None, logger_names: tuple[str, ...], wandb_project: str | None,
+                    wandb_entity: str | None, given: dict[str, Any], **ppo_only: Any) -> None:
+    """``train --algo apg|shac``: the run resolved and its env checked to differentiate (before anything compiles),
+    then trained into its folder as a PPO run is (``gradient_runs.train_run``)."""
+    from brax_bridge_app import envinfo, gradient_runs, loggers, runs
+
+    not_taken = [flag for flag, value in (("--preset", ppo_only["preset"]), ("--resume", ppo_only["resume"]),
+                                          ("--config", ppo_only["config_file"]),
+                                          ("--allow-changes", ppo_only["allow_changes"] or None)) if value is not None]
+    if not_taken:
+        raise _fail(f"--algo {algo} does not take {', '.join(not_taken)}: its runs start from the flags and keep no "
+                    "checkpoint to resume")
+    env = _check_env(env)
+    device = _check_device(device or "auto")
+    try:
+        config = algorithms.resolve(algo, trainer, env, 0 if seed is None else seed, device, given)
+    except algorithms.AlgorithmError as err:
+        raise _fail(str(err)) from None
+    try:
+        gradient_runs.check_differentiable(config)
+    except ValueError as err:
+        raise _fail(f"--env {env}: {err}") from None
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    run_dir = str(out) if out is not None else os.path.join(
+        "runs", f"{envinfo.folder_name(env)}-{algo}-{config.trainer}-{stamp}")
+    run = gradient_runs.new_run(config)
+    console.print(f"training [bold]{config.trainer}[/] {algo.upper()} on [bold]{env}[/] "
+                  f"({config.policy_updates:,} updates of {config.env_steps_per_update:,} env steps) -> {run_dir}")
+    try:
+        with runs.sigint_stops(runs.StopFlag(), console) as stop, loggers.opened(
+            logger_names, run_dir, run, None, wandb_project, wandb_entity
+        ) as extra_loggers:
+            summary = gradient_runs.train_run(run_dir, run, console, stop=stop, loggers=extra_loggers)
+    except loggers.LoggerError as err:
+        raise _fail(str(err)) from None
+    _print_summary(summary, run_dir)
+    if summary["status"] in ("interrupted", "aborted"):
         raise typer.Exit(130)
     if summary["status"] == "failed":
         raise typer.Exit(1)
@@ -492,6 +595,9 @@ def compare_command(
 
     Every hyperparameter flag overrides the preset's value; where the preset sets none, the flag's default is the
     one shown, and Python's (ppo.train's and torch_ppo.train's) is shown beside it where that differs.
+
+    --algo apg or shac trains with the gradient of the return through the physics instead of PPO, with the flags
+    of their own section; their runs keep no checkpoint.
     """
     from brax_bridge_app import comparison, envinfo, report, stats
 

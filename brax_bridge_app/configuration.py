@@ -117,6 +117,9 @@ class RunSpec:
     def from_json(cls, data: Mapping[str, Any], where: str = "config.json") -> RunSpec:
         """The spec of ``data`` (a ``config.json``'s contents); ``HParamError`` naming ``where`` and the key
         otherwise. A run's env name and trainer are required."""
+        if "algo" in data:  # a gradient run's config.json (gradient_runs.GradientRun)
+            raise HParamError(f"{where}: a run of --algo {data['algo']}, which keeps no checkpoint: it can be neither "
+                              "resumed nor evaluated from its folder")
         unknown = sorted(set(data) - set(SECTIONS) - set(RECORDS))
         if unknown:
             raise HParamError(f"{where}: unknown keys {unknown}; it holds the sections {', '.join(SECTIONS)} and "

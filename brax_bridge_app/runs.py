@@ -69,7 +69,8 @@ def sigint_stops(flag: StopFlag, console: Console) -> Iterator[StopFlag]:
         signal.signal(signal.SIGINT, previous)
 
 
-def _progress_bar(console: Console) -> Progress:
+def progress_bar(console: Console) -> Progress:
+    """The live progress bar of a run: steps, speed, reward, time and the time left."""
     return Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(bar_width=24),
@@ -84,19 +85,43 @@ def _progress_bar(console: Console) -> Progress:
     )
 
 
-def _fmt_reward(value: float | None) -> str:
+def format_reward(value: float | None) -> str:
     return "-" if value is None else f"{value:.1f}"
 
 
 def new_run(config: PPOConfig) -> RunSpec:
     """A new run of ``config`` (with its env's name and trainer), with what its folder records: where a user's env
     module was imported from, the versions, the command line and the time."""
-    return RunSpec(config, {
-        **envinfo.recorded(config.env.name),
+    return RunSpec(config, new_run_records(config.env.name))
+
+
+def new_run_records(env_name: str) -> dict[str, Any]:
+    """What a new run's folder records besides its configuration: where a user's env module was imported from, the
+    versions, the command line and the time."""
+    return {
+        **envinfo.recorded(env_name),
         "versions": rundir.versions(),
         "command": rundir.command_line(),
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-    })
+    }
+
+
+def now_iso() -> str:
+    """The time now, with its zone, to the millisecond (``summary.json``'s ``started_at``)."""
+    return datetime.datetime.now().astimezone().isoformat(timespec="milliseconds")
+
+
+def clear_earlier_run(run_dir: str, log: rundir.MetricsLog, console: Console) -> None:
+    """Removes what an earlier run in ``run_dir`` left that a new run would otherwise sit beside: its metrics log
+    and what ``eval`` wrote of its policy (its checkpoints and TensorBoard files are the caller's)."""
+    if os.path.exists(log.path):
+        os.remove(log.path)
+    episode = [name for name in os.listdir(run_dir) if name.startswith(f"{rundir.EPISODE}.")]
+    removed = [name for name in (*EARLIER_RUN_OUTPUTS, *episode) if os.path.isfile(os.path.join(run_dir, name))]
+    for name in removed:
+        os.remove(os.path.join(run_dir, name))
+    if removed:
+        console.print(f"[yellow]removed the earlier run's {', '.join(removed)} from {run_dir}[/]")
 
 
 def checkpoint_step(trainer: str, path: str) -> int | None:
@@ -182,7 +207,7 @@ def train_run(
     ``spec`` whose config differs from the checkpoint's unless ``allow_changes``. Each report logged
     to metrics.jsonl also goes to every one of ``loggers`` (``loggers.TensorBoardLogger``, ...), as its metrics.
     """
-    started_at = datetime.datetime.now().astimezone().isoformat(timespec="milliseconds")
+    started_at = now_iso()
     os.makedirs(run_dir, exist_ok=True)
     ckpt = os.path.abspath(os.path.join(run_dir, rundir.CHECKPOINT))
     stop = stop or StopFlag()
@@ -200,18 +225,11 @@ def train_run(
         # A fresh run in a reused folder replaces the earlier run: its log and its checkpoints (which the
         # trainer would otherwise mix with, or refuse to overwrite, its own), and what `eval` wrote of its policy
         # (which would otherwise sit beside the new run as if it were the new policy's).
-        if os.path.exists(log.path):
-            os.remove(log.path)
         for folder in (ckpt, os.path.join(run_dir, rundir.TENSORBOARD)):
             if os.path.exists(folder):
                 console.print(f"[yellow]replacing the earlier run's {os.path.basename(folder)} in {folder}[/]")
                 shutil.rmtree(folder)
-        episode = [name for name in os.listdir(run_dir) if name.startswith(f"{rundir.EPISODE}.")]
-        removed = [name for name in (*EARLIER_RUN_OUTPUTS, *episode) if os.path.isfile(os.path.join(run_dir, name))]
-        for name in removed:
-            os.remove(os.path.join(run_dir, name))
-        if removed:
-            console.print(f"[yellow]removed the earlier run's {', '.join(removed)} from {run_dir}[/]")
+        clear_earlier_run(run_dir, log, console)
     time_offset = earlier[-1]["time_s"] if earlier else 0.0
     rundir.write_json(os.path.join(run_dir, rundir.CONFIG), spec.to_json())
 
@@ -221,7 +239,7 @@ def train_run(
     rows = list(earlier)
     logged = {(r["step"], rundir.EVAL_REWARD in r) for r in earlier}
 
-    with _progress_bar(console) as bar:
+    with progress_bar(console) as bar:
         task = bar.add_task(label, total=max(total, 1), sps="", reward="-")
 
         def progress_fn(step: int, metrics: Mapping[str, Any]) -> None:
@@ -237,7 +255,7 @@ def train_run(
                 for logger in loggers:
                     logger(int(step), scalars)
             speed = row.get(rundir.TRAIN_SPS)
-            bar.update(task, completed=min(int(step), total), reward=_fmt_reward(rundir.reward_of(row)),
+            bar.update(task, completed=min(int(step), total), reward=format_reward(rundir.reward_of(row)),
                        sps=f"{speed:,.0f} steps/s" if speed else "")
             if on_report is not None:
                 on_report(int(step), row)
