@@ -137,6 +137,21 @@ class GradientConfig:
         return {"algo": self.algo, "trainer": self.trainer, "name": self.env, "seed": self.seed,
                 "device": self.device, **self.settings}
 
+    def flags(self) -> list[str]:
+        """The ``train`` flags that make this run: ``--algo``, ``--trainer``, ``--env``, ``--seed``, ``--device`` and
+        every setting (``--flag``/``--no-flag`` for a switch, sizes comma-separated)."""
+        out = ["--algo", self.algo, "--trainer", self.trainer, "--env", self.env, "--seed", str(self.seed)]
+        if self.device is not None:
+            out += ["--device", self.device]
+        for name, value in self.settings.items():
+            if isinstance(value, bool):
+                out.append(_flag(name) if value else "--no-" + _flag(name)[2:])
+            elif isinstance(value, tuple | list):
+                out += [_flag(name), ",".join(map(str, value))]
+            else:
+                out += [_flag(name), str(value)]
+        return out
+
     def to_json(self) -> dict[str, Any]:
         settings = {k: list(v) if isinstance(v, tuple) else v for k, v in self.settings.items()}
         return {"algo": self.algo, "trainer": self.trainer, "env": self.env, "seed": self.seed,

@@ -552,6 +552,7 @@ def _resume_config(resume: Path, env, trainer, preset, hp, allow_changes: bool =
 
 
 @command("compare")
+@with_gradient_flags
 @with_hparams
 def compare_command(
     env: Annotated[str | None, typer.Option(metavar="NAME", help=helpformat.with_default(
@@ -567,8 +568,16 @@ def compare_command(
     preset: Annotated[str | None, typer.Option(metavar="NAME", help=PRESET_HELP)] = None,
     trainers: Annotated[
         str | None, typer.Option(metavar="NAMES", help=helpformat.with_default(
-            "which trainers to run: jax, torch, or both comma-separated", DEFAULT_TRAINERS))
+            "which trainers to run: jax, torch, or both comma-separated; with --algos, each algorithm runs with "
+            "those of them it has", DEFAULT_TRAINERS))
     ] = None,
+    algos: Annotated[
+        str, typer.Option(metavar="NAMES", help=helpformat.with_default(
+            "the algorithms to compare, comma-separated from ppo, apg, shac: each runs every seed with each trainer "
+            "of --trainers it has, at the same --num-timesteps (PPO's), and the report compares them as it compares "
+            "trainers (each as ALGO/TRAINER); apg and shac take the flags of their section of train --help",
+            "ppo"))
+    ] = "ppo",
     device: Annotated[str | None, typer.Option(metavar=DEVICE_METAVAR, help=helpformat.with_default(
         _device_help("every run's physics and networks"), "auto"))] = None,
     threshold: Annotated[
@@ -585,6 +594,7 @@ def compare_command(
     wandb_project: WandbProjectOption = None,
     wandb_entity: WandbEntityOption = None,
     hp: dict = None,
+    grad: dict = None,
 ) -> None:
     """Train both trainers with the same hyperparameters and seeds, each run in a process of its own; write
     compare.json, compare.png and report.md.
@@ -595,9 +605,6 @@ def compare_command(
 
     Every hyperparameter flag overrides the preset's value; where the preset sets none, the flag's default is the
     one shown, and Python's (ppo.train's and torch_ppo.train's) is shown beside it where that differs.
-
-    --algo apg or shac trains with the gradient of the return through the physics instead of PPO, with the flags
-    of their own section; their runs keep no checkpoint.
     """
     from brax_bridge_app import comparison, envinfo, report, stats
 
@@ -616,7 +623,18 @@ def compare_command(
         if threshold is not None and not math.isfinite(threshold):
             raise _fail(f"--threshold must be a finite number; got {threshold}")
         device = _check_device(settings["device"] or "auto")
-        config = _resolve(env, settings["preset"], hp, configured, device=device)
+        algo_list = [a.strip() for a in algos.split(",") if a.strip()]
+        if not algo_list or len(set(algo_list)) != len(algo_list) or any(
+                a not in algorithms.ALGOS for a in algo_list):
+            raise _fail(f"--algos must list distinct names from {', '.join(algorithms.ALGOS)}; got {algos!r}")
+        if algo_list == ["ppo"]:
+            refused = algorithms.refused_with_ppo(grad)
+            if refused:
+                raise _fail(f"{', '.join(refused)}: flags of --algos with apg or shac")
+            config, gradient, contestants = _resolve(env, settings["preset"], hp, configured, device=device), {}, []
+        else:
+            config, gradient, contestants = _algorithm_plan(
+                algo_list, trainer_list, env, settings, hp, grad, configured, device)
         out_dir = str(out) if out is not None else os.path.join("runs", f"compare_{envinfo.folder_name(env)}")
         os.makedirs(out_dir, exist_ok=True)
         notes = []
@@ -627,9 +645,10 @@ def compare_command(
         logger_args = ["--logger", ",".join(logger_names)]
         logger_args += [*(["--wandb-project", wandb_project] if wandb_project else []),
                         *(["--wandb-entity", wandb_entity] if wandb_entity else [])]
-        plan = comparison.Plan(config, out_dir, trainer_list, seed_list, device, threshold, logger_args, notes)
+        plan = comparison.Plan(config, out_dir, trainer_list, seed_list, device, threshold, logger_args, notes,
+                               gradient, contestants, env)
         summaries, result, stopped = comparison.compare(plan, console, child_env)
-        console.print(report.rich_table(summaries, result, title=f"{env}: {' vs '.join(trainer_list)}",
+        console.print(report.rich_table(summaries, result, title=f"{env}: {' vs '.join(plan.labels)}",
                                         threshold=threshold))
         console.print(f"[bold]{stats.verdict(result)}[/]")
         console.print(f"report: {os.path.join(out_dir, 'report.md')}, figure: {os.path.join(out_dir, 'compare.png')}")
@@ -637,6 +656,52 @@ def compare_command(
             raise typer.Exit(130)
         if any(s["status"] == "failed" for s in summaries):
             raise typer.Exit(1)
+
+
+def _algorithm_plan(algo_list: list[str], trainer_list: list[str], env: str, settings: dict[str, Any],
+                    hp: dict[str, Any], grad: dict[str, Any], configured: dict[str, Any] | None,
+                    device: str) -> tuple[Any, dict[str, Any], list[tuple[str, str]]]:
+    """A comparison of algorithms: PPO's config (``None`` without ppo), each gradient algorithm's, and every
+    (algorithm, trainer) that runs. Every algorithm runs ``--num-timesteps`` env steps (PPO's, preset or flag, where
+    PPO runs); PPO's own flags go to PPO, the gradient flags and the flags they share with PPO to each gradient
+    algorithm, which refuses one it does not take."""
+    from brax_bridge_app import gradient_runs
+
+    if configured:
+        raise _fail("--config with --algos other than ppo: give the settings as flags")
+    contestants = [(a, t) for a in algo_list for t in trainer_list if t in algorithms.TRAINERS_OF[a]]
+    for algo in algo_list:
+        if not any(a == algo for a, _ in contestants):
+            raise _fail(f"--algos {algo} trains with --trainers {' or '.join(algorithms.TRAINERS_OF[algo])}; "
+                        f"--trainers gives {','.join(trainer_list)}")
+    config = None
+    if "ppo" in algo_list:
+        config = _resolve(env, settings["preset"], {k: v for k, v in hp.items() if k not in algorithms.FIELDS},
+                          None, device=device)
+    elif settings["preset"] is not None:
+        raise _fail("--preset is PPO's: give --algos ppo beside the gradient algorithms, or leave --preset out")
+    strays = sorted("--" + k.replace("_", "-") for k, v in grad.items()
+                    if v is not None and not any(a in algorithms.FIELDS[k][1] for a in algo_list))
+    if strays:
+        raise _fail(f"{', '.join(strays)}: flags of an algorithm --algos does not name")
+    gradient = {}
+    for algo in algo_list:
+        if algo == "ppo":
+            continue
+        taken = {k: hp.get(k) for k, algos_of in algorithms.SHARED.items() if algo in algos_of}
+        if config is not None and taken["num_timesteps"] is None:
+            taken["num_timesteps"] = config.run.num_timesteps  # every algorithm at PPO's length
+        if config is None:  # PPO's flags without PPO: the algorithm refuses those it does not take
+            taken.update({k: v for k, v in hp.items() if k not in taken})
+        taken.update({k: v for k, v in grad.items() if algo in algorithms.FIELDS[k][1]})
+        try:
+            gradient[algo] = algorithms.resolve(algo, algorithms.TRAINERS_OF[algo][0], env, 0, device, taken)
+            gradient_runs.check_differentiable(gradient[algo])
+        except algorithms.AlgorithmError as err:
+            raise _fail(str(err)) from None
+        except ValueError as err:
+            raise _fail(f"--env {env}: {err}") from None
+    return config, gradient, contestants
 
 
 def _parse_seeds(text: str) -> list[int]:

@@ -1,4 +1,5 @@
-"""``compare``'s runs: every (trainer, seed) run in a fresh process of its own, in interleaved order.
+"""``compare``'s runs: every (trainer, seed) run in a fresh process of its own, in interleaved order; with
+``--algos``, every (algorithm, trainer, seed) run.
 
 A fresh process per run keeps one run's compiled programs, memory and threads from favouring or slowing the next,
 and so does a fresh, empty compile cache per run (JAX's persistent cache with the program cache in it, inductor's and
@@ -30,8 +31,8 @@ from typing import Any
 
 from rich.console import Console
 
-from brax_bridge_app import hparams, plots, report, rundir, runs, runtime, stats
-from brax_bridge_app.configuration import RunSpec
+from brax_bridge_app import gradient_runs, hparams, plots, report, rundir, runs, runtime, stats
+from brax_bridge_app.algorithms import GradientConfig
 from brax_core.training.agents.ppo.config import PPOConfig
 
 # The compile-cache condition every run of a comparison starts from, as compare.json and report.md state it.
@@ -95,9 +96,16 @@ def _why_no_summary(returncode: int) -> str:
     return f"the run's process exited with code {returncode} before writing its summary (its output says why)"
 
 
-def run_one(run_dir: str, spec: RunSpec, logger_args: Sequence[str], interrupts: ForwardedInterrupts,
-            env: Mapping[str, str]) -> dict[str, Any]:
-    """Trains ``spec`` into ``run_dir`` in a new process and returns the run's summary."""
+def gradient_train_command(config: GradientConfig, run_dir: str, logger_args: Sequence[str]) -> list[str]:
+    """The command that trains the gradient run ``config`` into ``run_dir``, with this Python: its flags written out,
+    as a user would type them."""
+    return [sys.executable, "-m", "brax_bridge_app.cli", "train", *config.flags(), "--out", run_dir, *logger_args]
+
+
+def run_one(run_dir: str, spec: Any, logger_args: Sequence[str], interrupts: ForwardedInterrupts,
+            env: Mapping[str, str], contestant: str | None = None) -> dict[str, Any]:
+    """Trains ``spec`` (a PPO run's ``RunSpec`` or a ``gradient_runs.GradientRun``) into ``run_dir`` in a new
+    process and returns the run's summary (with ``contestant``, where given: what the run stands for)."""
     os.makedirs(run_dir, exist_ok=True)
     summary_path = os.path.join(run_dir, rundir.SUMMARY)
     if os.path.exists(summary_path):  # an earlier run's: it must not pass for this one's
@@ -108,7 +116,9 @@ def run_one(run_dir: str, spec: RunSpec, logger_args: Sequence[str], interrupts:
     with tempfile.TemporaryDirectory(prefix="brax_bridge_compare_cache_") as cache:
         caches = {name: os.path.join(cache, folder) for name, folder in _CACHE_VARIABLES.items()}
         # Its own process group: a Ctrl-C in the terminal reaches this process alone, which passes it on once.
-        child = subprocess.Popen(train_command(run_dir, logger_args), env={**env, **caches}, process_group=0)
+        command = (gradient_train_command(spec.config, run_dir, logger_args)
+                   if isinstance(spec, gradient_runs.GradientRun) else train_command(run_dir, logger_args))
+        child = subprocess.Popen(command, env={**env, **caches}, process_group=0)
         interrupts.child = child
         try:
             returncode = child.wait()
@@ -123,6 +133,8 @@ def run_one(run_dir: str, spec: RunSpec, logger_args: Sequence[str], interrupts:
         summary = runs.summarize(spec, rows, "failed", round(time.perf_counter() - start, 3))
         summary.update(error=_why_no_summary(returncode), pid=child.pid, started_at=started_at)
     summary["compile_cache"] = COMPILE_CACHE
+    if contestant is not None:
+        summary["contestant"] = contestant
     rundir.write_json(summary_path, summary)
     return summary
 
@@ -148,7 +160,7 @@ def no_accelerator_memory_held() -> Iterator[dict[str, str]]:
 class Plan:
     """A comparison, checked: what to train, where, and what the report notes."""
 
-    config: PPOConfig  # resolved: every run's, with its trainer and seed set
+    config: PPOConfig | None  # resolved: every PPO run's, with its trainer and seed set (None: no PPO run)
     out_dir: str
     trainers: Sequence[str]
     seeds: Sequence[int]
@@ -156,44 +168,75 @@ class Plan:
     threshold: float | None
     logger_args: Sequence[str]  # passed on to every run's `train`
     notes: Sequence[str] = ()
+    # With --algos: each gradient algorithm's resolved run (its trainer and seed set per run), and every
+    # (algorithm, trainer) that runs; empty for a comparison of the PPO trainers.
+    gradient: Mapping[str, GradientConfig] = dataclasses.field(default_factory=dict)
+    contestants: Sequence[tuple[str, str]] = ()
+    env_name: str = ""
+
+    @property
+    def labels(self) -> list[str]:
+        """What each contestant is called: the trainer, or ``algo/trainer`` in a comparison of algorithms."""
+        if not self.contestants:
+            return list(self.trainers)
+        return [f"{algo}/{trainer}" for algo, trainer in self.contestants]
 
 
 def compare(plan: Plan, console: Console, env: dict[str, str]) -> tuple[list[dict], dict[str, Any], bool]:
     """Trains every run of ``plan``, each in a process of its own with environment ``env``, and writes
     compare.json, compare.png and report.md into ``plan.out_dir``. Returns ``(summaries, statistics, stopped)``:
     ``stopped`` when Ctrl-C ended the comparison early."""
-    order = interleaved(plan.trainers, plan.seeds)
-    env_name, preset = plan.config.env.name, plan.config.run.preset
-    console.print(f"comparing {' vs '.join(plan.trainers)} PPO on [bold]{env_name}[/], seeds {list(plan.seeds)}, "
-                  f"{plan.config.run.num_timesteps:,} env steps each (preset {preset}), {len(order)} runs "
-                  f"each in a process of its own -> {plan.out_dir}")
+    labels = plan.labels
+    order = interleaved(labels, plan.seeds)
+    env_name = plan.config.env.name if plan.config is not None else plan.env_name
+    preset = plan.config.run.preset if plan.config is not None else None
+    what = (f"{' vs '.join(plan.trainers)} PPO" if not plan.contestants else " vs ".join(labels))
+    length = plan.config.run.num_timesteps if plan.config is not None else next(
+        iter(plan.gradient.values())).settings["num_timesteps"]
+    console.print(f"comparing {what} on [bold]{env_name}[/], seeds {list(plan.seeds)}, {length:,} env steps each "
+                  f"(preset {preset}), {len(order)} runs each in a process of its own -> {plan.out_dir}")
     # W&B (--logger wandb) shows the runs of one comparison as one group.
     group = f"{os.path.basename(os.path.abspath(plan.out_dir))}-{time.strftime('%Y%m%d-%H%M%S')}"
     env.setdefault("WANDB_RUN_GROUP", group)
     summaries, curves = [], []
     start = time.perf_counter()
     with ForwardedInterrupts(console) as interrupts:
-        for number, (trainer, seed) in enumerate(order, 1):
+        for number, (label, seed) in enumerate(order, 1):
             if interrupts.requested:  # a Ctrl-C between two runs
                 break
-            run_dir = os.path.join(plan.out_dir, f"{trainer}-seed{seed}")
-            console.print(f"[bold]run {number}/{len(order)}[/]: {trainer}, seed {seed} -> {run_dir}")
-            spec = runs.new_run(plan.config.replace(trainer=trainer, seed=seed))
-            summaries.append(run_one(run_dir, spec, plan.logger_args, interrupts, env))
+            algo, trainer = plan.contestants[labels.index(label)] if plan.contestants else ("ppo", label)
+            folder = f"{trainer}-seed{seed}" if not plan.contestants else f"{algo}-{trainer}-seed{seed}"
+            run_dir = os.path.join(plan.out_dir, folder)
+            console.print(f"[bold]run {number}/{len(order)}[/]: {label}, seed {seed} -> {run_dir}")
+            if algo == "ppo":
+                spec: Any = runs.new_run(plan.config.replace(trainer=trainer, seed=seed))
+            else:
+                spec = gradient_runs.new_run(dataclasses.replace(plan.gradient[algo], trainer=trainer, seed=seed))
+            contestant = label if plan.contestants else None
+            summaries.append(run_one(run_dir, spec, plan.logger_args, interrupts, env, contestant))
             curves.append(rundir.read_metrics(run_dir))
     if interrupts.requested:
         console.print("[yellow]comparison stopped early; the report covers the runs so far[/]")
     total = time.perf_counter() - start
-    ranked = [t for t in hparams.TRAINERS if t in plan.trainers]  # the probability is torch's over jax's
+    # The probability is torch's over jax's (the schema's order); a comparison of algorithms keeps --algos' order.
+    ranked = [t for t in hparams.TRAINERS if t in plan.trainers] if not plan.contestants else labels
     result = stats.comparison(summaries, curves, ranked, plan.threshold)
-    by_trainer = {t: [rows for s, rows in zip(summaries, curves, strict=True) if s["trainer"] == t] for t in ranked}
-    title = f"{env_name}: {' vs '.join(plan.trainers)} PPO"
+    by_trainer = {t: [rows for s, rows in zip(summaries, curves, strict=True) if stats.contestant(s) == t]
+                  for t in ranked}
+    title = f"{env_name}: {what}"
     plots.compare_iqm(by_trainer, os.path.join(plan.out_dir, "compare.png"), title=f"{title}, IQM over seeds")
     machine = runtime.machine(runtime.place(plan.device))
-    # What every run shared: the config without the trainer and seed, which each run sets.
-    shared = plan.config.to_json()
-    for record in ("trainer", "seed"):
-        shared["run"].pop(record)
+    # What every run shared: the config without the trainer and seed, which each run sets; with --algos, each
+    # algorithm's (PPO's sections prefixed with "ppo").
+    shared: dict[str, Any] = {}
+    if plan.config is not None:
+        shared = plan.config.to_json()
+        for record in ("trainer", "seed"):
+            shared["run"].pop(record)
+        if plan.contestants:
+            shared = {f"ppo {section}": fields for section, fields in shared.items()}
+    for algo, gradient in plan.gradient.items():
+        shared[algo] = gradient.to_json()["settings"]
     notes = [*plan.notes, "Every run started from an empty compile cache of its own (JAX's, inductor's, Triton's), "
              "as a first run does: start-up and the times to the threshold include compiling, alike for both trainers."]
     text = report.markdown(env_name, summaries, result, shared, machine, rundir.command_line(), total,
@@ -202,6 +245,7 @@ def compare(plan: Plan, console: Console, env: dict[str, str]) -> tuple[list[dic
         f.write(text)
     rundir.write_json(os.path.join(plan.out_dir, "compare.json"), {
         "env": env_name, "preset": preset, "seeds": list(plan.seeds), "threshold": plan.threshold,
+        "algos": sorted({algo for algo, _ in plan.contestants}, key=("ppo", "apg", "shac").index) or ["ppo"],
         "config": shared, "compile_cache": COMPILE_CACHE, "runs": summaries, **result,
         "total_wall_s": round(total, 3), "machine": machine,
     })

@@ -36,7 +36,7 @@ def trainer_rows(summaries: Sequence[Mapping[str, Any]], result: Mapping[str, An
     """Formatted rows, one per trainer of ``result`` (``stats.comparison``)."""
     table = []
     for trainer, entry in result["trainers"].items():
-        group = [s for s in summaries if s["trainer"] == trainer]
+        group = [s for s in summaries if stats.contestant(s) == trainer]
         row = {
             "trainer": trainer,
             "runs": f"{len(entry['runs'])} of {len(group)}",
@@ -92,7 +92,7 @@ def _run_lines(summaries: Sequence[Mapping[str, Any]]) -> list[str]:
     for number, s in enumerate(summaries, 1):
         status = s["status"] + (f": {s['error']}" if s.get("error") else "")
         lines.append(
-            f"| {number} | {s['trainer']} | {s['seed']} | {status} | {_number(s['final_reward'], 1)} | "
+            f"| {number} | {stats.contestant(s)} | {s['seed']} | {status} | {_number(s['final_reward'], 1)} | "
             f"{_number(s['best_reward'], 1)} | {_number(s['env_steps'], 0)} | {_number(s['steps_per_s'], 0)} | "
             f"{_number(s['wall_s'], 1)} | {s.get('pid', '-')} | {s.get('started_at', '-')} |"
         )

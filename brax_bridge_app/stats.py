@@ -104,6 +104,12 @@ def run_entry(summary: Mapping[str, Any], rows: Sequence[Mapping[str, Any]], thr
     }
 
 
+def contestant(summary: Mapping[str, Any]) -> str:
+    """What a run stands for in a comparison: its trainer, or in a comparison of algorithms ``algo/trainer``
+    (``contestant`` in its summary)."""
+    return summary.get("contestant") or summary["trainer"]
+
+
 def comparison(
     summaries: Sequence[Mapping[str, Any]],
     rows: Sequence[Sequence[Mapping[str, Any]]],
@@ -117,7 +123,7 @@ def comparison(
     finals: dict[str, np.ndarray] = {}
     for trainer in trainers:
         entries = [run_entry(s, r, threshold) for s, r in zip(summaries, rows, strict=True)
-                   if s["trainer"] == trainer and s["status"] == "completed" and s["final_reward"] is not None]
+                   if contestant(s) == trainer and s["status"] == "completed" and s["final_reward"] is not None]
         by_trainer[trainer] = {"runs": entries}
         for metric in METRICS:
             measured = metric != "seconds_to_threshold" or threshold is not None

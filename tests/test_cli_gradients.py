@@ -96,3 +96,34 @@ def test_train_help_lists_the_gradient_flags_in_their_own_section_with_each_algo
         assert "--" + name.replace("_", "-") in text
     assert "--horizon-length INT env steps per update: the unroll the gradient flows through (--algo apg|shac) " \
            "[default: 32 (apg); 32 (shac)]" in text
+
+
+def test_compare_sets_algorithms_side_by_side_at_equal_env_steps(tmp_path):
+    ppo_tiny = ["--batch-size", "8", "--num-minibatches", "2", "--unroll-length", "8",
+                "--policy-hidden-layer-sizes", "8,8", "--value-hidden-layer-sizes", "8,8"]
+    out = tmp_path / "cmp"
+    result = invoke("compare", "--algos", "ppo,apg", "--trainers", "torch", *TINY, *ppo_tiny, "--learning-rate", "3e-3",
+                    "--seeds", "0", "--out", str(out))
+    assert result.exit_code == 0, result.output
+    report = json.loads((out / "compare.json").read_text())
+    assert report["algos"] == ["ppo", "apg"] and list(report["trainers"]) == ["ppo/torch", "apg/torch"]
+    assert [run["contestant"] for run in report["runs"]] == ["ppo/torch", "apg/torch"]
+    assert {run["env_steps"] for run in report["runs"]} == {2048}  # the same length for both algorithms
+    config = report["config"]
+    assert config["apg"]["learning_rate"] == 0.003 and config["ppo algorithm"]["learning_rate"] == 0.003
+    apg_config = json.loads((out / "apg-torch-seed0" / "config.json").read_text())
+    assert apg_config["algo"] == "apg" and apg_config["settings"]["horizon_length"] == 8
+    assert (out / "ppo-torch-seed0" / "summary.json").is_file() and "apg/torch" in (out / "report.md").read_text()
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--algos", "ppo,sac"], "--algos must list distinct names from ppo, apg, shac; got 'ppo,sac'"),
+    (["--algos", "shac", "--trainers", "jax"], "--algos shac trains with --trainers torch; --trainers gives jax"),
+    (["--algos", "ppo", "--horizon-length", "8"], "--horizon-length: flags of --algos with apg or shac"),
+    (["--algos", "shac", "--preset", "halfcheetah"], "--preset is PPO's"),
+    (["--algos", "ppo,shac", "--use-schedule"], "--use-schedule: flags of an algorithm --algos does not name"),
+    (["--algos", "shac", "--clipping-epsilon", "0.2"], "--algo shac does not take --clipping-epsilon"),
+])
+def test_bad_comparisons_of_algorithms_are_refused_by_name(tmp_path, args, message):
+    result = invoke("compare", "--env", REACH, *args, "--seeds", "0", "--out", str(tmp_path / "cmp"))
+    assert result.exit_code == 2 and message in error_text(result), result.output
