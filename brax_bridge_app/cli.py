@@ -16,6 +16,7 @@ warnings.filterwarnings("ignore", category=DeprecationWarning)
 warnings.filterwarnings("ignore", category=FutureWarning)
 warnings.filterwarnings("ignore", message=".*[Ee]xplicitly requested dtype.*")
 
+import dataclasses  # noqa: E402
 import functools  # noqa: E402
 import gc  # noqa: E402
 import importlib.metadata  # noqa: E402
@@ -310,6 +311,7 @@ def _print_summary(summary: dict[str, Any], run_dir: str) -> None:
     if summary.get("error"):
         console.print(f"[red]training failed: {summary['error']}[/]")
     algo = f" {summary['algo'].upper()}" if "algo" in summary else ""
+    # Brax's APG (--algo apg --trainer jax) keeps no checkpoint; every other run does.
     console.print(
         f"[{status_style}]{summary['status']}[/]: {summary['trainer']}{algo} on {summary['env']} (seed "
         f"{summary['seed']}) — "
@@ -317,9 +319,9 @@ def _print_summary(summary: dict[str, Any], run_dir: str) -> None:
         f"{fmt(summary['steps_per_s'], ',.0f')} steps/s, wall {fmt(summary['wall_s'], '.1f')} s "
         f"(first report after {fmt(summary['first_report_s'], '.1f')} s)"
     )
-    kept = "" if "algo" in summary else " checkpoint/,"
+    kept = "" if summary.get("algo") and summary["trainer"] == "jax" else " checkpoint/,"
     console.print(f"run folder: {run_dir}  (config.json, metrics.jsonl,{kept} learning_curve.png)")
-    if summary["status"] != "completed" and "algo" not in summary:
+    if summary["status"] != "completed" and not (summary.get("algo") and summary["trainer"] == "jax"):
         if summary.get("checkpoint"):
             console.print(f"checkpoint at {summary['checkpoint_step']:,} env steps; "
                           f"resume with: brax-bridge train --resume {run_dir}")
@@ -377,7 +379,8 @@ def train_command(
         "shac follow the gradient of the return through the physics, on an env whose step differentiates, and "
         "take the flags of their own section and --num-timesteps, --num-envs, --episode-length, --action-repeat, "
         "--num-evals, --num-eval-envs, --normalize-observations, --deterministic-eval, --activation (apg also "
-        "--learning-rate, shac --reward-scaling); their runs keep no checkpoint", "ppo"))] = "ppo",
+        "--learning-rate, shac --reward-scaling); --resume continues a torch run of theirs, eval takes PPO runs",
+        "ppo"))] = "ppo",
     trainer: Annotated[
         str | None,
         typer.Option(metavar=TRAINER_METAVAR, help=helpformat.with_default(
@@ -420,16 +423,17 @@ def train_command(
     one shown, and Python's (ppo.train's and torch_ppo.train's) is shown beside it where that differs.
 
     --algo apg or shac trains with the gradient of the return through the physics instead of PPO, with the flags
-    of their own section; their runs keep no checkpoint.
+    of their own section.
     """
     from brax_bridge_app import envinfo, loggers, runs
 
     logger_names = _check_loggers(logger)
     if algo not in algorithms.ALGOS:
         raise _fail(f"--algo must be one of {', '.join(algorithms.ALGOS)}; got {algo!r}")
-    if algo != "ppo":
-        _train_gradient(algo, env, trainer, out, seed, device, logger_names, wandb_project, wandb_entity,
-                        {**hp, **grad}, preset=preset, resume=resume, config_file=config_file,
+    resumed_algo = _gradient_folder_algo(resume) if resume is not None else None
+    if algo != "ppo" or resumed_algo is not None:
+        _train_gradient(resumed_algo or algo, env, trainer, out, seed, device, logger_names, wandb_project,
+                        wandb_entity, {**hp, **grad}, preset=preset, resume=resume, config_file=config_file,
                         allow_changes=allow_changes)
         return
     refused = algorithms.refused_with_ppo(grad)
@@ -482,33 +486,52 @@ def _train_gradient(algo: str, env: str | None, trainer: str | None, out: Path |
     then trained into its folder as a PPO run is (``gradient_runs.train_run``)."""
     from brax_bridge_app import envinfo, gradient_runs, loggers, runs
 
-    not_taken = [flag for flag, value in (("--preset", ppo_only["preset"]), ("--resume", ppo_only["resume"]),
-                                          ("--config", ppo_only["config_file"]),
+    not_taken = [flag for flag, value in (("--preset", ppo_only["preset"]), ("--config", ppo_only["config_file"]),
                                           ("--allow-changes", ppo_only["allow_changes"] or None)) if value is not None]
     if not_taken:
-        raise _fail(f"--algo {algo} does not take {', '.join(not_taken)}: its runs start from the flags and keep no "
-                    "checkpoint to resume")
-    env = _check_env(env)
-    device = _check_device(device or "auto")
-    try:
-        config = algorithms.resolve(algo, trainer, env, 0 if seed is None else seed, device, given)
-    except algorithms.AlgorithmError as err:
-        raise _fail(str(err)) from None
-    try:
-        gradient_runs.check_differentiable(config)
-    except ValueError as err:
-        raise _fail(f"--env {env}: {err}") from None
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    run_dir = str(out) if out is not None else os.path.join(
-        "runs", f"{envinfo.folder_name(env)}-{algo}-{config.trainer}-{stamp}")
-    run = gradient_runs.new_run(config)
+        raise _fail(f"--algo {algo} does not take {', '.join(not_taken)}: its runs start from the flags")
+    resume = ppo_only["resume"]
+    if resume is not None:
+        given_flags = sorted("--" + k.replace("_", "-") for k, v in given.items() if v is not None)
+        others = [flag for flag, value in (("--env", env), ("--trainer", trainer), ("--out", out), ("--seed", seed),
+                                           ("--device", device)) if value is not None]
+        if given_flags or others:
+            raise _fail(f"--resume continues the run in its folder exactly as it was saved; leave out "
+                        f"{', '.join(others + given_flags)}")
+        run_dir = str(resume)
+        run = gradient_runs.GradientRun.from_json(rundir.read_config(run_dir))
+        if run.trainer != "torch":
+            raise _fail(f"--resume: {run_dir} holds a run of --algo {algo} --trainer {run.trainer}, which keeps no "
+                        "checkpoint")
+        config = run.config
+        resumed = [*run.records.get("resumed", []), time.strftime("%Y-%m-%dT%H:%M:%S%z")]
+        run = dataclasses.replace(run, records={**run.records, "versions": rundir.versions(), "resumed": resumed})
+    else:
+        env = _check_env(env)
+        device = _check_device(device or "auto")
+        try:
+            config = algorithms.resolve(algo, trainer, env, 0 if seed is None else seed, device, given)
+        except algorithms.AlgorithmError as err:
+            raise _fail(str(err)) from None
+        try:
+            gradient_runs.check_differentiable(config)
+        except ValueError as err:
+            raise _fail(f"--env {env}: {err}") from None
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        run_dir = str(out) if out is not None else os.path.join(
+            "runs", f"{envinfo.folder_name(env)}-{algo}-{config.trainer}-{stamp}")
+        run = gradient_runs.new_run(config)
     console.print(f"training [bold]{config.trainer}[/] {algo.upper()} on [bold]{env}[/] "
                   f"({config.policy_updates:,} updates of {config.env_steps_per_update:,} env steps) -> {run_dir}")
     try:
+        resume_step = gradient_runs.checkpoint_step(run_dir) if resume is not None else None
         with runs.sigint_stops(runs.StopFlag(), console) as stop, loggers.opened(
-            logger_names, run_dir, run, None, wandb_project, wandb_entity
+            logger_names, run_dir, run, resume_step, wandb_project, wandb_entity
         ) as extra_loggers:
-            summary = gradient_runs.train_run(run_dir, run, console, stop=stop, loggers=extra_loggers)
+            summary = gradient_runs.train_run(run_dir, run, console, stop=stop, loggers=extra_loggers,
+                                              resume=resume is not None)
+    except rundir.RunDirError as err:
+        raise _fail(f"--resume: {err}") from None
     except loggers.LoggerError as err:
         raise _fail(str(err)) from None
     _print_summary(summary, run_dir)
@@ -516,6 +539,16 @@ def _train_gradient(algo: str, env: str | None, trainer: str | None, out: Path |
         raise typer.Exit(130)
     if summary["status"] == "failed":
         raise typer.Exit(1)
+
+
+def _gradient_folder_algo(run_dir: Path) -> str | None:
+    """The algorithm of the gradient run in ``run_dir`` (``None`` for a PPO run or a folder without config.json,
+    which ``--resume`` reports as PPO's path does)."""
+    try:
+        data = rundir.read_config(str(run_dir))
+    except rundir.RunDirError:
+        return None
+    return data.get("algo")
 
 
 def _resume_config(resume: Path, env, trainer, preset, hp, allow_changes: bool = False) -> tuple[Any, str]:

@@ -118,8 +118,8 @@ class RunSpec:
         """The spec of ``data`` (a ``config.json``'s contents); ``HParamError`` naming ``where`` and the key
         otherwise. A run's env name and trainer are required."""
         if "algo" in data:  # a gradient run's config.json (gradient_runs.GradientRun)
-            raise HParamError(f"{where}: a run of --algo {data['algo']}, which keeps no checkpoint: it can be neither "
-                              "resumed nor evaluated from its folder")
+            raise HParamError(f"{where}: a run of --algo {data['algo']}; eval takes PPO runs (a torch run of "
+                              f"--algo {data['algo']} continues with brax-bridge train --resume)")
         unknown = sorted(set(data) - set(SECTIONS) - set(RECORDS))
         if unknown:
             raise HParamError(f"{where}: unknown keys {unknown}; it holds the sections {', '.join(SECTIONS)} and "

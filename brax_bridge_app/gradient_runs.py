@@ -4,8 +4,9 @@ so runs of every algorithm share an axis), the loggers, a live progress bar, Ctr
 evaluation, ``summary.json`` and ``learning_curve.png``.
 
 The trainers: ``torch_analytic.apg.train`` and ``torch_analytic.shac.train`` (``--trainer torch``) and Brax's APG,
-``brax_core.training.agents.apg.train.train`` (``--trainer jax``). Their runs keep no checkpoint: a folder of one is
-neither resumed nor evaluated from its checkpoint.
+``brax_core.training.agents.apg.train.train`` (``--trainer jax``). The torch trainers save a checkpoint into the
+folder's ``checkpoint/`` at every evaluation, so a run stopped by Ctrl-C continues exactly with ``brax-bridge train
+--resume DIR``; Brax's APG keeps none.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from brax_core.training import networks as jax_networks
 from brax_core.training.agents.apg import networks as apg_networks
 from brax_core.training.agents.apg import train as jax_apg
 from brax_core.training.agents.apg.arguments import updates_per_epoch
+from brax_core.training.run import checkpoints
 from torch_analytic import apg, shac
 
 
@@ -56,10 +58,22 @@ class GradientRun:
     def to_json(self) -> dict[str, Any]:
         return {**self.config.to_json(), **self.records}
 
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> GradientRun:
+        """The run of a gradient run folder's ``config.json``."""
+        settings = {k: tuple(v) if isinstance(v, list) else v for k, v in data["settings"].items()}
+        config = GradientConfig(data["algo"], data["trainer"], data["env"], data["seed"], data["device"], settings)
+        return cls(config, {k: v for k, v in data.items() if k in rundir.RECORDS})
+
 
 def new_run(config: GradientConfig) -> GradientRun:
     """A new run of ``config``, with the records a PPO run's folder keeps (``runs.new_run``)."""
     return GradientRun(config, runs.new_run_records(config.env))
+
+
+def checkpoint_step(run_dir: str) -> int | None:
+    """Env steps of the newest checkpoint in a run folder's ``checkpoint/`` (nothing is loaded)."""
+    return checkpoints.latest_step(os.path.join(run_dir, rundir.CHECKPOINT))
 
 
 def check_differentiable(config: GradientConfig) -> None:
@@ -74,7 +88,9 @@ def _environment(config: GradientConfig, import_dir: str | None = None) -> Any:
     return envinfo.make(config.env, import_dir) if envinfo.is_user_env(config.env) else config.env
 
 
-def _train(run: GradientRun, progress_fn: Callable[[int, Mapping[str, float]], None]) -> Any:
+def _train(
+    run: GradientRun, progress_fn: Callable[[int, Mapping[str, float]], None], ckpt: str, restore: str | None
+) -> Any:
     config, s = run.config, run.config.settings
     placement = runtime.place(config.device)
     common = {
@@ -96,10 +112,11 @@ def _train(run: GradientRun, progress_fn: Callable[[int, Mapping[str, float]], N
             if isinstance(environment, str):
                 environment = envinfo.make(environment)
             return jax_apg.train(environment, network_factory=network_factory, **common, **apg_settings)
+        saving = {"save_checkpoint_path": ckpt, "restore_checkpoint_path": restore}
         if config.algo == "apg":
             return apg.train(
                 environment, **common, **apg_settings, hidden_layer_sizes=tuple(s["hidden_layer_sizes"]),
-                activation=s["activation"], layer_norm=s["layer_norm"], device=placement.torch_device,
+                activation=s["activation"], layer_norm=s["layer_norm"], device=placement.torch_device, **saving,
             )
         shac_settings = {name: s[name] for name in (
             "actor_learning_rate", "critic_learning_rate", "lr_schedule", "gamma", "td_lambda", "critic_iterations",
@@ -107,7 +124,7 @@ def _train(run: GradientRun, progress_fn: Callable[[int, Mapping[str, float]], N
         )}
         return shac.train(
             environment, **common, **shac_settings, actor_hidden_layer_sizes=tuple(s["actor_hidden_layer_sizes"]),
-            critic_hidden_layer_sizes=tuple(s["critic_hidden_layer_sizes"]), device=placement.torch_device,
+            critic_hidden_layer_sizes=tuple(s["critic_hidden_layer_sizes"]), device=placement.torch_device, **saving,
         )
 
 
@@ -117,23 +134,36 @@ def train_run(
     console: Console,
     stop: runs.StopFlag | None = None,
     loggers: Sequence[Callable[[int, Mapping[str, float]], None]] = (),
+    resume: bool = False,
 ) -> dict[str, Any]:
-    """Trains ``run`` into ``run_dir`` and returns its summary (also written to ``summary.json``, with ``algo``)."""
+    """Trains ``run`` into ``run_dir`` and returns its summary (also written to ``summary.json``, with ``algo``);
+    with ``resume``, continues it from the folder's checkpoint, its metrics log kept up to the checkpoint's step."""
     started_at = runs.now_iso()
     os.makedirs(run_dir, exist_ok=True)
     stop = stop or runs.StopFlag()
     log = rundir.MetricsLog(run_dir)
-    runs.clear_earlier_run(run_dir, log, console)
-    for folder in (os.path.join(run_dir, rundir.CHECKPOINT), os.path.join(run_dir, rundir.TENSORBOARD)):
-        if os.path.exists(folder):
-            shutil.rmtree(folder)
+    ckpt = os.path.abspath(os.path.join(run_dir, rundir.CHECKPOINT))
+    earlier: list[dict[str, Any]] = []
+    if resume:
+        step = checkpoints.latest_step(ckpt)
+        if step is None:
+            raise rundir.RunDirError(f"cannot resume: {ckpt} holds no checkpoint (the run stopped before its first)")
+        earlier = [r for r in rundir.read_metrics(run_dir) if r["step"] <= step]
+        log.rewrite(earlier)
+    else:
+        runs.clear_earlier_run(run_dir, log, console)
+        for folder in (ckpt, os.path.join(run_dir, rundir.TENSORBOARD)):
+            if os.path.exists(folder):
+                console.print(f"[yellow]replacing the earlier run's {os.path.basename(folder)} in {folder}[/]")
+                shutil.rmtree(folder)
     rundir.write_json(os.path.join(run_dir, rundir.CONFIG), run.to_json())
+    time_offset = earlier[-1]["time_s"] if earlier else 0.0
 
     config = run.config
     per_epoch = updates_per_epoch(config.policy_updates, config.settings["num_evals"])
     total = max(config.policy_updates * config.env_steps_per_update, 1)
     label = f"{config.algo}/{config.trainer}/{config.env}/seed {config.seed}"
-    rows: list[dict[str, Any]] = []
+    rows: list[dict[str, Any]] = list(earlier)
     start = time.perf_counter()
     with runs.progress_bar(console) as bar:
         task = bar.add_task(label, total=total, sps="", reward="-")
@@ -141,7 +171,7 @@ def train_run(
         def progress_fn(epoch: int, metrics: Mapping[str, Any]) -> None:
             step = epoch * per_epoch * config.env_steps_per_update
             scalars = rundir.scalar_metrics(metrics)
-            row = {"step": step, "time_s": round(time.perf_counter() - start, 4), **scalars}
+            row = {"step": step, "time_s": round(time_offset + time.perf_counter() - start, 4), **scalars}
             log.append(row)
             rows.append(row)
             for logger in loggers:
@@ -154,7 +184,7 @@ def train_run(
 
         status, error = "completed", None
         try:
-            _train(run, progress_fn)
+            _train(run, progress_fn, ckpt if config.trainer == "torch" else None, ckpt if resume else None)
         except runs.StopTraining:
             status = "interrupted"
         except KeyboardInterrupt:
@@ -164,11 +194,12 @@ def train_run(
             console.print_exception(max_frames=4)
         if status == "completed":
             bar.update(task, completed=total)
-    wall_s = round(time.perf_counter() - start, 3)
+    wall_s = round(time_offset + time.perf_counter() - start, 3)
     summary = {"algo": config.algo, **runs.summarize(run, rows, status, wall_s)}
     if error is not None:
         summary["error"] = error
-    summary["checkpoint_step"], summary["checkpoint"] = None, None
+    summary["checkpoint_step"] = checkpoints.latest_step(ckpt)
+    summary["checkpoint"] = ckpt if summary["checkpoint_step"] is not None else None
     summary["pid"] = os.getpid()
     summary["started_at"] = started_at
     rundir.write_json(os.path.join(run_dir, rundir.SUMMARY), summary)

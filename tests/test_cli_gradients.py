@@ -40,11 +40,10 @@ def test_each_gradient_algorithm_trains_with_each_trainer_into_a_run_folder(tmp_
     assert all("eval/episode_reward" in row for row in rows) and "training/grad_norm" in rows[-1]
     summary = json.loads((out / "summary.json").read_text())
     assert summary["status"] == "completed" and summary["algo"] == algo and summary["env_steps"] == 2048
-    assert summary["checkpoint"] is None and (out / "learning_curve.png").is_file()
+    assert (summary["checkpoint_step"] == 2048) == (trainer == "torch") and (out / "learning_curve.png").is_file()
     assert f"completed: {trainer} {algo.upper()} on" in " ".join(result.output.split())
-    # A gradient run keeps no checkpoint: its folder is refused by the commands that start from one.
     refused = invoke("eval", str(out))
-    assert refused.exit_code == 2 and f"a run of --algo {algo}, which keeps no checkpoint" in error_text(refused)
+    assert refused.exit_code == 2 and f"a run of --algo {algo}; eval takes PPO runs" in error_text(refused)
 
 
 @pytest.mark.parametrize(("args", "message"), [
@@ -58,6 +57,7 @@ def test_each_gradient_algorithm_trains_with_each_trainer_into_a_run_folder(tmp_
     (["--algo", "shac", "--lr-schedule", "cosine"], "--lr-schedule must be one of: linear, constant; got 'cosine'"),
     (["--algo", "apg", "--hidden-layer-sizes", "a,b"], "--hidden-layer-sizes must be one or more positive integers"),
     (["--algo", "apg", "--preset", "halfcheetah"], "--algo apg does not take --preset: its runs start from the flags"),
+    (["--algo", "apg", "--config", "x.yaml"], "--algo apg does not take --config"),
 ])
 def test_bad_gradient_runs_are_refused_by_name(tmp_path, args, message):
     result = invoke("train", "--env", REACH, *args, "--out", str(tmp_path / "run"))
@@ -127,3 +127,49 @@ def test_compare_sets_algorithms_side_by_side_at_equal_env_steps(tmp_path):
 def test_bad_comparisons_of_algorithms_are_refused_by_name(tmp_path, args, message):
     result = invoke("compare", "--env", REACH, *args, "--seeds", "0", "--out", str(tmp_path / "cmp"))
     assert result.exit_code == 2 and message in error_text(result), result.output
+
+
+def test_a_stopped_gradient_run_resumes_from_its_folder_exactly(tmp_path, monkeypatch):
+    from brax_bridge_app import gradient_runs, runs
+
+    whole, parts = tmp_path / "whole", tmp_path / "parts"
+    args = ["--algo", "shac", *TINY, "--critic-iterations", "2"]
+    assert invoke("train", *args, "--out", str(whole)).exit_code == 0
+    # Ctrl-C during the first epoch's report: the run stops there, its checkpoint saved at that step.
+    original = gradient_runs.train_run
+
+    def stopped_at_first_report(*a, **k):
+        flag = runs.StopFlag()
+        flag.requested = True
+        return original(*a, **{**k, "stop": flag})
+
+    monkeypatch.setattr(gradient_runs, "train_run", stopped_at_first_report)
+    stopped = invoke("train", *args, "--out", str(parts))
+    assert stopped.exit_code == 130 and json.loads((parts / "summary.json").read_text())["checkpoint_step"] is None
+    monkeypatch.undo()
+    # A stop at the report before training leaves no checkpoint; stop after the first epoch instead.
+    state = {"reports": 0}
+
+    def stopped_after_first_epoch(*a, **k):
+        flag = runs.StopFlag()
+
+        def logger(step, metrics):
+            state["reports"] += 1
+            flag.requested = state["reports"] == 2
+
+        return original(*a, **{**k, "stop": flag, "loggers": [logger]})
+
+    monkeypatch.setattr(gradient_runs, "train_run", stopped_after_first_epoch)
+    assert invoke("train", *args, "--out", str(parts)).exit_code == 130
+    assert json.loads((parts / "summary.json").read_text())["checkpoint_step"] == 1024
+    monkeypatch.undo()
+    refused = invoke("train", "--resume", str(parts), "--gamma", "0.5")
+    assert refused.exit_code == 2 and "leave out --gamma" in error_text(refused)
+    resumed = invoke("train", "--resume", str(parts))
+    assert resumed.exit_code == 0, resumed.output
+    rows = [json.loads(line) for line in (parts / "metrics.jsonl").read_text().splitlines()]
+    assert [row["step"] for row in rows] == [0, 1024, 2048]
+    final = {name: json.loads((folder / "summary.json").read_text())["final_reward"] for name, folder in
+             (("whole", whole), ("parts", parts))}
+    assert final["whole"] == final["parts"]  # the same networks at the end, evaluated on the same episodes
+    assert json.loads((parts / "config.json").read_text())["resumed"]

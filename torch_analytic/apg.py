@@ -17,6 +17,7 @@ epochs of updates, each followed by an evaluation.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Sequence
 from types import SimpleNamespace
@@ -28,7 +29,16 @@ from brax_bridge import TorchEnv
 from brax_core.training import resume
 from brax_core.training import validation as v
 from brax_core.training.agents.apg.arguments import adam_betas, epochs_of, updates_per_epoch
-from torch_analytic.common import check_environment, evaluate, first_observation, ignore, make_policy
+from torch_analytic import checkpoint
+from torch_analytic.common import (
+    check_environment,
+    evaluate,
+    first_observation,
+    ignore,
+    make_policy,
+    resume_from,
+    save_epoch,
+)
 from torch_analytic.networks import APGPolicy
 from torch_ppo.arguments import resolve_device
 from torch_ppo.evaluation import BridgeEvaluator
@@ -99,6 +109,8 @@ def train(
     eval_env: Any = None,
     randomization_fn: Callable[..., Any] | None = None,
     device: Any = None,
+    save_checkpoint_path: str | os.PathLike | None = None,
+    restore_checkpoint_path: str | os.PathLike | None = None,
 ) -> tuple[Callable[..., Any], APGPolicy, Metrics]:
     """Trains a policy with the analytic gradient of its return through the physics (see the module docstring).
 
@@ -108,6 +120,10 @@ def train(
     differentiable (a ``TorchEnv(differentiable=True)`` is built from it). ``device``: as torch_ppo's (default: JAX's
     default device where torch can reach it, else the CPU). ``progress_fn(epoch, metrics)`` after every evaluation
     (epoch 0: before training, with ``num_evals > 1``), as the JAX APG.
+
+    ``save_checkpoint_path``: a checkpoint of the whole run after every evaluation, before ``progress_fn`` sees it
+    (``torch_analytic.checkpoint``); ``restore_checkpoint_path`` (a step directory, or the newest under a save path)
+    continues that run exactly, with the same arguments (other settings are refused by name).
 
     Returns ``(make_policy, policy, metrics)``: ``make_policy(policy, deterministic=False)`` gives
     ``act(observation) -> action``; ``policy`` is the trained ``APGPolicy``; ``metrics`` the last reported.
@@ -142,6 +158,18 @@ def train(
         v.callable_arg("randomization_fn", randomization_fn)
     eval_env = check_environment("eval_env", eval_env) if eval_env is not None else environment
     device = resolve_device(device, environment)
+    settings = checkpoint.plain_settings({
+        "environment": environment, "episode_length": episode_length, "policy_updates": policy_updates,
+        "horizon_length": horizon_length, "num_envs": num_envs, "num_evals": num_evals, "action_repeat": action_repeat,
+        "num_eval_envs": num_eval_envs, "learning_rate": learning_rate, "adam_b": adam_b, "use_schedule": use_schedule,
+        "schedule_decay": schedule_decay, "seed": seed, "max_gradient_norm": max_gradient_norm,
+        "normalize_observations": normalize_observations, "deterministic_eval": deterministic_eval,
+        "hidden_layer_sizes": tuple(hidden_layer_sizes), "activation": activation, "layer_norm": layer_norm,
+    })
+    saved = None
+    if restore_checkpoint_path is not None:  # checked before anything compiles
+        saved = checkpoint.load(restore_checkpoint_path)
+        checkpoint.check_resume(saved, "apg", settings)
 
     env = TorchEnv(
         environment, num_envs, episode_length=episode_length, action_repeat=action_repeat, device=device, seed=seed,
@@ -169,12 +197,17 @@ def train(
     steps_per_update = horizon_length // action_repeat
     num_epochs, per_epoch = epochs_of(num_evals), updates_per_epoch(policy_updates, num_evals)
     metrics: Metrics = {}
-    if num_evals > 1:
-        metrics = evaluate(evaluator, evaluated, policy, deterministic_eval, generator, {})
-        progress_fn(0, metrics)
-    observation = first_observation(env, episode_length, generator)
-    updates, walltime = 0, 0.0
-    for epoch in range(num_epochs):
+    modules, optimizers = {"policy": policy}, {"policy": optimizer}
+    if saved is None:
+        if num_evals > 1:
+            metrics = evaluate(evaluator, evaluated, policy, deterministic_eval, generator, {})
+            progress_fn(0, metrics)
+        observation = first_observation(env, episode_length, generator)
+        first_epoch, updates = 0, 0
+    else:
+        first_epoch, updates, observation = resume_from(saved, modules, optimizers, generator, env, evaluator)
+    walltime = 0.0
+    for epoch in range(first_epoch, num_epochs):
         start = time.perf_counter()
         sums = torch.zeros(2, device=device)
         for _ in range(per_epoch):
@@ -201,6 +234,9 @@ def train(
             "training/params_norm": means[1],
         }
         metrics = evaluate(evaluator, evaluated, policy, deterministic_eval, generator, training)
+        if save_checkpoint_path is not None:  # before progress_fn: a callback that stops the run leaves this step
+            save_epoch(save_checkpoint_path, "apg", settings, epoch + 1, updates, num_envs * horizon_length, modules,
+                       optimizers, generator, env, evaluator)
         progress_fn(epoch + 1, metrics)
     return make_policy, policy, metrics
 

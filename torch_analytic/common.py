@@ -7,9 +7,11 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
+from torch import nn
 
 from brax_bridge import TorchEnv
 from brax_core import envs
+from torch_analytic import checkpoint
 from torch_analytic.networks import APGPolicy
 from torch_ppo.evaluation import BridgeEvaluator
 
@@ -71,3 +73,43 @@ def check_environment(name: str, environment: Any) -> Any:
     )
 
 
+
+
+def resume_from(
+    state: Mapping[str, Any],
+    modules: Mapping[str, nn.Module],
+    optimizers: Mapping[str, torch.optim.Optimizer],
+    generator: torch.Generator,
+    env: TorchEnv,
+    evaluator: BridgeEvaluator,
+) -> tuple[int, int, torch.Tensor]:
+    """A loaded checkpoint's run put back: networks, optimisers, generator, the evaluations made, the training envs;
+    returns ``(the epoch to continue from, the updates made, the observation reached)``."""
+    checkpoint.restore(state, modules, optimizers, generator)
+    counters = state["counters"]
+    evaluator.runs = counters["evaluations"]
+    env.reset()
+    observation = env.load_state_dict(state["env"])
+    return counters["epoch"], counters["updates"], observation
+
+
+def save_epoch(
+    path: Any,
+    algo: str,
+    settings: Mapping[str, Any],
+    epoch: int,
+    updates: int,
+    env_steps_per_update: int,
+    modules: Mapping[str, nn.Module],
+    optimizers: Mapping[str, torch.optim.Optimizer],
+    generator: torch.Generator,
+    env: TorchEnv,
+    evaluator: BridgeEvaluator,
+) -> str:
+    """The checkpoint of a run after ``epoch`` epochs and ``updates`` updates (at ``updates *
+    env_steps_per_update`` env steps); returns its step directory."""
+    counters = {"epoch": epoch, "updates": updates, "evaluations": evaluator.runs}
+    return checkpoint.save(
+        path, algo, settings, updates * env_steps_per_update, counters, modules, optimizers, generator,
+        env.state_dict(),
+    )

@@ -34,6 +34,7 @@ the env, networks and optimisers, and runs epochs of updates, each followed by a
 from __future__ import annotations
 
 import copy
+import os
 import time
 from collections.abc import Callable, Sequence
 from types import SimpleNamespace
@@ -46,7 +47,16 @@ from brax_bridge import TorchEnv
 from brax_core.training import resume
 from brax_core.training import validation as v
 from brax_core.training.agents.apg.arguments import adam_betas, epochs_of, updates_per_epoch
-from torch_analytic.common import check_environment, evaluate, first_observation, ignore, make_policy
+from torch_analytic import checkpoint
+from torch_analytic.common import (
+    check_environment,
+    evaluate,
+    first_observation,
+    ignore,
+    make_policy,
+    resume_from,
+    save_epoch,
+)
 from torch_analytic.networks import APGPolicy, SHACCritic
 from torch_ppo.arguments import resolve_device
 from torch_ppo.evaluation import BridgeEvaluator
@@ -226,6 +236,8 @@ def train(
     eval_env: Any = None,
     randomization_fn: Callable[..., Any] | None = None,
     device: Any = None,
+    save_checkpoint_path: str | os.PathLike | None = None,
+    restore_checkpoint_path: str | os.PathLike | None = None,
 ) -> tuple[Callable[..., Any], APGPolicy, Metrics]:
     """Trains a policy with SHAC (see the module docstring): ``policy_updates`` windows, each an actor step and a
     critic fit.
@@ -243,6 +255,10 @@ def train(
     ``training/actor_loss``, ``training/critic_loss`` (the last critic pass's), ``training/grad_norm`` (the actor's
     gradient norm before clipping) and ``training/value_mean`` (the target critic's values of the states reached),
     with ``training/sps`` and ``training/walltime``.
+
+    ``save_checkpoint_path``: a checkpoint of the whole run after every evaluation, before ``progress_fn`` sees it
+    (``torch_analytic.checkpoint``); ``restore_checkpoint_path`` (a step directory, or the newest under a save path)
+    continues that run exactly, with the same arguments (other settings are refused by name).
 
     Returns ``(make_policy, policy, metrics)``: ``make_policy(policy, deterministic=False)`` gives
     ``act(observation) -> action``; ``policy`` is the trained ``APGPolicy``; ``metrics`` the last reported.
@@ -291,6 +307,21 @@ def train(
         v.callable_arg("randomization_fn", randomization_fn)
     eval_env = check_environment("eval_env", eval_env) if eval_env is not None else environment
     device = resolve_device(device, environment)
+    settings = checkpoint.plain_settings({
+        "environment": environment, "episode_length": episode_length, "policy_updates": policy_updates,
+        "horizon_length": horizon_length, "num_envs": num_envs, "num_evals": num_evals, "action_repeat": action_repeat,
+        "num_eval_envs": num_eval_envs, "actor_learning_rate": actor_learning_rate,
+        "critic_learning_rate": critic_learning_rate, "lr_schedule": lr_schedule, "adam_b": adam_b, "gamma": gamma,
+        "td_lambda": td_lambda, "critic_iterations": critic_iterations, "num_critic_batches": num_critic_batches,
+        "target_critic_alpha": target_critic_alpha, "max_gradient_norm": max_gradient_norm,
+        "reward_scaling": reward_scaling, "seed": seed, "normalize_observations": normalize_observations,
+        "deterministic_eval": deterministic_eval, "actor_hidden_layer_sizes": actor_hidden_layer_sizes,
+        "critic_hidden_layer_sizes": critic_hidden_layer_sizes, "activation": activation, "layer_norm": layer_norm,
+    })
+    saved = None
+    if restore_checkpoint_path is not None:  # checked before anything compiles
+        saved = checkpoint.load(restore_checkpoint_path)
+        checkpoint.check_resume(saved, "shac", settings)
 
     env = TorchEnv(
         environment,
@@ -340,12 +371,18 @@ def train(
     num_epochs, per_epoch = epochs_of(num_evals), updates_per_epoch(policy_updates, num_evals)
     total_updates = max(num_epochs * per_epoch, 1)
     metrics: Metrics = {}
-    if num_evals > 1:
-        metrics = evaluate(evaluator, evaluated, policy, deterministic_eval, generator, {})
-        progress_fn(0, metrics)
-    observation = first_observation(env, episode_length, generator)
-    updates, walltime = 0, 0.0
-    for epoch in range(num_epochs):
+    modules = {"policy": policy, "critic": critic, "target_critic": target_critic}
+    optimizers = {"actor": actor_optimizer, "critic": critic_optimizer}
+    if saved is None:
+        if num_evals > 1:
+            metrics = evaluate(evaluator, evaluated, policy, deterministic_eval, generator, {})
+            progress_fn(0, metrics)
+        observation = first_observation(env, episode_length, generator)
+        first_epoch, updates = 0, 0
+    else:
+        first_epoch, updates, observation = resume_from(saved, modules, optimizers, generator, env, evaluator)
+    walltime = 0.0
+    for epoch in range(first_epoch, num_epochs):
         start = time.perf_counter()
         sums = torch.zeros(4, device=device)
         for _ in range(per_epoch):
@@ -390,6 +427,9 @@ def train(
             "training/value_mean": means[3],
         }
         metrics = evaluate(evaluator, evaluated, policy, deterministic_eval, generator, training)
+        if save_checkpoint_path is not None:  # before progress_fn: a callback that stops the run leaves this step
+            save_epoch(save_checkpoint_path, "shac", settings, epoch + 1, updates, num_envs * steps * action_repeat,
+                       modules, optimizers, generator, env, evaluator)
         progress_fn(epoch + 1, metrics)
     return make_policy, policy, metrics
 

@@ -136,6 +136,10 @@ TRAINERS = {
         "brax_core.training.agents.ppo.train(..., restore_checkpoint_path=PATH)",
     ),
     "torch_ppo": ("torch_ppo", "torch_ppo.train(..., restore_checkpoint_path=PATH)"),
+    "torch_analytic": (
+        "torch_analytic (APG or SHAC in torch)",
+        "torch_analytic.apg.train or torch_analytic.shac.train(..., restore_checkpoint_path=PATH)",
+    ),
 }
 
 
