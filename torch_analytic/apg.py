@@ -38,10 +38,12 @@ from torch_analytic.common import (
     make_policy,
     resume_from,
     save_epoch,
+    user_networks,
 )
 from torch_analytic.networks import APGPolicy
 from torch_ppo.arguments import resolve_device
 from torch_ppo.evaluation import BridgeEvaluator
+from torch_ppo.network_factory import name_of
 from torch_ppo.update import global_norm, global_norm_scale
 
 Metrics = dict[str, float]
@@ -109,6 +111,7 @@ def train(
     eval_env: Any = None,
     randomization_fn: Callable[..., Any] | None = None,
     device: Any = None,
+    network_factory: Callable[[int, int], tuple[Any, Any]] | None = None,
     save_checkpoint_path: str | os.PathLike | None = None,
     restore_checkpoint_path: str | os.PathLike | None = None,
 ) -> tuple[Callable[..., Any], APGPolicy, Metrics]:
@@ -121,6 +124,9 @@ def train(
     default device where torch can reach it, else the CPU). ``progress_fn(epoch, metrics)`` after every evaluation
     (epoch 0: before training, with ``num_evals > 1``), as the JAX APG.
 
+    ``network_factory``: networks of the user's own, as torch_ppo takes them (``fn(observation_size, action_size) ->
+    (policy_module, value_module)``); APG uses the policy module in place of its MLP, behind the normaliser and the
+    tanh-normal (``hidden_layer_sizes``, ``activation`` and ``layer_norm`` then keep their defaults).
     ``save_checkpoint_path``: a checkpoint of the whole run after every evaluation, before ``progress_fn`` sees it
     (``torch_analytic.checkpoint``); ``restore_checkpoint_path`` (a step directory, or the newest under a save path)
     continues that run exactly, with the same arguments (other settings are refused by name).
@@ -165,6 +171,7 @@ def train(
         "schedule_decay": schedule_decay, "seed": seed, "max_gradient_norm": max_gradient_norm,
         "normalize_observations": normalize_observations, "deterministic_eval": deterministic_eval,
         "hidden_layer_sizes": tuple(hidden_layer_sizes), "activation": activation, "layer_norm": layer_norm,
+        "network_factory": None if network_factory is None else name_of(network_factory),
     })
     saved = None
     if restore_checkpoint_path is not None:  # checked before anything compiles
@@ -182,8 +189,13 @@ def train(
         )
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
+        own = user_networks(network_factory, env.observation_size, env.action_size, {
+            "hidden_layer_sizes": (tuple(hidden_layer_sizes), (32,) * 4), "activation": (activation, "elu"),
+            "layer_norm": (layer_norm, True),
+        })
         policy = APGPolicy(
-            env.observation_size, env.action_size, hidden_layer_sizes, activation, layer_norm, normalize_observations
+            env.observation_size, env.action_size, hidden_layer_sizes, activation, layer_norm, normalize_observations,
+            module=None if own is None else own[0],
         ).to(device)
     optimizer = torch.optim.Adam(policy.parameters(), lr=learning_rate, betas=adam_b, eps=1e-8)
     generator = torch.Generator(device=device).manual_seed(seed)

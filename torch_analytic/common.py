@@ -13,6 +13,7 @@ from brax_bridge import TorchEnv
 from brax_core import envs
 from torch_analytic import checkpoint
 from torch_analytic.networks import APGPolicy
+from torch_ppo import network_factory as network_factory_checks
 from torch_ppo.evaluation import BridgeEvaluator
 
 Metrics = dict[str, float]
@@ -113,3 +114,21 @@ def save_epoch(
         path, algo, settings, updates * env_steps_per_update, counters, modules, optimizers, generator,
         env.state_dict(),
     )
+
+
+def user_networks(
+    network_factory: Any, observation_size: int, action_size: int, built_in: Mapping[str, tuple[Any, Any]]
+) -> tuple[nn.Module, nn.Module] | None:
+    """``network_factory``'s ``(policy_module, value_module)`` (torch_ppo's convention, their outputs checked), or
+    ``None`` without one. ``built_in``: the trainer's own networks' options as ``{name: (value, default)}``, which a
+    factory replaces: one changed beside it is refused by name."""
+    if network_factory is None:
+        return None
+    factory = network_factory_checks.check_factory(network_factory)
+    changed = sorted(name for name, (value, default) in built_in.items() if value != default)
+    if changed:
+        raise ValueError(
+            f"{', '.join(changed)} configure the trainer's own networks, which network_factory replaces: leave them "
+            "at their defaults beside network_factory"
+        )
+    return network_factory_checks.build(factory, observation_size, action_size)

@@ -35,7 +35,9 @@ CRITIC_KERNEL_GAIN = math.sqrt(2.0)
 class APGPolicy(nn.Module):
     """``forward(observation) -> (loc, scale)`` of the pre-tanh normal, over normalised observations.
 
-    ``act(observation, noise)`` is the reparametrised action ``tanh(loc + scale * noise)`` (``noise``: standard
+    ``module``: a network of the user's own in place of the MLP (``network_factory``'s policy module: outputs the
+    mean of each action dimension, then its scale before the softplus). ``act(observation, noise)`` is the
+    reparametrised action ``tanh(loc + scale * noise)`` (``noise``: standard
     normal, the action's shape), ``mode(observation)`` the deterministic one, ``tanh(loc)``.
     """
 
@@ -47,10 +49,14 @@ class APGPolicy(nn.Module):
         activation: str | Callable[..., Any] = "elu",
         layer_norm: bool = True,
         normalize_observations: bool = False,
+        module: nn.Module | None = None,
     ):
         super().__init__()
         self.observation_size, self.action_size = int(observation_size), int(action_size)
         self.normalizer = RunningNormalizer(self.observation_size, enabled=normalize_observations)
+        if module is not None:  # a network of the user's own (network_factory): [batch, 2 * action_size] outputs
+            self.mlp = module
+            return
         _, act = resolve_activation(activation)
         layers: list[nn.Module] = []
         width = self.observation_size
@@ -115,9 +121,13 @@ class SHACCritic(nn.Module):
         hidden_layer_sizes: Sequence[int] = (64, 64),
         activation: str | Callable[..., Any] = "elu",
         layer_norm: bool = True,
+        module: nn.Module | None = None,
     ):
         super().__init__()
         self.observation_size = int(observation_size)
+        if module is not None:  # a network of the user's own (network_factory): [batch] or [batch, 1] outputs
+            self.mlp = module
+            return
         _, act = resolve_activation(activation)
         layers: list[nn.Module] = []
         width = self.observation_size
@@ -130,7 +140,8 @@ class SHACCritic(nn.Module):
         self.mlp = nn.Sequential(*layers)
 
     def forward(self, observation: torch.Tensor) -> torch.Tensor:
-        return self.mlp(observation)
+        value = self.mlp(observation)
+        return value.unsqueeze(-1) if value.dim() < observation.dim() else value
 
 
 class _Activation(nn.Module):

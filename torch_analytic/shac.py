@@ -56,10 +56,12 @@ from torch_analytic.common import (
     make_policy,
     resume_from,
     save_epoch,
+    user_networks,
 )
 from torch_analytic.networks import APGPolicy, SHACCritic
 from torch_ppo.arguments import resolve_device
 from torch_ppo.evaluation import BridgeEvaluator
+from torch_ppo.network_factory import name_of
 from torch_ppo.networks import ACTIVATIONS
 from torch_ppo.update import global_norm, global_norm_scale
 
@@ -236,6 +238,7 @@ def train(
     eval_env: Any = None,
     randomization_fn: Callable[..., Any] | None = None,
     device: Any = None,
+    network_factory: Callable[[int, int], tuple[Any, Any]] | None = None,
     save_checkpoint_path: str | os.PathLike | None = None,
     restore_checkpoint_path: str | os.PathLike | None = None,
 ) -> tuple[Callable[..., Any], APGPolicy, Metrics]:
@@ -256,6 +259,10 @@ def train(
     gradient norm before clipping) and ``training/value_mean`` (the target critic's values of the states reached),
     with ``training/sps`` and ``training/walltime``.
 
+    ``network_factory``: networks of the user's own, as torch_ppo takes them (``fn(observation_size, action_size) ->
+    (policy_module, value_module)``): the actor and the critic, the actor behind the normaliser and the tanh-normal,
+    the critic on normalised observations (the hidden sizes, ``activation`` and ``layer_norm`` then keep their
+    defaults).
     ``save_checkpoint_path``: a checkpoint of the whole run after every evaluation, before ``progress_fn`` sees it
     (``torch_analytic.checkpoint``); ``restore_checkpoint_path`` (a step directory, or the newest under a save path)
     continues that run exactly, with the same arguments (other settings are refused by name).
@@ -317,6 +324,7 @@ def train(
         "reward_scaling": reward_scaling, "seed": seed, "normalize_observations": normalize_observations,
         "deterministic_eval": deterministic_eval, "actor_hidden_layer_sizes": actor_hidden_layer_sizes,
         "critic_hidden_layer_sizes": critic_hidden_layer_sizes, "activation": activation, "layer_norm": layer_norm,
+        "network_factory": None if network_factory is None else name_of(network_factory),
     })
     saved = None
     if restore_checkpoint_path is not None:  # checked before anything compiles
@@ -339,6 +347,11 @@ def train(
         )
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
+        own = user_networks(network_factory, env.observation_size, env.action_size, {
+            "actor_hidden_layer_sizes": (actor_hidden_layer_sizes, (128, 64, 32)),
+            "critic_hidden_layer_sizes": (critic_hidden_layer_sizes, (64, 64)), "activation": (activation, "elu"),
+            "layer_norm": (layer_norm, True),
+        })
         policy = APGPolicy(
             env.observation_size,
             env.action_size,
@@ -346,8 +359,12 @@ def train(
             activation,
             layer_norm,
             normalize_observations,
+            module=None if own is None else own[0],
         ).to(device)
-        critic = SHACCritic(env.observation_size, critic_hidden_layer_sizes, activation, layer_norm).to(device)
+        critic = SHACCritic(
+            env.observation_size, critic_hidden_layer_sizes, activation, layer_norm,
+            module=None if own is None else own[1],
+        ).to(device)
     target_critic = copy.deepcopy(critic).requires_grad_(False)
     actor_optimizer = torch.optim.Adam(policy.parameters(), lr=actor_learning_rate, betas=adam_b)
     critic_optimizer = torch.optim.Adam(critic.parameters(), lr=critic_learning_rate, betas=adam_b)
