@@ -1,4 +1,5 @@
-"""Where JAX work runs: a device named as torch names it, and JAX's default device set to it for a block.
+"""Where JAX work runs: a device named as torch names it, JAX's default device set to it for a block, and the
+devices a JAX trainer trains on.
 
 Every entry point places a run through these two functions (the application's ``--device``, the trainers'
 ``config.run.device``), so each sets JAX's default device by the same rule.
@@ -45,3 +46,23 @@ def on_device(device: jax.Device) -> Iterator[jax.Device]:
         return
     with jax.default_device(device):
         yield device
+
+
+def training_devices(max_devices_per_host: int | None) -> list[jax.Device]:
+    """The devices to train on: up to ``max_devices_per_host`` of each process's local devices.
+
+    A default device set with ``jax.default_device`` places the run, as it places any other JAX computation: a
+    device means that device alone, a platform name (``"cpu"``) that platform's devices. Brax ignores it and trains
+    on the default backend's devices, so ``--device cpu`` on a GPU machine would still train on the GPU.
+    """
+    default = jax.config.jax_default_device
+    if isinstance(default, jax.Device):
+        return [default]
+    per_process: dict[int, list[jax.Device]] = {}
+    for d in jax.devices(default) if default else jax.devices():
+        per_process.setdefault(d.process_index, []).append(d)
+    chosen = []
+    for index in sorted(per_process):
+        local = per_process[index]
+        chosen.extend(local if max_devices_per_host is None else local[:max_devices_per_host])
+    return chosen

@@ -366,8 +366,8 @@ def test_device_cpu_runs_both_trainers_on_the_cpu_where_a_gpu_is_reported(tmp_pa
     _pretend_a_gpu(monkeypatch)
     assert runtime.place("auto").torch_device == "cuda:0"  # what auto would pick here
     jax_devices, torch_devices = [], []
-    choose = ppo_train._devices
-    monkeypatch.setattr(ppo_train, "_devices", lambda *a: jax_devices.append(choose(*a)) or jax_devices[-1])
+    choose = ppo_train.training_devices
+    monkeypatch.setattr(ppo_train, "training_devices", lambda *a: jax_devices.append(choose(*a)) or jax_devices[-1])
     train_torch = trainers.torch_ppo.train_from_config
     monkeypatch.setattr(
         trainers.torch_ppo, "train_from_config",
@@ -420,9 +420,9 @@ def test_jax_trainer_follows_jax_default_device():
 
     cpu = jax.devices("cpu")[0]
     with jax.default_device(cpu):
-        assert ppo_train._devices(None) == [cpu]
+        assert ppo_train.training_devices(None) == [cpu]
     with jax.default_device("cpu"):
-        assert ppo_train._devices(None) == jax.devices("cpu")
+        assert ppo_train.training_devices(None) == jax.devices("cpu")
 
 
 def test_a_run_on_jaxs_own_default_device_compiles_nothing_twice():

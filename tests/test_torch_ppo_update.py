@@ -182,7 +182,7 @@ def _jax_trainer_parts(start, overrides: dict):
             **overrides,
             "network_factory": factory,
         },
-        jax_train._devices,
+        jax_train.training_devices,
     )
     nets, _, _ = jax_train._make_networks(args, None)
     hp = args.hp

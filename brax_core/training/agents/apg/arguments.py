@@ -18,7 +18,7 @@ from brax_core.envs.base import Env
 from brax_core.training import resume
 from brax_core.training import validation as v
 from brax_core.training.agents.apg import networks as apg_networks
-from brax_core.training.agents.ppo.arguments import _check_wrapping
+from brax_core.training.agents.ppo.arguments import check_wrapping
 
 TRAIN_DOC = """Direct trajectory optimisation training: the analytic policy gradient (APG).
 
@@ -185,9 +185,9 @@ def validated(arguments: Mapping[str, Any], find_devices: Callable[[int | None],
     if randomization_fn is not None:
         v.callable_arg("randomization_fn", randomization_fn)
     wrap_env = _wrapper(arguments["wrap_env"], arguments["wrap_env_fn"])
-    _check_wrapping("environment", environment, wrap_env)
+    check_wrapping("environment", environment, wrap_env)
     if arguments["eval_env"] is not None:
-        _check_wrapping("eval_env", eval_env, wrap_env)
+        check_wrapping("eval_env", eval_env, wrap_env)
     devices = tuple(find_devices(max_devices_per_host))
     if num_envs % len(devices) != 0:
         raise ValueError(f"num_envs ({num_envs}) must be divisible by the number of devices ({len(devices)})")

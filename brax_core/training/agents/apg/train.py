@@ -29,13 +29,13 @@ import optax
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from brax_core.devices import training_devices
 from brax_core.envs.base import Env, State
 from brax_core.training import acting, types
 from brax_core.training.acme import running_statistics
 from brax_core.training.agents.apg import arguments
 from brax_core.training.agents.apg import networks as apg_networks
 from brax_core.training.agents.ppo.environments import make_eval_env, wrap_for
-from brax_core.training.agents.ppo.train import _devices
 
 __all__ = ["TrainingState", "clip_by_global_norm", "make_loss", "make_optimizer", "make_training_epoch", "train"]
 
@@ -95,7 +95,7 @@ def train(
     eval_env: Env | None = None,
     randomization_fn: Callable[..., Any] | None = None,
 ) -> tuple[Callable[..., types.Policy], tuple[Any, Any], dict[str, float]]:
-    args = arguments.validated(locals(), _devices)  # first statement: locals() holds exactly train's arguments
+    args = arguments.validated(locals(), training_devices)  # first statement: locals() holds exactly train's arguments
     started = time.time()
     keys = _keys(args.seed)
     mesh = Mesh(np.asarray(args.devices), (AXIS,))

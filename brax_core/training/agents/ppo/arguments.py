@@ -243,9 +243,9 @@ def validated(
             raise TypeError(f"eval_env must be a brax_core Env, a MuJoCo Playground MjxEnv or None, got {eval_env!r}")
         eval_env = envs.as_env(eval_env)
     wrap_env = _checked_wrap_env(arguments["wrap_env"], arguments["wrap_env_fn"])
-    _check_wrapping("environment", environment, wrap_env)
+    check_wrapping("environment", environment, wrap_env)
     if eval_env is not None:
-        _check_wrapping("eval_env", eval_env, wrap_env)
+        check_wrapping("eval_env", eval_env, wrap_env)
     devices = find_devices(max_devices_per_host)
     evaluate = hp.run.num_evals > 0 and run_evals
     _check_device_split(hp, len(devices), evaluate)
@@ -322,7 +322,7 @@ def _checked_wrap_env(wrap_env: Any, wrap_env_fn: Any) -> bool | Callable[..., E
     return wrap_env
 
 
-def _check_wrapping(name: str, env: Env, wrap_env: bool | Callable[..., Env]) -> None:
+def check_wrapping(name: str, env: Env, wrap_env: bool | Callable[..., Env]) -> None:
     """Refuses an env that ``wrap_env`` would wrap twice, or train on unbatched: both fail later, deep inside JAX
     (an already batched env's reset given one key per env, an unbatched one under ``shard_map``)."""
     what = env_training.describe_wrapping(env)

@@ -29,6 +29,7 @@ from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from brax_core import devices
+from brax_core.devices import training_devices
 from brax_core.envs.base import Env
 from brax_core.training import types
 from brax_core.training.acme import running_statistics
@@ -60,26 +61,6 @@ __all__ = [
     "train",
     "train_from_config",
 ]
-
-
-def _devices(max_devices_per_host: int | None) -> list[jax.Device]:
-    """The devices to train on: up to ``max_devices_per_host`` of each process's local devices.
-
-    A default device set with ``jax.default_device`` places the run, as it places any other JAX computation: a
-    device means that device alone, a platform name (``"cpu"``) that platform's devices. Brax ignores it and trains
-    on the default backend's devices, so ``--device cpu`` on a GPU machine would still train on the GPU.
-    """
-    default = jax.config.jax_default_device
-    if isinstance(default, jax.Device):
-        return [default]
-    per_process: dict[int, list[jax.Device]] = {}
-    for d in jax.devices(default) if default else jax.devices():
-        per_process.setdefault(d.process_index, []).append(d)
-    chosen = []
-    for index in sorted(per_process):
-        local = per_process[index]
-        chosen.extend(local if max_devices_per_host is None else local[:max_devices_per_host])
-    return chosen
 
 
 def train(
@@ -149,7 +130,7 @@ def train(
 ) -> tuple[Callable[..., types.Policy], PPOTrainingParams, dict[str, float]]:
     # Brax's keywords become one PPOConfig (arguments.config_of_keywords): the first statement, so that locals()
     # holds exactly train's arguments.
-    return _train(arguments.validated(locals(), _devices))
+    return _train(arguments.validated(locals(), training_devices))
 
 
 # What every argument means: arguments.TRAIN_DOC, the text help(train) shows.
@@ -187,7 +168,7 @@ def train_from_config(
     }
     given = {**defaults, "network_factory": None, **options, "environment": environment}
     with _placed(config.run.device):
-        return _train(arguments.validated(given, _devices, config))
+        return _train(arguments.validated(given, training_devices, config))
 
 
 def _placed(device: str | None) -> contextlib.AbstractContextManager[Any]:
