@@ -11,7 +11,7 @@ import torch
 
 from brax_core.envs import Env, State
 from brax_core.training.run import checkpoints
-from torch_analytic import apg, shac
+from torch_analytic import apg, common, shac
 from torch_analytic import checkpoint as analytic_checkpoint
 
 
@@ -77,7 +77,7 @@ def test_resuming_with_other_settings_or_from_a_changed_file_is_refused(tmp_path
     apg.train(Drift(), **{**RUN, "num_evals": 2, "policy_updates": 2}, save_checkpoint_path=tmp_path / "run")
     step_dir = checkpoints.resolve(tmp_path / "run")
     built = []
-    monkeypatch.setattr(apg, "TorchEnv", lambda *a, **k: built.append(a))  # nothing may be built before the checks
+    monkeypatch.setattr(common, "TorchEnv", lambda *a, **k: built.append(a))  # nothing may be built before the checks
     with pytest.raises(ValueError, match=r"saved with other settings \(horizon_length: saved 4, now 8\)"):
         apg.train(Drift(), **{**RUN, "num_evals": 2, "policy_updates": 2, "horizon_length": 8},
                   restore_checkpoint_path=step_dir)

@@ -11,7 +11,7 @@ import torch
 
 from brax_bridge import TorchEnv
 from brax_core.envs import Env, State
-from torch_analytic import shac
+from torch_analytic import common, shac
 from torch_analytic.networks import APGPolicy, SHACCritic
 
 
@@ -276,7 +276,7 @@ def test_bad_arguments_are_named_before_any_env_is_built(monkeypatch, changes, m
     def no_env(*args, **kwargs):
         raise AssertionError("an env was built before the arguments were checked")
 
-    monkeypatch.setattr(shac, "TorchEnv", no_env)
+    monkeypatch.setattr(common, "TorchEnv", no_env)
     arguments = {"environment": Glide(), "episode_length": 10, "policy_updates": 2, **changes}
     with pytest.raises((ValueError, TypeError), match=message):
         shac.train(**arguments)

@@ -31,18 +31,17 @@ from brax_core.training import validation as v
 from brax_core.training.agents.apg.arguments import adam_betas, epochs_of, updates_per_epoch
 from torch_analytic import checkpoint
 from torch_analytic.common import (
+    build_envs,
     check_environment,
     evaluate,
-    first_observation,
     ignore,
     make_policy,
-    resume_from,
     save_epoch,
+    start_run,
     user_networks,
 )
 from torch_analytic.networks import APGPolicy
 from torch_ppo.arguments import resolve_device
-from torch_ppo.evaluation import BridgeEvaluator
 from torch_ppo.network_factory import name_of
 from torch_ppo.update import global_norm, global_norm_scale
 
@@ -178,15 +177,10 @@ def train(
         saved = checkpoint.load(restore_checkpoint_path)
         checkpoint.check_resume(saved, "apg", settings)
 
-    env = TorchEnv(
-        environment, num_envs, episode_length=episode_length, action_repeat=action_repeat, device=device, seed=seed,
-        randomization_fn=randomization_fn, differentiable=True,
+    env, evaluator = build_envs(
+        "APG", environment, eval_env, num_envs, num_eval_envs, episode_length, action_repeat, device, seed,
+        randomization_fn,
     )
-    if not isinstance(env.observation_size, int):
-        raise NotImplementedError(
-            f"APG trains on flat array observations; the environment's observation_size is {env.observation_size!r} "
-            "(as in the JAX APG)"
-        )
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         own = user_networks(network_factory, env.observation_size, env.action_size, {
@@ -199,25 +193,14 @@ def train(
         ).to(device)
     optimizer = torch.optim.Adam(policy.parameters(), lr=learning_rate, betas=adam_b, eps=1e-8)
     generator = torch.Generator(device=device).manual_seed(seed)
-    evaluator = BridgeEvaluator(
-        TorchEnv(eval_env, num_eval_envs, episode_length=episode_length, action_repeat=action_repeat, device=device,
-                 seed=seed + 104_729, randomization_fn=randomization_fn),
-        -(-episode_length // action_repeat), action_repeat, seed,
-    )
     evaluated = SimpleNamespace(policy=policy)  # the evaluator's view: policy(obs) -> (loc, scale), postprocess
 
     steps_per_update = horizon_length // action_repeat
     num_epochs, per_epoch = epochs_of(num_evals), updates_per_epoch(policy_updates, num_evals)
-    metrics: Metrics = {}
     modules, optimizers = {"policy": policy}, {"policy": optimizer}
-    if saved is None:
-        if num_evals > 1:
-            metrics = evaluate(evaluator, evaluated, policy, deterministic_eval, generator, {})
-            progress_fn(0, metrics)
-        observation = first_observation(env, episode_length, generator)
-        first_epoch, updates = 0, 0
-    else:
-        first_epoch, updates, observation = resume_from(saved, modules, optimizers, generator, env, evaluator)
+    first_epoch, updates, observation, metrics = start_run(
+        saved, modules, optimizers, generator, env, evaluator, deterministic_eval, num_evals, progress_fn
+    )
     walltime = 0.0
     for epoch in range(first_epoch, num_epochs):
         start = time.perf_counter()

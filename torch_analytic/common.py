@@ -4,6 +4,7 @@ episode clocks), the evaluation between epochs and the policy function a run ret
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from types import SimpleNamespace
 from typing import Any
 
 import torch
@@ -132,3 +133,50 @@ def user_networks(
             "at their defaults beside network_factory"
         )
     return network_factory_checks.build(factory, observation_size, action_size)
+
+
+def build_envs(
+    algo: str, environment: Any, eval_env: Any, num_envs: int, num_eval_envs: int, episode_length: int,
+    action_repeat: int, device: Any, seed: int, randomization_fn: Any,
+) -> tuple[TorchEnv, BridgeEvaluator]:
+    """The differentiable training envs and the evaluator on their own envs (seeded apart), as both trainers use
+    them; flat array observations only."""
+    env = TorchEnv(
+        environment, num_envs, episode_length=episode_length, action_repeat=action_repeat, device=device, seed=seed,
+        randomization_fn=randomization_fn, differentiable=True,
+    )
+    if not isinstance(env.observation_size, int):
+        raise NotImplementedError(
+            f"{algo} trains on flat array observations; the environment's observation_size is "
+            f"{env.observation_size!r} (as the JAX APG)"
+        )
+    evaluator = BridgeEvaluator(
+        TorchEnv(eval_env, num_eval_envs, episode_length=episode_length, action_repeat=action_repeat, device=device,
+                 seed=seed + 104_729, randomization_fn=randomization_fn),
+        -(-episode_length // action_repeat), action_repeat, seed,
+    )
+    return env, evaluator
+
+
+def start_run(
+    saved: Mapping[str, Any] | None,
+    modules: Mapping[str, nn.Module],
+    optimizers: Mapping[str, torch.optim.Optimizer],
+    generator: torch.Generator,
+    env: TorchEnv,
+    evaluator: BridgeEvaluator,
+    deterministic_eval: bool,
+    num_evals: int,
+    progress_fn: Callable[[int, Metrics], None],
+) -> tuple[int, int, torch.Tensor, Metrics]:
+    """A run's start: a new one evaluates first (with ``num_evals > 1``, reported as epoch 0) and starts its envs
+    (``first_observation``); a restored one continues its checkpoint (``resume_from``). Returns ``(first epoch,
+    updates made, observation, metrics)``."""
+    if saved is not None:
+        return (*resume_from(saved, modules, optimizers, generator, env, evaluator), {})
+    metrics: Metrics = {}
+    policy = modules["policy"]
+    if num_evals > 1:
+        metrics = evaluate(evaluator, SimpleNamespace(policy=policy), policy, deterministic_eval, generator, {})
+        progress_fn(0, metrics)
+    return 0, 0, first_observation(env, env.episode_length, generator), metrics

@@ -49,18 +49,17 @@ from brax_core.training import validation as v
 from brax_core.training.agents.apg.arguments import adam_betas, epochs_of, updates_per_epoch
 from torch_analytic import checkpoint
 from torch_analytic.common import (
+    build_envs,
     check_environment,
     evaluate,
-    first_observation,
     ignore,
     make_policy,
-    resume_from,
     save_epoch,
+    start_run,
     user_networks,
 )
 from torch_analytic.networks import APGPolicy, SHACCritic
 from torch_ppo.arguments import resolve_device
-from torch_ppo.evaluation import BridgeEvaluator
 from torch_ppo.network_factory import name_of
 from torch_ppo.networks import ACTIVATIONS
 from torch_ppo.update import global_norm, global_norm_scale
@@ -331,20 +330,10 @@ def train(
         saved = checkpoint.load(restore_checkpoint_path)
         checkpoint.check_resume(saved, "shac", settings)
 
-    env = TorchEnv(
-        environment,
-        num_envs,
-        episode_length=episode_length,
-        action_repeat=action_repeat,
-        device=device,
-        seed=seed,
-        randomization_fn=randomization_fn,
-        differentiable=True,
+    env, evaluator = build_envs(
+        "SHAC", environment, eval_env, num_envs, num_eval_envs, episode_length, action_repeat, device, seed,
+        randomization_fn,
     )
-    if not isinstance(env.observation_size, int):
-        raise NotImplementedError(
-            f"SHAC trains on flat array observations; the environment's observation_size is {env.observation_size!r}"
-        )
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         own = user_networks(network_factory, env.observation_size, env.action_size, {
@@ -369,35 +358,15 @@ def train(
     actor_optimizer = torch.optim.Adam(policy.parameters(), lr=actor_learning_rate, betas=adam_b)
     critic_optimizer = torch.optim.Adam(critic.parameters(), lr=critic_learning_rate, betas=adam_b)
     generator = torch.Generator(device=device).manual_seed(seed)
-    evaluator = BridgeEvaluator(
-        TorchEnv(
-            eval_env,
-            num_eval_envs,
-            episode_length=episode_length,
-            action_repeat=action_repeat,
-            device=device,
-            seed=seed + 104_729,
-            randomization_fn=randomization_fn,
-        ),
-        -(-episode_length // action_repeat),
-        action_repeat,
-        seed,
-    )
     evaluated = SimpleNamespace(policy=policy)  # the evaluator's view: policy(obs) -> (loc, scale), postprocess
 
     num_epochs, per_epoch = epochs_of(num_evals), updates_per_epoch(policy_updates, num_evals)
     total_updates = max(num_epochs * per_epoch, 1)
-    metrics: Metrics = {}
     modules = {"policy": policy, "critic": critic, "target_critic": target_critic}
     optimizers = {"actor": actor_optimizer, "critic": critic_optimizer}
-    if saved is None:
-        if num_evals > 1:
-            metrics = evaluate(evaluator, evaluated, policy, deterministic_eval, generator, {})
-            progress_fn(0, metrics)
-        observation = first_observation(env, episode_length, generator)
-        first_epoch, updates = 0, 0
-    else:
-        first_epoch, updates, observation = resume_from(saved, modules, optimizers, generator, env, evaluator)
+    first_epoch, updates, observation, metrics = start_run(
+        saved, modules, optimizers, generator, env, evaluator, deterministic_eval, num_evals, progress_fn
+    )
     walltime = 0.0
     for epoch in range(first_epoch, num_epochs):
         start = time.perf_counter()
