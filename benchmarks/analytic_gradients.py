@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
 import resource
@@ -38,6 +39,7 @@ from torch_analytic import apg, shac  # noqa: E402
 from torch_analytic.networks import APGPolicy  # noqa: E402
 
 COST_SECTION = "## Gradients through the physics, backward against forward"
+NORM_SECTION = "## Gradients through the physics, gradient norms against the horizon"
 MEMORY_SECTION = "## Gradients through the physics, memory over a long run"
 ENVS = ("fast", "inverted_pendulum", "halfcheetah", "ant", "humanoid")
 PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
@@ -58,7 +60,7 @@ def unroll(env: TorchEnv, policy: APGPolicy, observation: torch.Tensor, horizon:
     """Minus the mean reward of ``horizon`` policy steps from ``observation``, and the last observation."""
     rewards = []
     for _ in range(horizon):
-        noise = torch.randn((env.num_envs, env.action_size), generator=generator)
+        noise = torch.randn((env.num_envs, env.action_size), generator=generator, device=env.device)
         nxt = env.step(policy.act(observation, noise)).get("next")
         rewards.append(nxt.get("reward"))
         observation = nxt.get("observation")
@@ -69,8 +71,8 @@ def cost(env_name: str, num_envs: int, horizon: int, repeats: int) -> dict[str, 
     """Median seconds of the three unrolls of ``env_name`` (see the module docstring) and their ratios."""
     env = TorchEnv(env_name, num_envs, differentiable=True, seed=0)
     torch.manual_seed(0)
-    policy = APGPolicy(env.observation_size, env.action_size)
-    generator = torch.Generator().manual_seed(0)
+    policy = APGPolicy(env.observation_size, env.action_size).to(env.device)
+    generator = torch.Generator(device=env.device).manual_seed(0)
     observation = env.reset().get("observation")
     times: dict[str, list[float]] = {"no_grad": [], "forward": [], "backward": []}
     for repetition in range(repeats + 1):
@@ -101,6 +103,40 @@ def cost(env_name: str, num_envs: int, horizon: int, repeats: int) -> dict[str, 
         "forward_over_no_grad": med["forward"] / med["no_grad"],
         "env_steps_per_s_training": num_envs * horizon / (med["forward"] + med["backward"]),
     }
+
+
+def gradient_norms(env_name: str, num_envs: int, horizons: list[int], samples: int) -> dict[int, dict[str, float]]:
+    """For each horizon, the global norm of the APG policy gradient (minus the mean reward of an unroll, as
+    ``apg_loss``) over ``samples`` successive windows of a fixed, untrained policy from states spread by a warm-up:
+    median, mean, coefficient of variation (std / mean), largest, and how many were not finite."""
+    env = TorchEnv(env_name, num_envs, differentiable=True, seed=0)
+    torch.manual_seed(0)
+    policy = APGPolicy(env.observation_size, env.action_size).to(env.device)
+    generator = torch.Generator(device=env.device).manual_seed(0)
+    observation = env.reset().get("observation")
+    with torch.no_grad():  # spread the envs over their episodes
+        _, observation = unroll(env, policy, observation, 50, generator)
+    out = {}
+    for horizon in horizons:
+        norms = []
+        for _ in range(samples):
+            env.detach()
+            loss, observation = unroll(env, policy, observation.detach(), horizon, generator)
+            policy.zero_grad(set_to_none=True)
+            loss.backward()
+            norms.append(float(torch.stack([p.grad.square().sum() for p in policy.parameters()]).sum().sqrt()))
+            observation = observation.detach()
+        finite = [n for n in norms if math.isfinite(n)]
+        mean = statistics.fmean(finite) if finite else float("nan")
+        out[horizon] = {
+            "median": statistics.median(finite) if finite else float("nan"),
+            "mean": mean,
+            "cv": statistics.pstdev(finite) / mean if len(finite) > 1 and mean > 0 else float("nan"),
+            "max": max(finite) if finite else float("nan"),
+            "not_finite": len(norms) - len(finite),
+        }
+        print(env_name, horizon, json.dumps({k: round(v, 4) for k, v in out[horizon].items()}), flush=True)
+    return out
 
 
 def memory(
@@ -149,7 +185,9 @@ def _machine() -> str:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("what", choices=("cost", "memory"))
+    parser.add_argument("what", choices=("cost", "memory", "norms"))
+    parser.add_argument("--horizons", default="4,8,16,32,64", help="norms: the horizons to measure")
+    parser.add_argument("--samples", type=int, default=12, help="norms: windows per horizon")
     parser.add_argument("--envs", default=",".join(ENVS))
     parser.add_argument("--num-envs", type=int, default=64)
     parser.add_argument("--horizon", type=int, default=32)
@@ -183,6 +221,24 @@ def main(argv: list[str] | None = None) -> None:
             )
         result: object = rows
         section = COST_SECTION
+    elif args.what == "norms":
+        horizons = [int(h) for h in args.horizons.split(",")]
+        result = {name: gradient_norms(name, args.num_envs, horizons, args.samples) for name in names}
+        lines = [
+            f"`{command}`; {_machine()}; an untrained APG policy (4 × 32, layer norm), {args.num_envs} envs spread "
+            f"over their episodes, {args.samples} successive windows per horizon: the global norm of the gradient of "
+            "minus the window's mean reward with respect to the policy's parameters.",
+            "",
+            "| env | horizon | median norm | mean norm | std / mean | largest | not finite |",
+            "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+        ]
+        for name, by_horizon in result.items():
+            for horizon, r in by_horizon.items():
+                lines.append(
+                    f"| `{name}` | {horizon} | {r['median']:.3g} | {r['mean']:.3g} | {r['cv']:.2f} | {r['max']:.3g} | "
+                    f"{r['not_finite']} of {args.samples} |"
+                )
+        section = NORM_SECTION
     else:
         result = [
             memory(algo, n, args.env_steps, args.num_envs, args.horizon, args.num_evals)
