@@ -240,11 +240,11 @@ def main(argv: list[str] | None = None) -> None:
                 )
         section = NORM_SECTION
     else:
-        result = [
-            memory(algo, n, args.env_steps, args.num_envs, args.horizon, args.num_evals)
-            for algo in args.algos.split(",")
-            for n in names
-        ]
+        result = []
+        for algo in args.algos.split(","):
+            for name in names:
+                result.append(memory(algo, name, args.env_steps, args.num_envs, args.horizon, args.num_evals))
+                print(json.dumps(result[-1]), flush=True)  # each run's readings as soon as it ends
         lines = [
             f"`{command}`; {_machine()}; `torch_analytic.apg.train` and `shac.train`, {args.num_envs} envs, horizon "
             f"{args.horizon}, "
