@@ -245,9 +245,9 @@ def main(argv: list[str] | None = None) -> None:
             for name in names:
                 result.append(memory(algo, name, args.env_steps, args.num_envs, args.horizon, args.num_evals))
                 print(json.dumps(result[-1]), flush=True)  # each run's readings as soon as it ends
+        trainers = " and ".join(f"`torch_analytic.{algo}.train`" for algo in args.algos.split(","))
         lines = [
-            f"`{command}`; {_machine()}; `torch_analytic.apg.train` and `shac.train`, {args.num_envs} envs, horizon "
-            f"{args.horizon}, "
+            f"`{command}`; {_machine()}; {trainers}, {args.num_envs} envs, horizon {args.horizon}, "
             f"memory read after each of {args.num_evals} evaluations spread evenly over the run (the first after "
             f"{100 // args.num_evals} %, the column \"first\").",
             "",
@@ -259,9 +259,9 @@ def main(argv: list[str] | None = None) -> None:
             first, last = r["readings"][1], r["readings"][-1]
             print(r["env"], json.dumps({k: v for k, v in r.items() if k != "readings"}), flush=True)
             lines.append(
-                f"| {r['algo']} | `{r['env']}` | {r['env_steps']:,} | {r['seconds']:.0f} | {first['peak_mib']:.0f} | "
-                f"{last['peak_mib']:.0f} | {100 * r['peak_growth']:+.1f} % | {first['resident_mib']:.0f} | "
-                f"{last['resident_mib']:.0f} | {first['live_jax_arrays']} / {last['live_jax_arrays']} |"
+                f"| {r['algo']} | `{r['env']}` | {r['env_steps']:,} | {r['seconds']:,.0f} | {first['peak_mib']:,.0f} | "
+                f"{last['peak_mib']:,.0f} | {100 * r['peak_growth']:+.1f} % | {first['resident_mib']:,.0f} | "
+                f"{last['resident_mib']:,.0f} | {first['live_jax_arrays']} / {last['live_jax_arrays']} |"
             )
         section = MEMORY_SECTION
     print("\n".join(lines))
