@@ -6,37 +6,10 @@ is ``benchmarks/analytic_gradients.py memory``'s."""
 import gc
 
 import jax
-import jax.numpy as jnp
 import pytest
+from test_torch_analytic_checkpoint import Drift  # smooth, so every step's graph reaches every earlier action
 
-from brax_core.envs import Env, State
 from torch_analytic import apg, shac
-
-
-class Drift(Env):
-    """A point mass pushed by the action, paid for staying near the origin: smooth, so every step's graph reaches
-    every earlier action (the graph a leak would keep)."""
-
-    default_episode_length = 30
-
-    def reset(self, rng: jax.Array) -> State:
-        obs = jnp.concatenate([jax.random.uniform(rng, (2,), jnp.float32, -1.0, 1.0), jnp.zeros((2,), jnp.float32)])
-        zero = jnp.zeros((), jnp.float32)
-        return State(pipeline_state=obs, obs=obs, reward=zero, done=zero)
-
-    def step(self, state: State, action: jax.Array) -> State:
-        velocity = 0.9 * state.obs[2:] + 0.3 * action
-        position = state.obs[:2] + 0.1 * velocity
-        obs = jnp.concatenate([position, velocity])
-        return state.replace(pipeline_state=obs, obs=obs, reward=1.0 - jnp.sum(position**2))
-
-    @property
-    def observation_size(self) -> int:
-        return 4
-
-    @property
-    def action_size(self) -> int:
-        return 2
 
 
 def _resident_bytes() -> int:
