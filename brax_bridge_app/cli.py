@@ -329,6 +329,16 @@ def _print_summary(summary: dict[str, Any], run_dir: str) -> None:
             console.print("no checkpoint was saved before the stop (one is written at every evaluation)")
 
 
+def _finish_run(summary: dict[str, Any], run_dir: str) -> None:
+    """Prints a run's summary and exits as its status says: 130 (128 + SIGINT, as a shell reports a process Ctrl-C
+    ended, so `train ... && next-step` does not go on) after a stop, 1 after a failure."""
+    _print_summary(summary, run_dir)
+    if summary["status"] in ("interrupted", "aborted"):
+        raise typer.Exit(130)
+    if summary["status"] == "failed":
+        raise typer.Exit(1)
+
+
 @command("envs")
 def envs_command(
     names: Annotated[
@@ -471,12 +481,7 @@ def train_command(
         raise _fail(f"--resume: {err}" if resume is not None else str(err)) from None
     except loggers.LoggerError as err:
         raise _fail(str(err)) from None
-    _print_summary(summary, run_dir)
-    if summary["status"] in ("interrupted", "aborted"):
-        # 128 + SIGINT, as a shell reports a process Ctrl-C ended: `train ... && next-step` must not go on
-        raise typer.Exit(130)
-    if summary["status"] == "failed":
-        raise typer.Exit(1)
+    _finish_run(summary, run_dir)
 
 
 def _train_gradient(algo: str, env: str | None, trainer: str | None, out: Path | None, seed: int | None,
@@ -534,11 +539,7 @@ def _train_gradient(algo: str, env: str | None, trainer: str | None, out: Path |
         raise _fail(f"--resume: {err}") from None
     except loggers.LoggerError as err:
         raise _fail(str(err)) from None
-    _print_summary(summary, run_dir)
-    if summary["status"] in ("interrupted", "aborted"):
-        raise typer.Exit(130)
-    if summary["status"] == "failed":
-        raise typer.Exit(1)
+    _finish_run(summary, run_dir)
 
 
 def _gradient_folder_algo(run_dir: Path) -> str | None:

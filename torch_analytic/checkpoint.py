@@ -21,11 +21,11 @@ import torch
 from torch import nn
 
 from brax_core.training.run import checkpoints as run_checkpoints
-from brax_core.training.run.checkpoints import CheckpointError
+from torch_ppo import checkpoint as torch_checkpoint
 
 FORMAT = "torch_analytic/1"
 TRAINER = "torch_analytic"
-STATE_FILE = "state.pt"
+STATE_FILE = torch_checkpoint.STATE_FILE
 
 
 def save(
@@ -63,17 +63,7 @@ def save(
 def load(path: str | os.PathLike, map_location: Any = "cpu") -> dict[str, Any]:
     """The state of the checkpoint ``path`` names (a step directory, or the newest under a save path), its file
     checked against the manifest first; ``state['path']`` says which step directory."""
-    found = run_checkpoints.resolve_for(path, TRAINER)
-    run_checkpoints.verify_files(found, STATE_FILE)
-    file = os.path.join(found, STATE_FILE)
-    try:
-        state = torch.load(file, map_location=map_location, weights_only=True)
-    except Exception as e:  # truncated, garbage or foreign pickles all land here
-        raise CheckpointError(f"checkpoint {file!r} is corrupt or unreadable: {type(e).__name__}: {e}") from e
-    if not isinstance(state, dict) or state.get("format") != FORMAT:
-        raise CheckpointError(f"{file!r} is not a torch_analytic checkpoint (expected format {FORMAT!r})")
-    state["path"] = found
-    return state
+    return torch_checkpoint.read_state(path, TRAINER, FORMAT, map_location)
 
 
 def check_resume(state: Mapping[str, Any], algo: str, settings: Mapping[str, Any]) -> None:

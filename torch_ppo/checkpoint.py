@@ -78,18 +78,27 @@ def save(directory: str | os.PathLike, state: dict[str, Any], max_to_keep: int |
 def load(path: str | os.PathLike, map_location: Any = "cpu") -> dict[str, Any]:
     """Loads and validates a checkpoint (a step directory, or the newest under a save path); ``state['path']`` says
     which."""
-    found = resolve_for(path, "torch_ppo")
+    state = read_state(path, "torch_ppo", FORMAT, map_location)
+    file = os.path.join(state["path"], STATE_FILE)
+    missing = [k for k in _REQUIRED if k not in state]
+    if missing:
+        raise CheckpointError(f"checkpoint {file!r} is incomplete: missing {missing}")
+    return state
+
+
+def read_state(path: str | os.PathLike, trainer: str, state_format: str, map_location: Any = "cpu") -> dict[str, Any]:
+    """The ``state.pt`` of the checkpoint ``path`` names (a step directory, or the newest under a save path), written
+    by ``trainer`` (its manifest's name) in ``state_format``: the file checked against the manifest before torch
+    reads it (``weights_only``), then its format; ``state['path']`` says which step directory."""
+    found = resolve_for(path, trainer)
     run_checkpoints.verify_files(found, STATE_FILE)
     file = os.path.join(found, STATE_FILE)
     try:
         state = torch.load(file, map_location=map_location, weights_only=True)
     except Exception as e:  # truncated, garbage or foreign pickles all land here
         raise CheckpointError(f"checkpoint {file!r} is corrupt or unreadable: {type(e).__name__}: {e}") from e
-    if not isinstance(state, dict) or state.get("format") != FORMAT:
-        raise CheckpointError(f"{file!r} is not a torch_ppo checkpoint (expected format {FORMAT!r})")
-    missing = [k for k in _REQUIRED if k not in state]
-    if missing:
-        raise CheckpointError(f"checkpoint {file!r} is incomplete: missing {missing}")
+    if not isinstance(state, dict) or state.get("format") != state_format:
+        raise CheckpointError(f"{file!r} is not a {trainer} checkpoint (expected format {state_format!r})")
     state["path"] = found
     return state
 
