@@ -1,7 +1,8 @@
 """Differentiable stepping: a ``torch.autograd.Function`` whose backward is ``jax.vjp`` of the jitted env step.
 
 JAX side: ``forward`` runs the step and returns its VJP closure (a pytree of residual arrays, so it can leave
-``jax.jit``); ``backward`` applies it. Only floating leaves of the state are differentiated; integer leaves
+``jax.jit``); ``backward`` applies it and cuts the gradient of any env where it is not finite
+(``brax_core.envs.wrappers.gradients``). Only floating leaves of the state are differentiated; integer leaves
 (step counters, RNG keys) ride along as auxiliary data.
 
 Torch side: ``DifferentiableStep`` threads the JAX state through autograd with a zero-size token tensor. Step
@@ -16,44 +17,31 @@ from collections.abc import Callable
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 import torch
 
 from brax_bridge import convert as _convert
+from brax_core.envs.wrappers.gradients import cut_nonfinite, float_part, merge, other_part
 
 # ----------------------------------------------------------------------------- JAX side
 
-
-def _is_float(x: Any) -> bool:
-    return hasattr(x, "dtype") and jnp.issubdtype(x.dtype, jnp.inexact)
-
-
-def float_part(tree: Any) -> Any:
-    return jax.tree.map(lambda x: x if _is_float(x) else None, tree)
-
-
-def _other_part(tree: Any) -> Any:
-    return jax.tree.map(lambda x: None if _is_float(x) else x, tree)
-
-
-def _merge(float_part: Any, other_part: Any) -> Any:
-    return jax.tree.map(lambda f, o: o if f is None else f, float_part, other_part, is_leaf=lambda x: x is None)
-
-
 def forward(step: Callable[[Any, jax.Array], tuple[Any, Any]], state: Any, action: jax.Array):
     """The step plus its VJP closure; integer leaves (counters, RNG keys) ride along as non-differentiable aux."""
-    other_in = _other_part(state)
+    other_in = other_part(state)
 
     def float_step(float_in: Any, act: jax.Array):
-        new_state, out = step(_merge(float_in, other_in), act)
-        return (float_part(new_state), float_part(out)), (_other_part(new_state), _other_part(out))
+        new_state, out = step(merge(float_in, other_in), act)
+        return (float_part(new_state), float_part(out)), (other_part(new_state), other_part(out))
 
     (state_f, out_f), vjp_fn, (state_o, out_o) = jax.vjp(float_step, float_part(state), action, has_aux=True)
-    return _merge(state_f, state_o), _merge(out_f, out_o), vjp_fn
+    return merge(state_f, state_o), merge(out_f, out_o), vjp_fn
 
 
-def backward(vjp_fn: Any, ct_state: Any, ct_out: Any) -> tuple[Any, jax.Array]:
-    return vjp_fn((ct_state, ct_out))
+def backward(vjp_fn: Any, ct_state: Any, ct_out: Any, cuts: jax.Array) -> tuple[Any, jax.Array, jax.Array]:
+    """The step's VJP, with the cotangents of every env where it is not finite zeroed (``cut_nonfinite``: MJX's
+    solver can give NaN there from finite outputs); ``cuts`` plus the number of envs cut."""
+    ct_state_in, ct_action = vjp_fn((ct_state, ct_out))
+    (ct_state_in, ct_action), cut = cut_nonfinite((ct_state_in, ct_action), ct_action.shape[0])
+    return ct_state_in, ct_action, cuts + cut
 
 
 # ----------------------------------------------------------------------------- torch side
@@ -68,21 +56,33 @@ class Link:
         self.cotangent = None
 
 
+class CutCount:
+    """The number of env steps whose gradient the backward has cut so far (``cut_nonfinite``), a JAX scalar that
+    each backward replaces: counted without a host read."""
+
+    __slots__ = ("total",)
+
+    def __init__(self, total: jax.Array) -> None:
+        self.total = total
+
+
 @dataclasses.dataclass
 class ForwardRecord:
     """One step the env has already run through ``forward``, handed to ``DifferentiableStep`` to join torch's graph.
 
     ``backward_fn`` is the env's jitted ``backward``; ``zero_state_cotangent()`` gives the state cotangent of a
-    step whose successor contributed no gradient (the last step of a rollout).
+    step whose successor contributed no gradient (the last step of a rollout); ``cuts`` counts the envs whose
+    gradient a backward cut.
     """
 
     out: Any
     vjp_fn: Any
     link_in: Link
     link_out: Link
-    backward_fn: Callable[[Any, Any, Any], tuple[Any, jax.Array]]
+    backward_fn: Callable[[Any, Any, Any, jax.Array], tuple[Any, jax.Array, jax.Array]]
     zero_state_cotangent: Callable[[], Any]
     device: torch.device
+    cuts: CutCount
 
 
 class DifferentiableStep(torch.autograd.Function):
@@ -99,8 +99,8 @@ class DifferentiableStep(torch.autograd.Function):
         del token, action  # inputs only so that autograd routes their gradients through backward
         out = record.out
         ctx.vjp_fn, ctx.link_in, ctx.link_out = record.vjp_fn, record.link_in, record.link_out
-        ctx.backward_fn, ctx.zero_state_cotangent, ctx.device = (
-            record.backward_fn, record.zero_state_cotangent, record.device
+        ctx.backward_fn, ctx.zero_state_cotangent, ctx.device, ctx.cuts = (
+            record.backward_fn, record.zero_state_cotangent, record.device, record.cuts
         )
         ctx.out_type = type(out)
         obs_leaves, ctx.obs_tree = jax.tree.flatten(out.obs)
@@ -124,7 +124,7 @@ class DifferentiableStep(torch.autograd.Function):
         final_ct = jax.tree.unflatten(ctx.obs_tree, [to_jax(g) for g in grads[n : 2 * n]])
         ct_out = ctx.out_type(obs=obs_ct, final_obs=final_ct, reward=to_jax(grads[2 * n]),
                               done=None, terminated=None, truncated=None)
-        ct_state_in, ct_action = ctx.backward_fn(ctx.vjp_fn, ct_state, ct_out)
+        ct_state_in, ct_action, ctx.cuts.total = ctx.backward_fn(ctx.vjp_fn, ct_state, ct_out, ctx.cuts.total)
         ctx.link_in.cotangent = ct_state_in
         ctx.vjp_fn = None  # drop the residuals as soon as they are used
         return None, torch.zeros((), device=ctx.device), _convert.array_to_tensor(ct_action)

@@ -179,6 +179,7 @@ class TorchEnv(EnvResets):
         self._link = _diff.Link()
         self._token = torch.zeros((), device=self._device)
         self._zero_ct = None
+        self._cuts = _diff.CutCount(jax.device_put(jnp.zeros((), jnp.float32), self._jax_device))
         self._specs_made: EnvSpecs | None = None  # at first use: after a reset, without a trace of its own
         self._warned_copy = False
         self._action_check = NonFiniteActionCheck(num_envs, self._device)
@@ -309,6 +310,14 @@ class TorchEnv(EnvResets):
     @property
     def differentiable(self) -> bool:
         return self._differentiable
+
+    @property
+    def gradient_cuts(self) -> torch.Tensor:
+        """How many env steps' gradients the backward has cut since the env was built (a 0-d float32 tensor on the
+        env's device, read without a host sync): where the physics' reverse pass gives NaN or an infinity for an
+        env (MJX's solver does at some converged solves), that env's gradient is zeroed at that step, as an episode
+        end cuts it (``brax_core.envs.wrappers.gradients``); every other env's is untouched."""
+        return _convert.array_to_tensor(self._cuts.total)
 
     @property
     def cpu_opt_level(self) -> int:
@@ -525,6 +534,7 @@ class TorchEnv(EnvResets):
             backward_fn=self._compiled.diff_backward,
             zero_state_cotangent=self._zero_state_cotangent,
             device=self._device,
+            cuts=self._cuts,
         )
         outs = _diff.DifferentiableStep.apply(record, self._token, action)
         self._token = outs[0]

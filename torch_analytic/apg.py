@@ -205,6 +205,7 @@ def train(
     for epoch in range(first_epoch, num_epochs):
         start = time.perf_counter()
         sums = torch.zeros(2, device=device)
+        cuts_before = env.gradient_cuts
         for _ in range(per_epoch):
             noise = torch.randn((steps_per_update, num_envs, env.action_size), generator=generator, device=device)
             loss, observations, observation = apg_loss(env, policy, observation, noise)
@@ -219,7 +220,7 @@ def train(
                 params_norm = torch.stack([p.square().sum() for p in policy.parameters()]).sum().sqrt()
                 sums += torch.stack([grad_norm, params_norm])
             updates += 1
-        means = (sums / max(per_epoch, 1)).tolist()  # the epoch's one host read
+        means = torch.cat([sums / max(per_epoch, 1), (env.gradient_cuts - cuts_before)[None]]).tolist()  # one read
         elapsed = time.perf_counter() - start
         walltime += elapsed
         training = {
@@ -227,6 +228,7 @@ def train(
             "training/walltime": walltime,
             "training/grad_norm": means[0],
             "training/params_norm": means[1],
+            "training/gradient_cuts": means[2],
         }
         metrics = evaluate(evaluator, evaluated, policy, deterministic_eval, generator, training)
         if save_checkpoint_path is not None:  # before progress_fn: a callback that stops the run leaves this step

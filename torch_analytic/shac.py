@@ -256,7 +256,8 @@ def train(
     Metrics: ``eval/*`` as the other trainers report; per epoch the means over its updates of
     ``training/actor_loss``, ``training/critic_loss`` (the last critic pass's), ``training/grad_norm`` (the actor's
     gradient norm before clipping) and ``training/value_mean`` (the target critic's values of the states reached),
-    with ``training/sps`` and ``training/walltime``.
+    with ``training/sps``, ``training/walltime`` and ``training/gradient_cuts`` (the epoch's env steps whose gradient
+    was cut because the physics' reverse pass was not finite there: ``TorchEnv.gradient_cuts``).
 
     ``network_factory``: networks of the user's own, as torch_ppo takes them (``fn(observation_size, action_size) ->
     (policy_module, value_module)``): the actor and the critic, the actor behind the normaliser and the tanh-normal,
@@ -371,6 +372,7 @@ def train(
     for epoch in range(first_epoch, num_epochs):
         start = time.perf_counter()
         sums = torch.zeros(4, device=device)
+        cuts_before = env.gradient_cuts
         for _ in range(per_epoch):
             fraction = updates / total_updates if lr_schedule == "linear" else 0.0
             for optimizer, rate in ((actor_optimizer, actor_learning_rate), (critic_optimizer, critic_learning_rate)):
@@ -401,7 +403,7 @@ def train(
             policy.normalizer.update(window.observations.reshape(-1, env.observation_size))
             sums += torch.stack([loss.detach(), critic_loss, grad_norm, window.next_values.mean()])
             updates += 1
-        means = (sums / max(per_epoch, 1)).tolist()  # the epoch's one host read
+        means = torch.cat([sums / max(per_epoch, 1), (env.gradient_cuts - cuts_before)[None]]).tolist()  # one read
         elapsed = time.perf_counter() - start
         walltime += elapsed
         training = {
@@ -411,6 +413,7 @@ def train(
             "training/critic_loss": means[1],
             "training/grad_norm": means[2],
             "training/value_mean": means[3],
+            "training/gradient_cuts": means[4],
         }
         metrics = evaluate(evaluator, evaluated, policy, deterministic_eval, generator, training)
         if save_checkpoint_path is not None:  # before progress_fn: a callback that stops the run leaves this step

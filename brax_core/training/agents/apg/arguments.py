@@ -65,7 +65,8 @@ Returns:
   ``(make_policy, params, metrics)``: the inference function factory (``make_inference_fn``'s), the
   ``(normalizer_params, policy_params)`` pair it takes and the metrics of the last evaluation
   (``eval/episode_reward`` and the other ``eval/*`` metrics, with ``training/sps``, ``training/walltime``,
-  ``training/grad_norm`` and ``training/params_norm``).
+  ``training/grad_norm``, ``training/params_norm`` and ``training/gradient_cuts``, the epoch's env steps whose
+  gradient was cut because the physics' reverse pass was not finite there: ``brax_core.envs.wrappers.gradients``).
 """
 
 

@@ -31,6 +31,7 @@ from jax.sharding import PartitionSpec as P
 
 from brax_core.devices import training_devices
 from brax_core.envs.base import Env, State
+from brax_core.envs.wrappers.gradients import finite_gradient_step
 from brax_core.training import acting, types
 from brax_core.training.acme import running_statistics
 from brax_core.training.agents.apg import arguments
@@ -239,20 +240,25 @@ def make_loss(
     ``loss`` is minus the mean reward of a ``steps_per_update``-step unroll of the batched ``env`` from
     ``env_state`` under the policy, with reparametrised action samples. Nothing in it stops a gradient: its
     gradient with respect to ``policy_params`` is the analytic one, through the actions, the physics and every
-    later state. ``observations`` (``[steps, envs, ...]``, the one each action saw) feed the normaliser; ``state``
-    is where the unroll stopped, the next update's start.
+    later state, except that an env whose step's reverse pass is not finite has its gradient cut at that step
+    (``brax_core.envs.wrappers.gradients``: MJX's solver gives NaN at some converged solves, which would otherwise
+    reach every parameter). ``observations`` (``[steps, envs, ...]``, the one each action saw) feed the
+    normaliser; ``state`` is where the unroll stopped, the next update's start. The optional ``cuts`` (a float32
+    zero) is read by nothing: its gradient is the number of env steps whose gradient was cut.
     """
+    env_step = finite_gradient_step(env.step)
 
     def loss(
-        policy_params: Any, normalizer_params: Any, env_state: State, key: jax.Array
+        policy_params: Any, normalizer_params: Any, env_state: State, key: jax.Array, cuts: jax.Array | None = None
     ) -> tuple[jax.Array, tuple[Any, State]]:
         policy = make_policy((normalizer_params, policy_params))
+        cuts = jnp.zeros((), jnp.float32) if cuts is None else cuts
 
         def step(carry: tuple[State, jax.Array], _: None) -> tuple[tuple[State, jax.Array], tuple[jax.Array, Any]]:
             state, key = carry
             key, key_sample = jax.random.split(key)
             actions, _ = policy(state.obs, key_sample)
-            next_state = env.step(state, actions)
+            next_state = env_step(state, actions, cuts)
             return (next_state, key), (next_state.reward, state.obs)
 
         (final_state, _), (rewards, observations) = jax.lax.scan(step, (env_state, key), (), length=steps_per_update)
@@ -278,15 +284,17 @@ def make_training_epoch(
     gradient of its own envs' unroll, the gradients are averaged over the devices after the norm clip (as Brax's
     ``pmean`` after it), and the observation statistics pool every device's observations, so the state stays
     replicated. ``key`` is replicated; each device draws from it folded with its index. ``metrics`` are the epoch's
-    means of ``grad_norm`` (the averaged, clipped gradient's) and ``params_norm`` (after the update).
+    means of ``grad_norm`` (the averaged, clipped gradient's) and ``params_norm`` (after the update), and
+    ``gradient_cuts``, the env steps of every device whose gradient was cut as not finite (``make_loss``).
     """
-    loss_grad = jax.grad(make_loss(env, make_policy, steps_per_update), has_aux=True)
+    loss_grad = jax.grad(make_loss(env, make_policy, steps_per_update), argnums=(0, 4), has_aux=True)
 
     def update(carry: tuple[TrainingState, jax.Array, State], _: None):
         training_state, key, env_state = carry
         key, key_grad = jax.random.split(key)
-        grad, (observations, env_state) = loss_grad(
-            training_state.policy_params, training_state.normalizer_params, env_state, key_grad
+        (grad, cuts), (observations, env_state) = loss_grad(
+            training_state.policy_params, training_state.normalizer_params, env_state, key_grad,
+            jnp.zeros((), jnp.float32),
         )
         grad = clip_by_global_norm(grad, max_gradient_norm)
         if axis_name is not None:
@@ -296,7 +304,11 @@ def make_training_epoch(
         normalizer_params = running_statistics.update(
             training_state.normalizer_params, observations, pmap_axis_name=axis_name
         )
-        metrics = {"grad_norm": optax.tree.norm(grad), "params_norm": optax.tree.norm(policy_params)}
+        if axis_name is not None:
+            cuts = jax.lax.psum(cuts, axis_name)
+        metrics = {
+            "grad_norm": optax.tree.norm(grad), "params_norm": optax.tree.norm(policy_params), "gradient_cuts": cuts
+        }
         training_state = TrainingState(
             optimizer_state=optimizer_state, normalizer_params=normalizer_params, policy_params=policy_params
         )
@@ -309,7 +321,8 @@ def make_training_epoch(
         (training_state, _, env_state), metrics = jax.lax.scan(
             update, (training_state, key, env_state), (), length=updates_per_epoch
         )
-        return training_state, env_state, next_key, jax.tree.map(jnp.mean, metrics)
+        cuts = metrics.pop("gradient_cuts").sum()
+        return training_state, env_state, next_key, {**jax.tree.map(jnp.mean, metrics), "gradient_cuts": cuts}
 
     return epoch
 
