@@ -2,20 +2,28 @@
 
 For each env, one ``brax-bridge compare --algos ppo,shac --trainers torch`` (every run in a process of its own with
 an empty compile cache, interleaved, each at ``--num-timesteps`` env steps; PPO with the env's preset, SHAC with its
-defaults), then a table per env from its ``compare.json``: each algorithm's final reward (IQM and median), the wall
-time of its runs, and the wall time at which each run first reached ``--threshold`` (median over the runs that did),
-with the evaluation points of every run for the curves.
+defaults), then, from its ``compare.json`` and each run's ``metrics.jsonl``: a table of each algorithm's final
+reward (IQM and median), the wall time of its runs and the wall time at which each run first reached
+``--threshold``; a table of every run's evaluations (final, best, first at ``--mark``, and SHAC's actor gradient
+norm, the lowest and highest epoch mean); and the curves, ``<out>/<env>.png`` (reward against env steps and wall
+time, the IQM over seeds).
 
-    python benchmarks/gradient_learning.py --envs halfcheetah --seeds 0 1 2 --num-timesteps 300000 --threshold 500
+    python benchmarks/gradient_learning.py --envs halfcheetah ant --seeds 0 1 2 --num-timesteps 200000
     python benchmarks/gradient_learning.py ... --write     # also rewrites its section of its results page
+    python benchmarks/gradient_learning.py --envs ant --reuse halfcheetah ... --write  # halfcheetah's earlier run
+
+``--reuse ENV``: that env's comparison is read from its folder (``invocation.json`` records when and how it ran)
+instead of run again; the page names each env's invocation.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
@@ -26,14 +34,33 @@ from _results import replace_section
 SECTION = "## Gradients through the physics, learning against PPO"
 
 
-def run_compare(env: str, seeds: list[int], num_timesteps: int, threshold: float, out: str) -> dict[str, Any]:
-    """One comparison of ppo and shac (torch) on ``env``; its ``compare.json``."""
+def _now() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M")
+
+
+def run_compare(env: str, args: argparse.Namespace, out: str) -> dict[str, Any]:
+    """One comparison of ppo and shac (torch) on ``env``, recorded in ``out/invocation.json``; its ``compare.json``."""
     command = [sys.executable, "-m", "brax_bridge_app.cli", "compare", "--algos", "ppo,shac", "--trainers", "torch",
-               "--env", env, "--seeds", ",".join(map(str, seeds)), "--num-timesteps", str(num_timesteps),
-               "--threshold", str(threshold), "--out", out]
+               "--env", env, "--seeds", ",".join(map(str, args.seeds)), "--num-timesteps", str(args.num_timesteps),
+               "--threshold", str(args.threshold), "--out", out]
+    started, load = _now(), os.getloadavg()[0]
     subprocess.run(command, check=False)
+    invocation = {
+        "command": "python benchmarks/gradient_learning.py " + " ".join(sys.argv[1:]),
+        "started_utc": started, "finished_utc": _now(), "load_average_at_start": round(load, 2),
+        "num_timesteps": args.num_timesteps,
+    }
+    with open(os.path.join(out, "invocation.json"), "w", encoding="utf-8") as f:
+        json.dump(invocation, f, indent=2)
+    return read_compare(out)
+
+
+def read_compare(out: str) -> dict[str, Any]:
     with open(os.path.join(out, "compare.json"), encoding="utf-8") as f:
-        return json.load(f)
+        report = json.load(f)
+    with open(os.path.join(out, "invocation.json"), encoding="utf-8") as f:
+        report["invocation"] = json.load(f)
+    return report
 
 
 def rows_of(report: dict[str, Any]) -> list[str]:
@@ -45,44 +72,97 @@ def rows_of(report: dict[str, Any]) -> list[str]:
         walls = [run["wall_s"] for run in runs if run["wall_s"] is not None]
         reached = [r["seconds_to_threshold"] for r in entry["runs"] if r["seconds_to_threshold"] is not None]
         iqm = entry["final_reward"]["iqm"] if entry["final_reward"] else None
-        median = lambda values: statistics.median(values) if values else None  # noqa: E731
         rows.append(
-            f"| `{report['env']}` | {label} | {len(runs)} | {_num(iqm)} | {_num(median(finals))} "
-            f"| {_num(median(walls), 0)} | {len(reached)} of {len(runs)} | {_num(median(reached), 0)} |"
+            f"| `{report['env']}` | {label} | {len(runs)} | {_num(iqm)} | {_num(_median(finals))} "
+            f"| {_num(_median(walls), 0)} | {len(reached)} of {len(runs)} | {_num(_median(reached), 0)} |"
         )
     return rows
+
+
+def run_rows(report: dict[str, Any], out: str, mark: float) -> list[str]:
+    """One row per run, from its ``metrics.jsonl``: final and best evaluation, the first at ``mark`` or more, the
+    wall time, and the lowest and highest epoch mean of the gradient norm (SHAC: the actor's, before its clip)."""
+    rows = []
+    for run in sorted(report["runs"], key=lambda run: (run["contestant"], run["seed"])):
+        label = run["contestant"]
+        folder = os.path.join(out, f"{label.replace('/', '-')}-seed{run['seed']}")
+        with open(os.path.join(folder, "metrics.jsonl"), encoding="utf-8") as f:
+            evals = [json.loads(line) for line in f if line.strip()]
+        evals = [row for row in evals if "eval/episode_reward" in row]
+        best = max(evals, key=lambda row: row["eval/episode_reward"])
+        first = next((row for row in evals if row["eval/episode_reward"] >= mark), None)
+        norms = [row["training/grad_norm"] for row in evals if row.get("training/grad_norm") is not None]
+        spread = f"{_sig(min(norms))} to {_sig(max(norms))}" if norms and label.startswith("shac") else "-"
+        reached = "-" if first is None else f"{first['step']:,}, {first['time_s']:.0f}"
+        rows.append(
+            f"| `{report['env']}` {label}, seed {run['seed']} | {_num(evals[-1]['eval/episode_reward'])} "
+            f"| {_num(best['eval/episode_reward'])} ({best['step']:,}, {best['time_s']:.0f}) "
+            f"| {reached} | {_num(run['wall_s'], 0)} "
+            f"| {spread} |"
+        )
+    return rows
+
+
+def _median(values: list[float]) -> float | None:
+    return statistics.median(values) if values else None
 
 
 def _num(value: float | None, digits: int = 1) -> str:
     return "-" if value is None else f"{value:,.{digits}f}"
 
 
+def _sig(value: float) -> str:
+    return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--envs", nargs="+", default=["halfcheetah", "ant"])
+    parser.add_argument("--envs", nargs="*", default=["halfcheetah", "ant"])
+    parser.add_argument("--reuse", nargs="*", default=[], help="envs whose comparison in --out is read, not rerun")
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
-    parser.add_argument("--num-timesteps", type=int, default=300_000)
-    parser.add_argument("--threshold", type=float, default=500.0)
+    parser.add_argument("--num-timesteps", type=int, default=200_000)
+    parser.add_argument("--threshold", type=float, default=200.0)
+    parser.add_argument("--mark", type=float, default=1000.0, help="the reward level of the per-run table's column")
     parser.add_argument("--out", default="benchmarks/gradient_learning")
     parser.add_argument("--write", action="store_true")
     args = parser.parse_args()
-    reports = [
-        run_compare(env, args.seeds, args.num_timesteps, args.threshold, os.path.join(args.out, env))
-        for env in args.envs
-    ]
-    command = "python benchmarks/gradient_learning.py " + " ".join(sys.argv[1:])
+    reports = []
+    for env in [*args.reuse, *args.envs]:
+        out = os.path.join(args.out, env)
+        reports.append((read_compare(out) if env in args.reuse else run_compare(env, args, out), out))
+        shutil.copyfile(os.path.join(out, "compare.png"), os.path.join(args.out, f"{env}.png"))
     lines = [
-        f"`{command}`; {os.cpu_count()}-core {platform.machine()} CPU; "
-        f"{reports[0]['machine']}; each run in a process of its own with an empty compile cache, the two algorithms "
-        f"interleaved, {args.num_timesteps:,} env steps each; torch_ppo with the env's preset, SHAC with its defaults "
-        "(64 envs, a horizon of 32).",
+        f"{platform.machine()}, {reports[0][0]['machine']}; each run in a process of its own "
+        "with an empty compile cache, the two algorithms interleaved; torch_ppo with the env's preset, SHAC with its "
+        "defaults (64 envs, a horizon of 32). One invocation per env:",
+        "",
+    ]
+    for report, _ in reports:
+        run = report["invocation"]
+        lines.append(
+            f"- `{report['env']}`: `{run['command']}`, {run['started_utc']} to {run['finished_utc'][-5:]} UTC, load "
+            f"average {run['load_average_at_start']} at the start, nothing else running; "
+            f"{run['num_timesteps']:,} env steps per run; curves `benchmarks/gradient_learning/{report['env']}.png`."
+        )
+    threshold = f"{reports[0][0]['threshold']:g}"
+    lines += [
         "",
         f"| env | algorithm | runs | final reward IQM | final reward median | wall per run (s, median) | runs reaching "
-        f"{args.threshold:g} | wall to {args.threshold:g} (s, median) |",
+        f"{threshold} | wall to {threshold} (s, median) |",
         "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
-    for report in reports:
+    for report, _ in reports:
         lines += rows_of(report)
+    lines += [
+        "",
+        "Each run's evaluations (from its `metrics.jsonl`):",
+        "",
+        f"| run | final reward | best reward (env steps, s) | first at {args.mark:,.0f} or more (env steps, s) "
+        "| wall (s) | gradient norm, epoch means (lowest to highest) |",
+        "| --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for report, out in reports:
+        lines += run_rows(report, out, args.mark)
     body = "\n".join(lines)
     print(body)
     if args.write:
