@@ -164,6 +164,7 @@ def train_run(
     total = max(config.policy_updates * config.env_steps_per_update, 1)
     label = f"{config.algo}/{config.trainer}/{config.env}/seed {config.seed}"
     rows: list[dict[str, Any]] = list(earlier)
+    logged = {row["step"] for row in earlier}
     start = time.perf_counter()
     with runs.progress_bar(console) as bar:
         task = bar.add_task(label, total=total, sps="", reward="-")
@@ -172,10 +173,13 @@ def train_run(
             step = epoch * per_epoch * config.env_steps_per_update
             scalars = rundir.scalar_metrics(metrics)
             row = {"step": step, "time_s": round(time_offset + time.perf_counter() - start, 4), **scalars}
-            log.append(row)
-            rows.append(row)
-            for logger in loggers:
-                logger(step, scalars)
+            # A run resumed at an epoch's end evaluates it again: logged only if the earlier part had not.
+            if step not in logged:
+                logged.add(step)
+                log.append(row)
+                rows.append(row)
+                for logger in loggers:
+                    logger(step, scalars)
             speed = row.get(rundir.TRAIN_SPS)
             bar.update(task, completed=min(step, total), reward=runs.format_reward(rundir.reward_of(row)),
                        sps=f"{speed:,.0f} steps/s" if speed else "")

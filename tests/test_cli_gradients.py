@@ -135,7 +135,7 @@ def test_a_stopped_gradient_run_resumes_from_its_folder_exactly(tmp_path, monkey
     whole, parts = tmp_path / "whole", tmp_path / "parts"
     args = ["--algo", "shac", *TINY, "--critic-iterations", "2"]
     assert invoke("train", *args, "--out", str(whole)).exit_code == 0
-    # Ctrl-C during the first epoch's report: the run stops there, its checkpoint saved at that step.
+    # Ctrl-C during the report before training: the run stops there.
     original = gradient_runs.train_run
 
     def stopped_at_first_report(*a, **k):
@@ -145,9 +145,11 @@ def test_a_stopped_gradient_run_resumes_from_its_folder_exactly(tmp_path, monkey
 
     monkeypatch.setattr(gradient_runs, "train_run", stopped_at_first_report)
     stopped = invoke("train", *args, "--out", str(parts))
-    assert stopped.exit_code == 130 and json.loads((parts / "summary.json").read_text())["checkpoint_step"] is None
+    # The run driver saves a run before a callback's exception leaves it: a stop at the report before training
+    # leaves the checkpoint of step 0.
+    assert stopped.exit_code == 130 and json.loads((parts / "summary.json").read_text())["checkpoint_step"] == 0
     monkeypatch.undo()
-    # A stop at the report before training leaves no checkpoint; stop after the first epoch instead.
+    # Stop after the first epoch instead, and resume from there.
     state = {"reports": 0}
 
     def stopped_after_first_epoch(*a, **k):

@@ -57,16 +57,27 @@ def _stop_after_first_epoch(epoch, metrics):
 
 @pytest.mark.parametrize("algo", ["apg", "shac"])
 def test_a_resumed_run_ends_as_an_unbroken_one(tmp_path, algo):
+    """Through the run driver every trainer shares: a checkpoint at each epoch's end before the callback sees it, a
+    failing callback named with the checkpoint it left, and a resumed run that evaluates its epoch again and goes
+    on to end with the unbroken run's networks and evaluation."""
     trainer, own = TRAINERS[algo]
-    _, unbroken, metrics = trainer.train(Drift(), **RUN, **own, save_checkpoint_path=tmp_path / "whole")
+    reported = []
+    _, unbroken, metrics = trainer.train(Drift(), **RUN, **own, save_checkpoint_path=tmp_path / "whole",
+                                         progress_fn=lambda epoch, m: reported.append(epoch))
+    assert reported == [0, 1, 2, 3]
     assert [os.path.basename(p) for p in checkpoints.step_directories(tmp_path / "whole")] == [
         "000000000032", "000000000064", "000000000096"]
-    with pytest.raises(Stop):
+    with pytest.raises(Stop) as stopped:
         trainer.train(Drift(), **RUN, **own, save_checkpoint_path=tmp_path / "parts",
                       progress_fn=_stop_after_first_epoch)
+    note = " ".join(getattr(stopped.value, "__notes__", []))
+    assert "progress_fn" in note and "000000000032" in note, note
     assert checkpoints.latest_step(tmp_path / "parts") == 32
+    reported.clear()
     _, resumed, resumed_metrics = trainer.train(Drift(), **RUN, **own, save_checkpoint_path=tmp_path / "parts",
-                                                restore_checkpoint_path=tmp_path / "parts")
+                                                restore_checkpoint_path=tmp_path / "parts",
+                                                progress_fn=lambda epoch, m: reported.append(epoch))
+    assert reported == [1, 2, 3]
     assert checkpoints.latest_step(tmp_path / "parts") == 96
     for (name, a), (_, b) in zip(unbroken.state_dict().items(), resumed.state_dict().items(), strict=True):
         assert torch.equal(a, b), name

@@ -12,15 +12,14 @@ spread over the updates. Evaluation is torch_ppo's bridge evaluator: ``eval/*`` 
 
 The algorithm is ``apg_loss`` (one unroll's loss from explicit noise, so it is a pure function of its inputs) and
 ``apg_step`` (clipping and Adam); ``train`` checks its arguments, builds the env, policy and optimiser, and runs
-epochs of updates, each followed by an evaluation.
+epochs of updates, each followed by a checkpoint and an evaluation, through the run driver every trainer of this
+library uses (``torch_analytic.common.run_epochs``).
 """
 
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Callable, Sequence
-from types import SimpleNamespace
 from typing import Any
 
 import torch
@@ -28,14 +27,15 @@ import torch
 from brax_bridge import TorchEnv
 from brax_core.training import resume
 from brax_core.training import validation as v
-from brax_core.training.agents.apg.arguments import adam_betas, epochs_of, updates_per_epoch
+from brax_core.training.agents.apg.arguments import adam_betas, updates_per_epoch
 from torch_analytic import checkpoint
 from torch_analytic.common import (
+    EpochBackend,
     build_envs,
     check_environment,
-    evaluate,
     ignore,
     make_policy,
+    run_epochs,
     save_epoch,
     start_run,
     user_networks,
@@ -121,12 +121,13 @@ def train(
     ``environment``: a registered name, a brax_core ``Env`` or a MuJoCo Playground ``MjxEnv``; its step must be
     differentiable (a ``TorchEnv(differentiable=True)`` is built from it). ``device``: as torch_ppo's (default: JAX's
     default device where torch can reach it, else the CPU). ``progress_fn(epoch, metrics)`` after every evaluation
-    (epoch 0: before training, with ``num_evals > 1``), as the JAX APG.
+    (epoch 0: before training, with ``num_evals > 1``), as the JAX APG; a ``progress_fn`` that raises has the run
+    saved first and its exception names it (the run driver torch_ppo's runs go through, ``run_epochs``).
 
     ``network_factory``: networks of the user's own, as torch_ppo takes them (``fn(observation_size, action_size) ->
     (policy_module, value_module)``); APG uses the policy module in place of its MLP, behind the normaliser and the
     tanh-normal (``hidden_layer_sizes``, ``activation`` and ``layer_norm`` then keep their defaults).
-    ``save_checkpoint_path``: a checkpoint of the whole run after every evaluation, before ``progress_fn`` sees it
+    ``save_checkpoint_path``: a checkpoint of the whole run at every epoch's end, before ``progress_fn`` sees it
     (``torch_analytic.checkpoint``); ``restore_checkpoint_path`` (a step directory, or the newest under a save path)
     continues that run exactly, with the same arguments (other settings are refused by name).
 
@@ -193,48 +194,40 @@ def train(
         ).to(device)
     optimizer = torch.optim.Adam(policy.parameters(), lr=learning_rate, betas=adam_b, eps=1e-8)
     generator = torch.Generator(device=device).manual_seed(seed)
-    evaluated = SimpleNamespace(policy=policy)  # the evaluator's view: policy(obs) -> (loc, scale), postprocess
 
     steps_per_update = horizon_length // action_repeat
-    num_epochs, per_epoch = epochs_of(num_evals), updates_per_epoch(policy_updates, num_evals)
     modules, optimizers = {"policy": policy}, {"policy": optimizer}
-    first_epoch, updates, observation, metrics = start_run(
-        saved, modules, optimizers, generator, env, evaluator, deterministic_eval, num_evals, progress_fn
+    first_epoch, updates, observation = start_run(saved, modules, optimizers, generator, env, evaluator)
+
+    def update(count: int) -> torch.Tensor:
+        """One policy update (the ``count``-th of the run); its ``grad_norm`` and ``params_norm``."""
+        nonlocal observation
+        noise = torch.randn((steps_per_update, num_envs, env.action_size), generator=generator, device=device)
+        loss, observations, reached = apg_loss(env, policy, observation, noise)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        rate = learning_rate * schedule_decay**count if use_schedule else learning_rate
+        grad_norm = apg_step(policy, optimizer, rate, max_gradient_norm)
+        policy.normalizer.update(observations.reshape(-1, env.observation_size))
+        env.detach()  # the next update's gradient starts here
+        observation = reached.detach()
+        with torch.no_grad():
+            params_norm = torch.stack([p.square().sum() for p in policy.parameters()]).sum().sqrt()
+        return torch.stack([grad_norm, params_norm])
+
+    def save(epoch: int, updates: int) -> str:
+        return save_epoch(save_checkpoint_path, "apg", settings, epoch, updates, num_envs * horizon_length, modules,
+                          optimizers, generator, env, evaluator)
+
+    backend = EpochBackend(
+        update, ("grad_norm", "params_norm"), env, evaluator, policy, deterministic_eval, generator, save,
+        first_epoch, updates,
     )
-    walltime = 0.0
-    for epoch in range(first_epoch, num_epochs):
-        start = time.perf_counter()
-        sums = torch.zeros(2, device=device)
-        cuts_before = env.gradient_cuts
-        for _ in range(per_epoch):
-            noise = torch.randn((steps_per_update, num_envs, env.action_size), generator=generator, device=device)
-            loss, observations, observation = apg_loss(env, policy, observation, noise)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            rate = learning_rate * schedule_decay**updates if use_schedule else learning_rate
-            grad_norm = apg_step(policy, optimizer, rate, max_gradient_norm)
-            policy.normalizer.update(observations.reshape(-1, env.observation_size))
-            env.detach()  # the next update's gradient starts here
-            observation = observation.detach()
-            with torch.no_grad():
-                params_norm = torch.stack([p.square().sum() for p in policy.parameters()]).sum().sqrt()
-                sums += torch.stack([grad_norm, params_norm])
-            updates += 1
-        means = torch.cat([sums / max(per_epoch, 1), (env.gradient_cuts - cuts_before)[None]]).tolist()  # one read
-        elapsed = time.perf_counter() - start
-        walltime += elapsed
-        training = {
-            "training/sps": per_epoch * num_envs * horizon_length / max(elapsed, 1e-9),
-            "training/walltime": walltime,
-            "training/grad_norm": means[0],
-            "training/params_norm": means[1],
-            "training/gradient_cuts": means[2],
-        }
-        metrics = evaluate(evaluator, evaluated, policy, deterministic_eval, generator, training)
-        if save_checkpoint_path is not None:  # before progress_fn: a callback that stops the run leaves this step
-            save_epoch(save_checkpoint_path, "apg", settings, epoch + 1, updates, num_envs * horizon_length, modules,
-                       optimizers, generator, env, evaluator)
-        progress_fn(epoch + 1, metrics)
+    metrics = run_epochs(
+        backend, num_evals=num_evals, updates_per_epoch=updates_per_epoch(policy_updates, num_evals),
+        env_steps_per_update=num_envs * horizon_length, progress_fn=progress_fn,
+        save_checkpoint_path=save_checkpoint_path, restore_checkpoint_path=restore_checkpoint_path,
+    )
     return make_policy, policy, metrics
 
 

@@ -6,8 +6,9 @@ SHA-256, checked before torch reads it; the directory is written under a tempora
 so a save cut short never looks like a checkpoint. ``state.pt`` loads with ``torch.load(weights_only=True)``: the
 algorithm, its settings (the run's JSON-plain arguments, compared on resume), the networks and optimisers, the update
 and epoch counts, the random generator, the training envs' JAX state and the evaluations made so far. A run saves
-after each epoch's evaluation and before ``progress_fn`` sees it, so a callback that stops the run leaves the
-checkpoint of the step it reported.
+at the end of each epoch, before its evaluation and before ``progress_fn`` sees it (the run driver's order), so a
+callback that stops the run leaves the checkpoint of the epoch it reported; a resumed run evaluates that epoch
+again, as the unbroken run did, and goes on from there.
 """
 
 from __future__ import annotations

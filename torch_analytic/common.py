@@ -1,9 +1,12 @@
 """What both torch gradient trainers share: the argument check of an environment, the start of training (scrambled
-episode clocks), the evaluation between epochs and the policy function a run returns."""
+episode clocks), the run itself (``run_epochs``: the run driver torch_ppo's and the JAX trainers' runs go through,
+over an ``EpochBackend``), the evaluation between epochs and the policy function a run returns."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import dataclasses
+import os
+from collections.abc import Callable, Mapping, Sequence
 from types import SimpleNamespace
 from typing import Any
 
@@ -12,6 +15,9 @@ from torch import nn
 
 from brax_bridge import TorchEnv
 from brax_core import envs
+from brax_core.training.agents.apg.arguments import epochs_of
+from brax_core.training.run.driver import RunDriver
+from brax_core.training.run.schedule import Schedule
 from torch_analytic import checkpoint
 from torch_analytic.networks import APGPolicy
 from torch_ppo import network_factory as network_factory_checks
@@ -165,18 +171,122 @@ def start_run(
     generator: torch.Generator,
     env: TorchEnv,
     evaluator: BridgeEvaluator,
-    deterministic_eval: bool,
-    num_evals: int,
-    progress_fn: Callable[[int, Metrics], None],
-) -> tuple[int, int, torch.Tensor, Metrics]:
-    """A run's start: a new one evaluates first (with ``num_evals > 1``, reported as epoch 0) and starts its envs
-    (``first_observation``); a restored one continues its checkpoint (``resume_from``). Returns ``(first epoch,
-    updates made, observation, metrics)``."""
+) -> tuple[int, int, torch.Tensor]:
+    """A run's start: a new one starts its envs (``first_observation``), a restored one continues its checkpoint
+    (``resume_from``). Returns ``(first epoch, updates made, observation)``."""
     if saved is not None:
-        return (*resume_from(saved, modules, optimizers, generator, env, evaluator), {})
-    metrics: Metrics = {}
-    policy = modules["policy"]
-    if num_evals > 1:
-        metrics = evaluate(evaluator, SimpleNamespace(policy=policy), policy, deterministic_eval, generator, {})
-        progress_fn(0, metrics)
-    return 0, 0, first_observation(env, env.episode_length, generator), metrics
+        return resume_from(saved, modules, optimizers, generator, env, evaluator)
+    return 0, 0, first_observation(env, env.episode_length, generator)
+
+
+@dataclasses.dataclass(frozen=True)
+class RunSettings:
+    """What the run driver reads of a run's settings (``hp.run``): its evaluations; training metrics are reported
+    at the evaluations only."""
+
+    num_evals: int
+    log_training_metrics: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class Hyperparameters:
+    run: RunSettings
+
+
+@dataclasses.dataclass(frozen=True)
+class DriverArguments:
+    """A gradient trainer's arguments as the run driver reads them (``brax_core.training.run.driver.RunArguments``)."""
+
+    hp: Hyperparameters
+    progress_fn: Callable[[int, Mapping[str, Any]], None]
+    save_checkpoint_path: str | os.PathLike | None
+    restore_checkpoint_path: str | os.PathLike | None
+    policy_params_fn: Callable[..., None] = ignore
+
+
+class EpochBackend:
+    """A torch gradient trainer's side of the run driver (``brax_core.training.run.driver.Backend``): one training
+    step is one update.
+
+    ``update(updates_so_far) -> tensor`` runs one update and returns its metrics (named by ``metric_names``), which
+    an epoch averages with one host read at its end; ``gradient_cuts`` adds the env steps whose gradient the
+    differentiable step cut (``TorchEnv.gradient_cuts``). ``save(epoch, updates)`` writes the run's checkpoint.
+    """
+
+    def __init__(
+        self,
+        update: Callable[[int], torch.Tensor],
+        metric_names: Sequence[str],
+        env: TorchEnv,
+        evaluator: BridgeEvaluator,
+        policy: APGPolicy,
+        deterministic_eval: bool,
+        generator: torch.Generator,
+        save: Callable[[int, int], str],
+        epoch: int,
+        updates: int,
+    ):
+        self._update, self._names, self._env, self._evaluator = update, tuple(metric_names), env, evaluator
+        self._policy, self._deterministic, self._generator, self._save = policy, deterministic_eval, generator, save
+        self.epoch, self.updates = epoch, updates  # the epochs and updates made (a restored run's included)
+        self._metrics: dict[str, float] = {}
+
+    def skip_evaluations(self, count: int) -> None:
+        """Nothing to skip: the evaluations draw from the run's generator, which a checkpoint restores."""
+
+    def reset_envs(self, env_steps: int) -> None:
+        raise NotImplementedError("the gradient trainers' schedule has no resets between evaluations")
+
+    def train(self, num_steps: int) -> None:
+        cuts_before = self._env.gradient_cuts
+        sums = torch.zeros(len(self._names), device=self._env.device)
+        for _ in range(num_steps):
+            sums += self._update(self.updates)
+            self.updates += 1
+        self.epoch += 1
+        cuts = (self._env.gradient_cuts - cuts_before).to(sums.device)
+        values = torch.cat([sums / max(num_steps, 1), cuts[None]]).tolist()  # the epoch's one host read
+        self._metrics = dict(zip((*self._names, "gradient_cuts"), values, strict=True))
+
+    def training_metrics(self) -> Mapping[str, float]:
+        return self._metrics
+
+    def evaluate(self, training_metrics: Mapping[str, float]) -> Metrics:
+        policy = self._policy
+        return evaluate(self._evaluator, SimpleNamespace(policy=policy), policy, self._deterministic, self._generator,
+                        training_metrics)
+
+    def save(self, env_steps: int) -> None:
+        self._save(self.epoch, self.updates)
+
+    def params(self) -> APGPolicy:
+        return self._policy
+
+
+def run_epochs(
+    backend: EpochBackend,
+    *,
+    num_evals: int,
+    updates_per_epoch: int,
+    env_steps_per_update: int,
+    progress_fn: Callable[[int, Metrics], None],
+    save_checkpoint_path: str | os.PathLike | None,
+    restore_checkpoint_path: str | os.PathLike | None,
+) -> Metrics:
+    """The run from ``backend.epoch`` to its end through the run driver: ``epochs_of(num_evals)`` epochs of
+    ``updates_per_epoch`` updates; at each epoch's end the checkpoint (before any callback sees the epoch), the
+    evaluation and ``progress_fn(epoch, metrics)``; an evaluation before training with ``num_evals > 1`` (epoch 0)
+    and where a restored run starts. A ``progress_fn`` that raises has the run saved first and its exception names
+    it. Returns the last metrics reported."""
+    schedule = Schedule(
+        epochs=epochs_of(num_evals), steps_per_call=updates_per_epoch, calls_per_segment=1, segments_per_epoch=1,
+        resets=False, calls_done=backend.epoch, env_steps_per_training_step=env_steps_per_update,
+    )
+    arguments = DriverArguments(
+        Hyperparameters(RunSettings(num_evals)), progress_fn, save_checkpoint_path, restore_checkpoint_path
+    )
+    driver = RunDriver(
+        backend, arguments, make_policy=make_policy, env_steps=backend.updates * env_steps_per_update,
+        report_step=lambda _: backend.epoch,  # Brax's APG reports epochs
+    )
+    return driver.run(schedule, evaluate=True)

@@ -28,16 +28,15 @@ so resets spread over the windows.
 
 The algorithm is ``shac_actor_loss`` (one window's loss from explicit noise, and the window's record),
 ``actor_step``, ``td_lambda_targets``, ``critic_step`` and ``update_target``; ``train`` checks its arguments, builds
-the env, networks and optimisers, and runs epochs of updates, each followed by an evaluation.
+the env, networks and optimisers, and runs epochs of updates, each followed by a checkpoint and an evaluation,
+through the run driver every trainer of this library uses (``torch_analytic.common.run_epochs``).
 """
 
 from __future__ import annotations
 
 import copy
 import os
-import time
 from collections.abc import Callable, Sequence
-from types import SimpleNamespace
 from typing import Any, NamedTuple
 
 import torch
@@ -49,11 +48,12 @@ from brax_core.training import validation as v
 from brax_core.training.agents.apg.arguments import adam_betas, epochs_of, updates_per_epoch
 from torch_analytic import checkpoint
 from torch_analytic.common import (
+    EpochBackend,
     build_envs,
     check_environment,
-    evaluate,
     ignore,
     make_policy,
+    run_epochs,
     save_epoch,
     start_run,
     user_networks,
@@ -263,7 +263,7 @@ def train(
     (policy_module, value_module)``): the actor and the critic, the actor behind the normaliser and the tanh-normal,
     the critic on normalised observations (the hidden sizes, ``activation`` and ``layer_norm`` then keep their
     defaults).
-    ``save_checkpoint_path``: a checkpoint of the whole run after every evaluation, before ``progress_fn`` sees it
+    ``save_checkpoint_path``: a checkpoint of the whole run at every epoch's end, before ``progress_fn`` sees it
     (``torch_analytic.checkpoint``); ``restore_checkpoint_path`` (a step directory, or the newest under a save path)
     continues that run exactly, with the same arguments (other settings are refused by name).
 
@@ -359,67 +359,55 @@ def train(
     actor_optimizer = torch.optim.Adam(policy.parameters(), lr=actor_learning_rate, betas=adam_b)
     critic_optimizer = torch.optim.Adam(critic.parameters(), lr=critic_learning_rate, betas=adam_b)
     generator = torch.Generator(device=device).manual_seed(seed)
-    evaluated = SimpleNamespace(policy=policy)  # the evaluator's view: policy(obs) -> (loc, scale), postprocess
-
     num_epochs, per_epoch = epochs_of(num_evals), updates_per_epoch(policy_updates, num_evals)
     total_updates = max(num_epochs * per_epoch, 1)
     modules = {"policy": policy, "critic": critic, "target_critic": target_critic}
     optimizers = {"actor": actor_optimizer, "critic": critic_optimizer}
-    first_epoch, updates, observation, metrics = start_run(
-        saved, modules, optimizers, generator, env, evaluator, deterministic_eval, num_evals, progress_fn
-    )
-    walltime = 0.0
-    for epoch in range(first_epoch, num_epochs):
-        start = time.perf_counter()
-        sums = torch.zeros(4, device=device)
-        cuts_before = env.gradient_cuts
-        for _ in range(per_epoch):
-            fraction = updates / total_updates if lr_schedule == "linear" else 0.0
-            for optimizer, rate in ((actor_optimizer, actor_learning_rate), (critic_optimizer, critic_learning_rate)):
-                for group in optimizer.param_groups:
-                    group["lr"] = rate + (min(FINAL_LEARNING_RATE, rate) - rate) * fraction
-            noise = torch.randn((steps, num_envs, env.action_size), generator=generator, device=device)
-            loss, window = shac_actor_loss(env, policy, target_critic, observation, noise, gamma, reward_scaling)
-            actor_optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            grad_norm = actor_step(policy, actor_optimizer, max_gradient_norm)
-            env.detach()  # the next window's gradient starts here
-            observation = window.observation
-            with torch.no_grad():
-                targets = td_lambda_targets(
-                    window.rewards, window.next_values, window.terminated, window.done, gamma, td_lambda
-                )
-                inputs = policy.normalizer(window.observations.reshape(-1, env.observation_size))
-            critic_loss = critic_step(
-                critic,
-                critic_optimizer,
-                inputs,
-                targets.reshape(-1),
-                num_critic_batches,
-                critic_iterations,
-                max_gradient_norm,
+    first_epoch, updates, observation = start_run(saved, modules, optimizers, generator, env, evaluator)
+
+    def update(count: int) -> torch.Tensor:
+        """One actor and critic update (the ``count``-th of the run); its actor loss, critic loss, the actor's
+        gradient norm and the mean value that closed the windows."""
+        nonlocal observation
+        fraction = count / total_updates if lr_schedule == "linear" else 0.0
+        for optimizer, rate in ((actor_optimizer, actor_learning_rate), (critic_optimizer, critic_learning_rate)):
+            for group in optimizer.param_groups:
+                group["lr"] = rate + (min(FINAL_LEARNING_RATE, rate) - rate) * fraction
+        noise = torch.randn((steps, num_envs, env.action_size), generator=generator, device=device)
+        loss, window = shac_actor_loss(env, policy, target_critic, observation, noise, gamma, reward_scaling)
+        actor_optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        grad_norm = actor_step(policy, actor_optimizer, max_gradient_norm)
+        env.detach()  # the next window's gradient starts here
+        observation = window.observation
+        with torch.no_grad():
+            targets = td_lambda_targets(
+                window.rewards, window.next_values, window.terminated, window.done, gamma, td_lambda
             )
-            update_target(target_critic, critic, target_critic_alpha)
-            policy.normalizer.update(window.observations.reshape(-1, env.observation_size))
-            sums += torch.stack([loss.detach(), critic_loss, grad_norm, window.next_values.mean()])
-            updates += 1
-        means = torch.cat([sums / max(per_epoch, 1), (env.gradient_cuts - cuts_before)[None]]).tolist()  # one read
-        elapsed = time.perf_counter() - start
-        walltime += elapsed
-        training = {
-            "training/sps": per_epoch * num_envs * steps * action_repeat / max(elapsed, 1e-9),
-            "training/walltime": walltime,
-            "training/actor_loss": means[0],
-            "training/critic_loss": means[1],
-            "training/grad_norm": means[2],
-            "training/value_mean": means[3],
-            "training/gradient_cuts": means[4],
-        }
-        metrics = evaluate(evaluator, evaluated, policy, deterministic_eval, generator, training)
-        if save_checkpoint_path is not None:  # before progress_fn: a callback that stops the run leaves this step
-            save_epoch(save_checkpoint_path, "shac", settings, epoch + 1, updates, num_envs * steps * action_repeat,
-                       modules, optimizers, generator, env, evaluator)
-        progress_fn(epoch + 1, metrics)
+            inputs = policy.normalizer(window.observations.reshape(-1, env.observation_size))
+        critic_loss = critic_step(
+            critic, critic_optimizer, inputs, targets.reshape(-1), num_critic_batches, critic_iterations,
+            max_gradient_norm,
+        )
+        update_target(target_critic, critic, target_critic_alpha)
+        policy.normalizer.update(window.observations.reshape(-1, env.observation_size))
+        return torch.stack([loss.detach(), critic_loss, grad_norm, window.next_values.mean()])
+
+    env_steps_per_update = num_envs * steps * action_repeat
+
+    def save(epoch: int, updates: int) -> str:
+        return save_epoch(save_checkpoint_path, "shac", settings, epoch, updates, env_steps_per_update, modules,
+                          optimizers, generator, env, evaluator)
+
+    backend = EpochBackend(
+        update, ("actor_loss", "critic_loss", "grad_norm", "value_mean"), env, evaluator, policy, deterministic_eval,
+        generator, save, first_epoch, updates,
+    )
+    metrics = run_epochs(
+        backend, num_evals=num_evals, updates_per_epoch=per_epoch, env_steps_per_update=env_steps_per_update,
+        progress_fn=progress_fn, save_checkpoint_path=save_checkpoint_path,
+        restore_checkpoint_path=restore_checkpoint_path,
+    )
     return make_policy, policy, metrics
 
 

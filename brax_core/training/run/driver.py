@@ -6,6 +6,9 @@ failing callback costs no work; then ``policy_params_fn`` gets a copy of the par
 and reported. A callback that raises has the run saved first (where the trainer can save at that moment) and its
 exception carries a note naming it and the checkpoint. ``policy_params_fn`` is also called once before training, at
 the step the run starts from, as Brax does.
+
+The PPO trainers report ``progress_fn`` at env-step counts; the torch gradient trainers (``torch_analytic``) run
+the same driver with one training step per update and report at epochs, as Brax's APG (``report_step``).
 """
 
 from __future__ import annotations
@@ -53,7 +56,7 @@ class Backend(Protocol):
 class RunArguments(Protocol):
     """What the driver reads of a trainer's checked arguments."""
 
-    hp: Any  # the hyperparameters, a PPOConfig
+    hp: Any  # the hyperparameters: a PPOConfig, or settings whose ``run`` has num_evals and log_training_metrics
     progress_fn: Callable[[int, Mapping[str, Any]], None]
     policy_params_fn: Callable[..., None]
     save_checkpoint_path: str | os.PathLike | None
@@ -97,6 +100,7 @@ class RunDriver:
       main: whether this process runs the callbacks (every process of the JAX trainer; rank 0 of torch_ppo).
       save_before_failing_callback: whether a failing callback has the run saved first (not where saving needs
         every process, which a callback on one process cannot ask for).
+      report_step: what ``progress_fn`` is told for a count of env steps (default: the count itself).
     """
 
     def __init__(
@@ -108,8 +112,10 @@ class RunDriver:
         env_steps: int,
         main: bool = True,
         save_before_failing_callback: bool = True,
+        report_step: Callable[[int], int] = int,
     ):
         self.backend, self.hp = backend, args.hp
+        self._report_step = report_step
         self.env_steps = env_steps
         self._progress_fn, self._policy_params_fn = args.progress_fn, args.policy_params_fn
         self._make_policy = make_policy
@@ -170,7 +176,7 @@ class RunDriver:
                 metrics = call_metrics
                 if self._main:
                     logging.info(call_metrics)
-                    self._call("progress_fn", self._progress_fn, self.env_steps, dict(call_metrics))
+                    self._call("progress_fn", self._progress_fn, self._report_step(self.env_steps), dict(call_metrics))
             if not schedule.ends_epoch(call):
                 continue
             if self._main:
@@ -180,14 +186,14 @@ class RunDriver:
                 metrics = self._evaluate(call_metrics)
             elif report_training_at_evaluation_points and not log_training_metrics and self._main:
                 metrics = call_metrics
-                self._call("progress_fn", self._progress_fn, self.env_steps, dict(metrics))
+                self._call("progress_fn", self._progress_fn, self._report_step(self.env_steps), dict(metrics))
         logging.info("total steps: %s, wall time %.1f s", self.env_steps, time.time() - start)
         return metrics
 
     def _evaluate(self, training_metrics: Mapping[str, float]) -> Metrics:
         metrics = self.backend.evaluate(training_metrics)
         logging.info(metrics)
-        self._call("progress_fn", self._progress_fn, self.env_steps, metrics)
+        self._call("progress_fn", self._progress_fn, self._report_step(self.env_steps), metrics)
         return metrics
 
     def _call(self, name: str, fn: Callable[..., Any], *args: Any) -> None:
