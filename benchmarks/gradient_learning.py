@@ -15,12 +15,13 @@ time, the IQM over seeds).
 ``--reuse ENV``: that env's comparison is read from its folder (``invocation.json`` records when and how it ran)
 instead of run again; the page names each env's invocation.
 
-``--horizons H ...``: instead, SHAC alone on each env of ``--envs`` at each horizon (``--horizon-length H``, every
-other setting its default), into ``<out>/<env>-horizon<H>``, against the SHAC runs of the env's comparison above
-(horizon 32): what a shorter window does to the final reward and the actor's gradient norm (section "SHAC's
-horizon").
+``--settings FLAG=VALUE ...``: instead, SHAC alone on each env of ``--envs`` with each setting changed (a flag of
+``train --algo shac``, every other setting its default), into ``<out>/<env>-<flag><value>``, against the SHAC runs
+of the env's comparison above (its defaults): what a shorter window or a smaller step does to the final reward and
+the actor's gradient norm (section "SHAC's settings").
 
-    python benchmarks/gradient_learning.py --envs halfcheetah --horizons 16 8 --write
+    python benchmarks/gradient_learning.py --envs halfcheetah --settings horizon-length=16 \\
+        actor-learning-rate=5e-4 --write
 """
 
 from __future__ import annotations
@@ -39,24 +40,30 @@ from typing import Any
 from _results import replace_section
 
 SECTION = "## Gradients through the physics, learning against PPO"
-SECTION_HORIZONS = "## Gradients through the physics, SHAC's horizon"
+SECTION_SETTINGS = "## Gradients through the physics, SHAC's settings"
 
 
 def _now() -> str:
     return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M")
 
 
-def run_compare(env: str, args: argparse.Namespace, out: str, horizon: int | None = None) -> dict[str, Any]:
-    """One comparison of ppo and shac (torch) on ``env`` (with ``horizon``: SHAC alone at that horizon), recorded
-    in ``out/invocation.json``; its ``compare.json``."""
-    algos = ["--algos", "ppo,shac"] if horizon is None else ["--algos", "shac", "--horizon-length", str(horizon)]
+def run_compare(env: str, args: argparse.Namespace, out: str, setting: str | None = None) -> dict[str, Any]:
+    """One comparison of ppo and shac (torch) on ``env`` (with ``setting``, ``FLAG=VALUE``: SHAC alone with that
+    flag), recorded in ``out/invocation.json``; its ``compare.json``."""
+    if setting is None:
+        algos = ["--algos", "ppo,shac"]
+    else:
+        flag, value = setting.split("=", 1)
+        algos = ["--algos", "shac", f"--{flag}", value]
     command = [sys.executable, "-m", "brax_bridge_app.cli", "compare", *algos, "--trainers", "torch",
                "--env", env, "--seeds", ",".join(map(str, args.seeds)), "--num-timesteps", str(args.num_timesteps),
                "--threshold", str(args.threshold), "--out", out]
     started, load = _now(), os.getloadavg()[0]
+    code = subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True, text=True, check=False)
     subprocess.run(command, check=False)
     invocation = {
         "command": "python benchmarks/gradient_learning.py " + " ".join(sys.argv[1:]),
+        "code": code.stdout.strip() or "unknown",
         "started_utc": started, "finished_utc": _now(), "load_average_at_start": round(load, 2),
         "num_timesteps": args.num_timesteps,
     }
@@ -113,8 +120,8 @@ def run_rows(report: dict[str, Any], out: str, mark: float) -> list[str]:
     return rows
 
 
-def horizon_row(report: dict[str, Any], out: str, horizon: int) -> str:
-    """One row of the horizon table: SHAC's runs in ``report`` at ``horizon``."""
+def setting_row(report: dict[str, Any], out: str, setting: str) -> str:
+    """One row of the settings table: SHAC's runs in ``report``, with ``setting``."""
     runs = sorted((run for run in report["runs"] if run["contestant"] == "shac/torch"), key=lambda run: run["seed"])
     entry = report["trainers"]["shac/torch"]
     highest, finals, bests = [], [], []
@@ -126,39 +133,40 @@ def horizon_row(report: dict[str, Any], out: str, horizon: int) -> str:
         highest.append(max((row["training/grad_norm"] for row in evals if "training/grad_norm" in row), default=0.0))
     iqm = entry["final_reward"]["iqm"] if entry["final_reward"] else None
     return (
-        f"| `{report['env']}` | {horizon} | {len(runs)} | {_num(iqm)} | {', '.join(_num(v) for v in finals)} "
+        f"| `{report['env']}` | {setting} | {len(runs)} | {_num(iqm)} | {', '.join(_num(v) for v in finals)} "
         f"| {', '.join(_num(v) for v in bests)} | {_num(_median([r['wall_s'] for r in runs]), 0)} "
         f"| {', '.join(_sig(v) for v in highest)} |"
     )
 
 
-def horizons(args: argparse.Namespace) -> str:
-    """Runs (or, with ``--reuse``, reads) SHAC at each of ``--horizons`` on each env; the section's text."""
+def settings(args: argparse.Namespace) -> str:
+    """Runs (or, with ``--reuse``, reads) SHAC with each of ``--settings`` on each env; the section's text."""
     lines = [
-        f"{platform.machine()}; SHAC (torch) alone at each horizon, every other setting its default, each run in a "
-        "process of its own with an empty compile cache; horizon 32 is the SHAC side of the comparison above. One "
-        "invocation per row:",
+        f"{platform.machine()}; SHAC (torch) alone with one setting changed, every other its default, each run in a "
+        "process of its own with an empty compile cache; \"defaults\" is the SHAC side of the comparison above "
+        "(horizon-length 32, actor-learning-rate 0.002, max-gradient-norm 1). One invocation per row:",
         "",
     ]
     rows = []
     for env in args.envs:
-        found = [(32, read_compare(os.path.join(args.out, env)), os.path.join(args.out, env))]
-        for horizon in args.horizons:
-            out = os.path.join(args.out, f"{env}-horizon{horizon}")
-            key = f"{env}-horizon{horizon}"
-            found.append((horizon, read_compare(out) if key in args.reuse else run_compare(env, args, out, horizon),
+        found = [("defaults", read_compare(os.path.join(args.out, env)), os.path.join(args.out, env))]
+        for setting in args.settings:
+            key = f"{env}-{setting.replace('=', '')}"
+            out = os.path.join(args.out, key)
+            found.append((setting, read_compare(out) if key in args.reuse else run_compare(env, args, out, setting),
                           out))
-        for horizon, report, out in found:
+        for setting, report, out in found:
             run = report["invocation"]
-            lines.append(f"- `{env}`, horizon {horizon}: `{run['command']}`, {run['started_utc']} to "
+            note = f" ({run['note']})" if "note" in run else ""
+            lines.append(f"- `{env}`, {setting}: `{run['command']}`{note}, {run['started_utc']} to "
                          f"{run['finished_utc'][-5:]} UTC, load average {run['load_average_at_start']} at the start; "
-                         f"{run['num_timesteps']:,} env steps per run.")
-            rows.append(horizon_row(report, out, horizon))
+                         f"code {run['code']}; {run['num_timesteps']:,} env steps per run.")
+            rows.append(setting_row(report, out, setting))
     lines += [
         "",
-        "| env | horizon | runs | final reward IQM | final reward, each seed | best reward, each seed "
+        "| env | SHAC setting | runs | final reward IQM | final reward, each seed | best reward, each seed "
         "| wall per run (s, median) | actor gradient norm, highest epoch mean, each seed |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
         *rows,
     ]
     return "\n".join(lines)
@@ -185,14 +193,14 @@ def main() -> None:
     parser.add_argument("--threshold", type=float, default=200.0)
     parser.add_argument("--mark", type=float, default=1000.0, help="the reward level of the per-run table's column")
     parser.add_argument("--out", default="benchmarks/gradient_learning")
-    parser.add_argument("--horizons", nargs="*", type=int, default=[], help="SHAC alone at these horizons")
+    parser.add_argument("--settings", nargs="*", default=[], help="SHAC alone with each FLAG=VALUE")
     parser.add_argument("--write", action="store_true")
     args = parser.parse_args()
-    if args.horizons:
-        body = horizons(args)
+    if args.settings:
+        body = settings(args)
         print(body)
         if args.write:
-            replace_section(None, SECTION_HORIZONS, body, keep=("Reading",))
+            replace_section(None, SECTION_SETTINGS, body, keep=("Reading",))
         return
     reports = []
     for env in [*args.reuse, *args.envs]:
@@ -209,7 +217,7 @@ def main() -> None:
         run = report["invocation"]
         lines.append(
             f"- `{report['env']}`: `{run['command']}`, {run['started_utc']} to {run['finished_utc'][-5:]} UTC, load "
-            f"average {run['load_average_at_start']} at the start, nothing else running; "
+            f"average {run['load_average_at_start']} at the start, nothing else running; code {run['code']}; "
             f"{run['num_timesteps']:,} env steps per run; curves `benchmarks/gradient_learning/{report['env']}.png`."
         )
     threshold = f"{reports[0][0]['threshold']:g}"

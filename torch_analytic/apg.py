@@ -12,8 +12,8 @@ spread over the updates. Evaluation is torch_ppo's bridge evaluator: ``eval/*`` 
 
 The algorithm is ``apg_loss`` (one unroll's loss from explicit noise, so it is a pure function of its inputs) and
 ``apg_step`` (clipping and Adam); ``train`` checks its arguments, builds the env, policy and optimiser, and runs
-epochs of updates, each followed by a checkpoint and an evaluation, through the run driver every trainer of this
-library uses (``torch_analytic.common.run_epochs``).
+epochs of updates, each followed by a checkpoint and an evaluation, through the run driver both PPO trainers use
+(``torch_analytic.common.run_epochs``).
 """
 
 from __future__ import annotations
@@ -122,7 +122,7 @@ def train(
     differentiable (a ``TorchEnv(differentiable=True)`` is built from it). ``device``: as torch_ppo's (default: JAX's
     default device where torch can reach it, else the CPU). ``progress_fn(epoch, metrics)`` after every evaluation
     (epoch 0: before training, with ``num_evals > 1``), as the JAX APG; a ``progress_fn`` that raises has the run
-    saved first and its exception names it (the run driver torch_ppo's runs go through, ``run_epochs``).
+    saved first and its exception names it (the run driver both PPO trainers use, ``run_epochs``).
 
     ``network_factory``: networks of the user's own, as torch_ppo takes them (``fn(observation_size, action_size) ->
     (policy_module, value_module)``); APG uses the policy module in place of its MLP, behind the normaliser and the

@@ -1,5 +1,5 @@
 """What both torch gradient trainers share: the argument check of an environment, the start of training (scrambled
-episode clocks), the run itself (``run_epochs``: the run driver torch_ppo's and the JAX trainers' runs go through,
+episode clocks), the run itself (``run_epochs``: the run driver both PPO trainers' runs go through,
 over an ``EpochBackend``), the evaluation between epochs and the policy function a run returns."""
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ so resets spread over the windows.
 The algorithm is ``shac_actor_loss`` (one window's loss from explicit noise, and the window's record),
 ``actor_step``, ``td_lambda_targets``, ``critic_step`` and ``update_target``; ``train`` checks its arguments, builds
 the env, networks and optimisers, and runs epochs of updates, each followed by a checkpoint and an evaluation,
-through the run driver every trainer of this library uses (``torch_analytic.common.run_epochs``).
+through the run driver both PPO trainers use (``torch_analytic.common.run_epochs``).
 """
 
 from __future__ import annotations
