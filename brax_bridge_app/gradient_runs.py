@@ -14,7 +14,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
-import shutil
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -143,19 +142,8 @@ def train_run(
     stop = stop or runs.StopFlag()
     log = rundir.MetricsLog(run_dir)
     ckpt = os.path.abspath(os.path.join(run_dir, rundir.CHECKPOINT))
-    earlier: list[dict[str, Any]] = []
-    if resume:
-        step = checkpoints.latest_step(ckpt)
-        if step is None:
-            raise rundir.RunDirError(f"cannot resume: {ckpt} holds no checkpoint (the run stopped before its first)")
-        earlier = [r for r in rundir.read_metrics(run_dir) if r["step"] <= step]
-        log.rewrite(earlier)
-    else:
-        runs.clear_earlier_run(run_dir, log, console)
-        for folder in (ckpt, os.path.join(run_dir, rundir.TENSORBOARD)):
-            if os.path.exists(folder):
-                console.print(f"[yellow]replacing the earlier run's {os.path.basename(folder)} in {folder}[/]")
-                shutil.rmtree(folder)
+    saved_at = checkpoints.latest_step(ckpt) if resume else None
+    earlier = runs.open_run_folder(run_dir, log, ckpt, console, resume, saved_at)
     rundir.write_json(os.path.join(run_dir, rundir.CONFIG), run.to_json())
     time_offset = earlier[-1]["time_s"] if earlier else 0.0
 
@@ -163,8 +151,7 @@ def train_run(
     per_epoch = updates_per_epoch(config.policy_updates, config.settings["num_evals"])
     total = max(config.policy_updates * config.env_steps_per_update, 1)
     label = f"{config.algo}/{config.trainer}/{config.env}/seed {config.seed}"
-    rows: list[dict[str, Any]] = list(earlier)
-    logged = {row["step"] for row in earlier}
+    reports = runs.ReportLog(log, earlier, loggers)
     start = time.perf_counter()
     with runs.progress_bar(console) as bar:
         task = bar.add_task(label, total=total, sps="", reward="-")
@@ -173,13 +160,7 @@ def train_run(
             step = epoch * per_epoch * config.env_steps_per_update
             scalars = rundir.scalar_metrics(metrics)
             row = {"step": step, "time_s": round(time_offset + time.perf_counter() - start, 4), **scalars}
-            # A run resumed at an epoch's end evaluates it again: logged only if the earlier part had not.
-            if step not in logged:
-                logged.add(step)
-                log.append(row)
-                rows.append(row)
-                for logger in loggers:
-                    logger(step, scalars)
+            reports.add(row, scalars)
             speed = row.get(rundir.TRAIN_SPS)
             bar.update(task, completed=min(step, total), reward=runs.format_reward(rundir.reward_of(row)),
                        sps=f"{speed:,.0f} steps/s" if speed else "")
@@ -199,6 +180,7 @@ def train_run(
         if status == "completed":
             bar.update(task, completed=total)
     wall_s = round(time_offset + time.perf_counter() - start, 3)
+    rows = reports.rows
     summary = {"algo": config.algo, **runs.summarize(run, rows, status, wall_s)}
     if error is not None:
         summary["error"] = error

@@ -111,6 +111,58 @@ def now_iso() -> str:
     return datetime.datetime.now().astimezone().isoformat(timespec="milliseconds")
 
 
+def open_run_folder(
+    run_dir: str, log: rundir.MetricsLog, ckpt: str, console: Console, resume: bool, checkpoint_at: int | None
+) -> list[dict[str, Any]]:
+    """Readies ``run_dir`` for a run and returns the rows of ``metrics.jsonl`` the run continues from.
+
+    With ``resume``: the rows up to the checkpoint's step ``checkpoint_at`` (reports past it will be made again by the
+    resumed run), refused when there is no checkpoint. Otherwise a fresh run in a reused folder replaces the earlier
+    run: its log and its checkpoints (which the trainer would otherwise mix with, or refuse to overwrite, its own), its
+    TensorBoard files, and what `eval` wrote of its policy (which would otherwise sit beside the new run as if it were
+    the new policy's)."""
+    if resume:
+        if checkpoint_at is None:
+            raise rundir.RunDirError(f"cannot resume: {ckpt} holds no checkpoint (the run stopped before its first)")
+        earlier = [r for r in rundir.read_metrics(run_dir) if r["step"] <= checkpoint_at]
+        log.rewrite(earlier)
+        return earlier
+    for folder in (ckpt, os.path.join(run_dir, rundir.TENSORBOARD)):
+        if os.path.exists(folder):
+            console.print(f"[yellow]replacing the earlier run's {os.path.basename(folder)} in {folder}[/]")
+            shutil.rmtree(folder)
+    clear_earlier_run(run_dir, log, console)
+    return []
+
+
+class ReportLog:
+    """A run's reports as ``metrics.jsonl`` and the loggers get them, ``rows`` in order (the earlier part's first).
+
+    A run resumed at an evaluation point evaluates it again: a report is logged only if the earlier part had not
+    logged one of its kind (evaluation or training) at that step."""
+
+    def __init__(
+        self, log: rundir.MetricsLog, earlier: Sequence[dict[str, Any]],
+        loggers: Sequence[Callable[[int, Mapping[str, float]], None]],
+    ):
+        self._log, self._loggers = log, loggers
+        self.rows = list(earlier)
+        self._logged = {self._kind(row) for row in earlier}
+
+    @staticmethod
+    def _kind(row: Mapping[str, Any]) -> tuple[int, bool]:
+        return row["step"], rundir.EVAL_REWARD in row
+
+    def add(self, row: dict[str, Any], scalars: Mapping[str, float]) -> None:
+        if self._kind(row) in self._logged:
+            return
+        self._logged.add(self._kind(row))
+        self._log.append(row)
+        self.rows.append(row)
+        for logger in self._loggers:
+            logger(row["step"], scalars)
+
+
 def clear_earlier_run(run_dir: str, log: rundir.MetricsLog, console: Console) -> None:
     """Removes what an earlier run in ``run_dir`` left that a new run would otherwise sit beside: its metrics log
     and what ``eval`` wrote of its policy (its checkpoints and TensorBoard files are the caller's)."""
@@ -213,31 +265,15 @@ def train_run(
     stop = stop or StopFlag()
     log = rundir.MetricsLog(run_dir)
     restore = ckpt if resume else None
-    earlier: list[dict] = []
-    if resume:
-        step = checkpoint_step(spec.trainer, ckpt)
-        if step is None:
-            raise rundir.RunDirError(f"cannot resume: {ckpt} holds no checkpoint (the run stopped before its first)")
-        # Reports past the checkpoint will be made again by the resumed run.
-        earlier = [r for r in rundir.read_metrics(run_dir) if r["step"] <= step]
-        log.rewrite(earlier)
-    else:
-        # A fresh run in a reused folder replaces the earlier run: its log and its checkpoints (which the
-        # trainer would otherwise mix with, or refuse to overwrite, its own), and what `eval` wrote of its policy
-        # (which would otherwise sit beside the new run as if it were the new policy's).
-        for folder in (ckpt, os.path.join(run_dir, rundir.TENSORBOARD)):
-            if os.path.exists(folder):
-                console.print(f"[yellow]replacing the earlier run's {os.path.basename(folder)} in {folder}[/]")
-                shutil.rmtree(folder)
-        clear_earlier_run(run_dir, log, console)
+    saved_at = checkpoint_step(spec.trainer, ckpt) if resume else None
+    earlier = open_run_folder(run_dir, log, ckpt, console, resume, saved_at)
     time_offset = earlier[-1]["time_s"] if earlier else 0.0
     rundir.write_json(os.path.join(run_dir, rundir.CONFIG), spec.to_json())
 
     total = spec.config.run.num_timesteps
     label = f"{spec.trainer}/{spec.env_name}/seed {spec.seed}"
     start = time.perf_counter()
-    rows = list(earlier)
-    logged = {(r["step"], rundir.EVAL_REWARD in r) for r in earlier}
+    reports = ReportLog(log, earlier, loggers)
 
     with progress_bar(console) as bar:
         task = bar.add_task(label, total=max(total, 1), sps="", reward="-")
@@ -246,14 +282,7 @@ def train_run(
             elapsed = time.perf_counter() - start
             scalars = rundir.scalar_metrics(metrics)
             row = {"step": int(step), "time_s": round(time_offset + elapsed, 4), **scalars}
-            # A run resumed at an evaluation point evaluates it again: logged only if the earlier part stopped
-            # before logging that evaluation.
-            if (row["step"], rundir.EVAL_REWARD in row) not in logged:
-                logged.add((row["step"], rundir.EVAL_REWARD in row))
-                log.append(row)
-                rows.append(row)
-                for logger in loggers:
-                    logger(int(step), scalars)
+            reports.add(row, scalars)
             speed = row.get(rundir.TRAIN_SPS)
             bar.update(task, completed=min(int(step), total), reward=format_reward(rundir.reward_of(row)),
                        sps=f"{speed:,.0f} steps/s" if speed else "")
@@ -286,6 +315,7 @@ def train_run(
         if status == "completed":
             bar.update(task, completed=total)
     wall_s = round(time_offset + time.perf_counter() - start, 3)
+    rows = reports.rows
     summary = summarize(spec, rows, status, wall_s, epoch_ends)
     if error is not None:
         summary["error"] = error
