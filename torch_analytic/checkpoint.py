@@ -85,6 +85,16 @@ def check_resume(state: Mapping[str, Any], algo: str, settings: Mapping[str, Any
         )
 
 
+def resumable(path: str | os.PathLike | None, algo: str, settings: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The state of the checkpoint a run restores (``load``), checked to continue ``algo`` with ``settings``
+    (``check_resume``); ``None`` without a path. Read before anything compiles."""
+    if path is None:
+        return None
+    state = load(path)
+    check_resume(state, algo, settings)
+    return state
+
+
 def restore(
     state: Mapping[str, Any],
     modules: Mapping[str, nn.Module],

@@ -81,26 +81,6 @@ def check_environment(name: str, environment: Any) -> Any:
     )
 
 
-
-
-def resume_from(
-    state: Mapping[str, Any],
-    modules: Mapping[str, nn.Module],
-    optimizers: Mapping[str, torch.optim.Optimizer],
-    generator: torch.Generator,
-    env: TorchEnv,
-    evaluator: BridgeEvaluator,
-) -> tuple[int, int, torch.Tensor]:
-    """A loaded checkpoint's run put back: networks, optimisers, generator, the evaluations made, the training envs;
-    returns ``(the epoch to continue from, the updates made, the observation reached)``."""
-    checkpoint.restore(state, modules, optimizers, generator)
-    counters = state["counters"]
-    evaluator.runs = counters["evaluations"]
-    env.reset()
-    observation = env.load_state_dict(state["env"])
-    return counters["epoch"], counters["updates"], observation
-
-
 def save_epoch(
     path: Any,
     algo: str,
@@ -172,11 +152,16 @@ def start_run(
     env: TorchEnv,
     evaluator: BridgeEvaluator,
 ) -> tuple[int, int, torch.Tensor]:
-    """A run's start: a new one starts its envs (``first_observation``), a restored one continues its checkpoint
-    (``resume_from``). Returns ``(first epoch, updates made, observation)``."""
-    if saved is not None:
-        return resume_from(saved, modules, optimizers, generator, env, evaluator)
-    return 0, 0, first_observation(env, env.episode_length, generator)
+    """A run's start: a new one starts its envs (``first_observation``); a restored one puts its checkpoint back
+    (networks, optimisers, generator, the evaluations made, the training envs). Returns ``(first epoch, updates made,
+    observation)``."""
+    if saved is None:
+        return 0, 0, first_observation(env, env.episode_length, generator)
+    checkpoint.restore(saved, modules, optimizers, generator)
+    counters = saved["counters"]
+    evaluator.runs = counters["evaluations"]
+    env.reset()
+    return counters["epoch"], counters["updates"], env.load_state_dict(saved["env"])
 
 
 @dataclasses.dataclass(frozen=True)

@@ -326,10 +326,7 @@ def train(
         "critic_hidden_layer_sizes": critic_hidden_layer_sizes, "activation": activation, "layer_norm": layer_norm,
         "network_factory": None if network_factory is None else name_of(network_factory),
     })
-    saved = None
-    if restore_checkpoint_path is not None:  # checked before anything compiles
-        saved = checkpoint.load(restore_checkpoint_path)
-        checkpoint.check_resume(saved, "shac", settings)
+    saved = checkpoint.resumable(restore_checkpoint_path, "shac", settings)
 
     env, evaluator = build_envs(
         "SHAC", environment, eval_env, num_envs, num_eval_envs, episode_length, action_repeat, device, seed,
