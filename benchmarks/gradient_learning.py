@@ -196,6 +196,10 @@ def main() -> None:
     parser.add_argument("--settings", nargs="*", default=[], help="SHAC alone with each FLAG=VALUE")
     parser.add_argument("--write", action="store_true")
     args = parser.parse_args()
+    malformed = [setting for setting in args.settings if "=" not in setting or setting.startswith("=")]
+    if malformed:
+        parser.error(f"--settings takes FLAG=VALUE (a flag of train --algo shac without its dashes, e.g. "
+                     f"horizon-length=16), got {', '.join(map(repr, malformed))}")
     if args.settings:
         body = settings(args)
         print(body)
