@@ -1,4 +1,5 @@
-"""Brax's own PPO (``brax.training.agents.ppo.train``) with one of ``presets.GPU_PRESETS``, written as a run folder.
+"""Brax's own PPO (``brax.training.agents.ppo.train``) with one of ``presets.GPU_TRAIN_KWARGS``, written as a run
+folder.
 
 The folder has the layout ``brax-bridge train`` writes (``config.json``, ``metrics.jsonl``, ``summary.json`` once the
 run ends), with trainer ``brax``, so ``benchmarks/gpu_curves.py`` draws Brax's curve beside brax_core's and
@@ -33,7 +34,7 @@ def main(argv: list[str] | None = None) -> None:
     from brax_core.training.agents.ppo import presets
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--env", required=True, choices=sorted(presets.GPU_PRESETS), help="env and its GPU recipe")
+    parser.add_argument("--env", required=True, choices=sorted(presets.GPU_TRAIN_KWARGS), help="env and its GPU recipe")
     parser.add_argument("--out", required=True, help="run folder to write (must not exist)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--num-timesteps", type=int, default=None, help="override the recipe's env steps")
@@ -57,7 +58,7 @@ def main(argv: list[str] | None = None) -> None:
         parser.error(f"--num-timesteps must be >= 1, got {args.num_timesteps}")
     backend = None if args.brax_core_env else args.backend or "generalized"
 
-    hyperparameters = {k: v for k, v in presets.GPU_PRESETS[args.env].items() if k != "network_factory"}
+    hyperparameters = {k: v for k, v in presets.GPU_TRAIN_KWARGS[args.env].items() if k != "network_factory"}
     if args.num_timesteps is not None:
         hyperparameters["num_timesteps"] = args.num_timesteps
 

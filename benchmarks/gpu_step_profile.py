@@ -40,15 +40,15 @@ def _trainer(env: str, torch_compile: bool | None, overrides: dict[str, Any]) ->
     from brax_core.training.agents.ppo import presets
     from torch_ppo import arguments, distributed
     from torch_ppo.train import DEFAULTS
-    from torch_ppo.trainer import TorchRun
+    from torch_ppo.trainer import TorchPPOBackend
 
-    preset = {k: v for k, v in presets.GPU_PRESETS[env].items() if k != "network_factory"}
-    network = dict(presets.GPU_PRESETS[env]["network_factory"].keywords)
+    preset = {k: v for k, v in presets.GPU_TRAIN_KWARGS[env].items() if k != "network_factory"}
+    network = dict(presets.GPU_TRAIN_KWARGS[env]["network_factory"].keywords)
     preset.update(num_evals=0, log_training_metrics=True, **overrides)
     given = {**DEFAULTS, "environment": env, **preset, **network, "torch_compile": torch_compile}
     device = arguments.resolve_device(None, env)
     dist = distributed.setup(device)
-    trainer = TorchRun(arguments.parse(given, device, dist.world_size), dist)
+    trainer = TorchPPOBackend(arguments.parse(given, device, dist.world_size), dist)
     trainer.build_envs()
     return trainer
 

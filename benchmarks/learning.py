@@ -76,7 +76,7 @@ def hyperparameters(env: str, trainer: str) -> dict[str, Any]:
 
         config = presets.from_playground(dm_control_suite_params.brax_ppo_config(env.split(":", 1)[1]))
         return {**config, **presets.PLAYGROUND_CPU, "num_timesteps": PLAYGROUND_CPU_STEPS}
-    preset = dict(presets.PRESETS[env])
+    preset = dict(presets.TRAIN_KWARGS[env])
     if trainer == "torch":
         preset.pop("network_factory")
         preset.update(presets.network_kwargs(env))

@@ -37,7 +37,7 @@ import jax
 jax.config.update("jax_compilation_cache_dir", os.environ["BENCH_CACHE"])
 from brax_core.training.agents.ppo import presets, train as ppo
 target = float(sys.argv[1]); env_name = sys.argv[2]
-config = dict(presets.PRESETS[env_name])
+config = dict(presets.TRAIN_KWARGS[env_name])
 reports = []
 start = time.time()
 def progress(step, metrics):
@@ -89,7 +89,7 @@ def markdown(env_name: str, target: float, runs: list[dict], command: str) -> st
     lines = [
         SECTION,
         "",
-        f"`{env_name}` to evaluation reward >= {target:g}, brax_core PPO with `presets.PRESETS['{env_name}']`, "
+        f"`{env_name}` to evaluation reward >= {target:g}, brax_core PPO with `presets.TRAIN_KWARGS['{env_name}']`, "
         "cold start (empty compile cache) in a fresh process per row, rows run one after the other in one "
         f"invocation on a {os.cpu_count()}-core CPU without a GPU ({platform.processor() or platform.machine()}, "
         f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}); 1-minute load average {min(loads):.1f}-"

@@ -58,7 +58,7 @@ def _preset(env: str, overrides: dict[str, Any], gpu: bool = False) -> tuple[dic
     its network's (torch_ppo takes them flat) and the torch-only overrides."""
     from brax_core.training.agents.ppo import presets
 
-    chosen = (presets.GPU_PRESETS if gpu else presets.PRESETS)[env]
+    chosen = (presets.GPU_TRAIN_KWARGS if gpu else presets.TRAIN_KWARGS)[env]
     preset = {**chosen, **{k: v for k, v in overrides.items() if k not in TORCH_ONLY}}
     network = dict(chosen["network_factory"].keywords)
     return preset, {**network, **{k: v for k, v in overrides.items() if k in TORCH_ONLY}}

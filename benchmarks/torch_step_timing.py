@@ -1,5 +1,5 @@
-"""torch_ppo's training step in its two parts, timed apart: collection (``TorchRun.collect``: the actor and the
-bridge's env steps for one batch of unrolls) and the update (``TorchRun.update``: every minibatch step of SGD on
+"""torch_ppo's training step in its two parts, timed apart: collection (``TorchPPOBackend.collect``: the actor and the
+bridge's env steps for one batch of unrolls) and the update (``TorchPPOBackend.update``: every minibatch step of SGD on
 that batch), on an env's preset, in milliseconds per training step (the median over ``--repetitions``).
 
 The update is compiled or eager as ``torch_compile=None`` chooses for the preset's ``num_timesteps`` (a full-length
@@ -22,23 +22,23 @@ import time
 import torch
 
 import torch_ppo
-from brax_core.training.agents.ppo.presets import PRESETS
+from brax_core.training.agents.ppo.presets import TRAIN_KWARGS
 from torch_ppo import arguments, distributed
 
 try:
-    from torch_ppo.trainer import TorchRun as Run
+    from torch_ppo.trainer import TorchPPOBackend as Run
 except ImportError:  # a checkout from before the run's class had this name
     from torch_ppo.trainer import Trainer as Run
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--env", default="halfcheetah", choices=sorted(PRESETS))
+    parser.add_argument("--env", default="halfcheetah", choices=sorted(TRAIN_KWARGS))
     parser.add_argument("--repetitions", type=int, default=30)
     parser.add_argument("--label", default="")
     args = parser.parse_args()
 
-    preset = dict(PRESETS[args.env])
+    preset = dict(TRAIN_KWARGS[args.env])
     network = dict(preset.pop("network_factory").keywords)
     defaults = {name: p.default for name, p in inspect.signature(torch_ppo.train).parameters.items()}
     given = {**defaults, **preset, **network, "environment": args.env, "num_evals": 0}

@@ -24,7 +24,7 @@ backend="generalized")``; brax_core's envs follow Brax's definitions, with the d
    2048 envs, batch 1024, unroll 5, 32 minibatches, 4 updates per batch, discounting 0.97, learning rate 3e-4,
    entropy cost 1e-2, reward scaling 10, normalised observations, 2M env steps, 20 evaluations; Brax's default
    networks. Threshold 950.
-2. ``inverted_pendulum`` with brax_core's ``presets.PRESETS['inverted_pendulum']`` (its networks too) for both.
+2. ``inverted_pendulum`` with brax_core's ``presets.TRAIN_KWARGS['inverted_pendulum']`` (its networks too) for both.
    Threshold 950.
 3. ``inverted_double_pendulum`` with Brax's notebook hyperparameters for it (as 1, but 20M env steps). Threshold
    9,100, see ``DOUBLE_PENDULUM_THRESHOLD_SOURCE``.
@@ -118,7 +118,7 @@ def _configs() -> dict[int, dict[str, Any]]:
     """The three configurations; the preset one reads brax_core's presets (so only in this interpreter)."""
     from brax_core.training.agents.ppo import presets
 
-    preset = dict(presets.PRESETS["inverted_pendulum"])
+    preset = dict(presets.TRAIN_KWARGS["inverted_pendulum"])
     preset.pop("network_factory")
     network = presets.network_kwargs("inverted_pendulum")
     from mujoco_playground.config import dm_control_suite_params

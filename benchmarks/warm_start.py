@@ -35,7 +35,7 @@ def _trainer_kwargs(env_name: str) -> tuple[dict, dict]:
     """One training step at the preset's sizes, with an evaluation before and after it."""
     from brax_core.training.agents.ppo import presets
 
-    preset = dict(presets.PRESETS[env_name])
+    preset = dict(presets.TRAIN_KWARGS[env_name])
     network_factory = preset.pop("network_factory")
     one_step = preset["batch_size"] * preset["num_minibatches"] * preset["unroll_length"]
     common = {**preset, "num_timesteps": one_step, "num_evals": 2, "seed": 0}

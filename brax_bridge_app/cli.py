@@ -16,11 +16,8 @@ warnings.filterwarnings("ignore", category=DeprecationWarning)
 warnings.filterwarnings("ignore", category=FutureWarning)
 warnings.filterwarnings("ignore", message=".*[Ee]xplicitly requested dtype.*")
 
-import dataclasses  # noqa: E402
-import functools  # noqa: E402
 import gc  # noqa: E402
 import importlib.metadata  # noqa: E402
-import inspect  # noqa: E402
 import logging  # noqa: E402
 import math  # noqa: E402
 import time  # noqa: E402
@@ -33,6 +30,7 @@ from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 from brax_bridge_app import algorithms, config_files, helpformat, hparams, rundir  # noqa: E402
+from brax_bridge_app.flags import HP_PANEL, with_hparams  # noqa: E402, F401  (HP_PANEL: the sections' title)
 
 # Each command imports the application modules it runs (and with them JAX, MuJoCo and torch) only when it runs,
 # so `brax-bridge --help` answers without loading them; hparams (with the schema it reads), config_files (whose
@@ -43,7 +41,8 @@ logging.getLogger("jax").setLevel(logging.ERROR)
 console = Console()
 app = typer.Typer(
     name="brax-bridge",
-    help="Train and compare PPO on MuJoCo MJX environments with JAX and with PyTorch (through the DLPack bridge).",
+    help="Train and compare PPO, APG and SHAC on MuJoCo MJX environments with JAX and with PyTorch (through the "
+    "DLPack bridge).",
     # A bare `brax-bridge` prints this help and succeeds (root_callback); click's no_args_is_help would exit 2.
     invoke_without_command=True,
     add_completion=False,
@@ -60,7 +59,6 @@ def command(name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     return app.command(name, cls=helpformat.SectionedCommand)
 
 
-HP_PANEL = "Hyperparameters: {}"
 DEVICE_METAVAR = "auto|cpu|cuda|cuda:N"
 
 # compare's default seeds: enough runs per trainer for the statistics to give a verdict (stats.MIN_SEEDS; the
@@ -110,123 +108,6 @@ def _fail(message: str) -> typer.BadParameter:
     return typer.BadParameter(message)
 
 
-_METAVARS = {"int": "INT", "float": "FLOAT", "sizes": "SIZES", "name": "KEY"}
-_ONLY = {("jax",): " (JAX trainer only)", ("torch",): " (torch trainer only)"}
-# A set of choices longer than this is listed in the help text, under a NAME metavar.
-_METAVAR_CHOICES = 24
-
-
-def _hp_parameters() -> list[inspect.Parameter]:
-    """One keyword parameter (and so one flag) per schema field, in the ``--help`` section of its group
-    (``hparams.GROUPS``); ``None`` means "keep the preset's value"."""
-    params = []
-    for group, specs in hparams.grouped().items():
-        for spec in specs:
-            params.append(inspect.Parameter(spec.name, inspect.Parameter.KEYWORD_ONLY, default=None,
-                                            annotation=_hp_annotation(spec, HP_PANEL.format(group))))
-    return params
-
-
-def _hp_annotation(spec: hparams.FieldSpec, panel: str) -> Any:
-    text = hparams.flag_help(spec) + _ONLY.get(spec.trainers, "")
-    choices = "|".join(spec.choices)
-    word = hparams.NONE_WORDS.get(spec.name)
-    if word is not None:
-        text += f"; an integer {spec.accepted(flags=True)}, or {word}"
-    elif spec.kind in ("int", "float") and spec.accepted(flags=True):
-        zero = f", or 0: {hparams.unset_meaning(spec)}" if spec.name in hparams.ZERO_MEANS_NONE else ""
-        text += f"; {spec.accepted(flags=True)}{zero}"
-    elif spec.choices and len(choices) > _METAVAR_CHOICES:
-        text += f"; one of {', '.join(spec.choices)}"
-    text = helpformat.with_default(text, _hp_default(spec))
-    if spec.kind == "bool":
-        option = typer.Option(f"{spec.flag}/--no-{spec.flag[2:]}", help=text, rich_help_panel=panel)
-        return Annotated[bool | None, option]
-    if word is not None:  # the word or an integer, read by hparams.from_flags
-        option = typer.Option(spec.flag, help=text, rich_help_panel=panel, metavar=f"INT|{word}")
-        return Annotated[str | None, option]
-    metavar = _METAVARS.get(spec.kind) or (choices if len(choices) <= _METAVAR_CHOICES else "NAME")
-    option = typer.Option(spec.flag, help=text, rich_help_panel=panel, metavar=metavar)
-    return Annotated[{"int": int | None, "float": float | None}.get(spec.kind, str | None), option]
-
-
-def _hp_default(spec: hparams.FieldSpec) -> str:
-    """A hyperparameter flag's default: the preset's value, else the command line's (``hparams.default``), and
-    Python's where that differs (the command line starts from Brax's locomotion recipe; ppo.train does not)."""
-    value = hparams.default(spec.name)
-    text = f"the preset's, else {_flag_value(spec, value)}"
-    python = hparams.schema.defaults()
-    if spec.name in hparams.COMMAND_LINE_DEFAULTS and spec.name in python and python[spec.name] != value:
-        text += f"; in Python: {spec.name}={python[spec.name]!r}"
-    return text
-
-
-def _flag_value(spec: hparams.FieldSpec, value: Any) -> str:
-    """A value as the flag writes it: a switch by its flag, sizes comma-separated, None by what it means."""
-    if value is None:
-        if spec.name in hparams.NONE_WORDS:
-            return hparams.NONE_WORDS[spec.name]
-        if spec.kind == "choice":
-            return "NONE"  # the choice that stands for None
-        meaning = hparams.unset_meaning(spec)
-        if meaning is None:
-            raise ValueError(f"{spec.flag}: the schema's help says nothing of what None means, so --help cannot")
-        return f"automatic ({meaning})" if spec.kind == "bool" else meaning
-    if spec.kind == "bool":
-        return spec.flag if value else f"--no-{spec.flag[2:]}"
-    return ",".join(map(str, value)) if isinstance(value, tuple) else str(value)
-
-
-def with_hparams(fn):
-    """Adds the hyperparameter flags to a command; the command receives them as one dict ``hp``."""
-    signature = inspect.signature(fn, eval_str=True)
-    own = [p for name, p in signature.parameters.items() if name != "hp"]
-
-    @functools.wraps(fn)
-    def command(**kwargs):
-        overrides = {spec.name: kwargs.pop(spec.name) for spec in hparams.FIELDS}
-        return fn(hp=overrides, **kwargs)
-
-    command.__signature__ = signature.replace(parameters=own + _hp_parameters())
-    command.__annotations__ = {p.name: p.annotation for p in command.__signature__.parameters.values()}
-    del command.__wrapped__  # typer must read the new signature, not the wrapped function's
-    return command
-
-
-GRADIENT_PANEL = "APG and SHAC (with --algo apg|shac)"
-
-
-def _gradient_annotation(spec: hparams.FieldSpec, algos: tuple[str, ...]) -> Any:
-    defaults = "; ".join(
-        f"{_flag_value(spec, algorithms.DEFAULTS[algo][spec.name])} ({algo})" for algo in algos)
-    text = helpformat.with_default(f"{spec.help} (--algo {'|'.join(algos)})", defaults)
-    if spec.kind == "bool":
-        option = typer.Option(f"{spec.flag}/--no-{spec.flag[2:]}", help=text, rich_help_panel=GRADIENT_PANEL)
-        return Annotated[bool | None, option]
-    metavar = _METAVARS.get(spec.kind) or "|".join(spec.choices)
-    option = typer.Option(spec.flag, help=text, rich_help_panel=GRADIENT_PANEL, metavar=metavar)
-    return Annotated[{"int": int | None, "float": float | None}.get(spec.kind, str | None), option]
-
-
-def with_gradient_flags(fn):
-    """Adds the flags of APG and SHAC (``algorithms.FIELDS``) to a command; it receives them as one dict ``grad``."""
-    signature = inspect.signature(fn)
-    own = [p for name, p in signature.parameters.items() if name != "grad"]
-    params = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None,
-                                annotation=_gradient_annotation(spec, algos))
-              for name, (spec, algos) in algorithms.FIELDS.items()]
-
-    @functools.wraps(fn)
-    def command(**kwargs):
-        given = {name: kwargs.pop(name) for name in algorithms.FIELDS}
-        return fn(grad=given, **kwargs)
-
-    command.__signature__ = signature.replace(parameters=own + params)
-    command.__annotations__ = {p.name: p.annotation for p in command.__signature__.parameters.values()}
-    del command.__wrapped__
-    return command
-
-
 def _check_env(env: str | None) -> str:
     """``--env`` checked (a user's env imported and built, nothing compiled); returns it as the run folder records
     it (a file path made absolute)."""
@@ -250,11 +131,16 @@ def _check_run_env(spec: Any, flag: str) -> None:
         raise _fail(f"{flag}: the run's env cannot be built: {problem}")
 
 
-def _check_trainer(trainer: str) -> str:
-    """Refuses names other than jax and torch."""
-    if trainer not in hparams.TRAINERS:
+def _check_algo_trainer(algo: str | None, trainer: str | None) -> tuple[str, str]:
+    """``--algo`` (default ppo) and ``--trainer`` (default: the algorithm's first), refused where unknown or where
+    the algorithm has no such trainer."""
+    if trainer is not None and trainer not in hparams.TRAINERS:
         raise _fail(f"--trainer must be one of: {', '.join(hparams.TRAINERS)}; got {trainer!r}")
-    return trainer
+    try:
+        algo = algorithms.check_algo(algo or "ppo")
+        return algo, algorithms.check_trainer(algo, trainer)
+    except algorithms.AlgorithmError as err:
+        raise _fail(str(err)) from None
 
 
 def _check_device(device: str) -> str:
@@ -272,7 +158,7 @@ def _check_device(device: str) -> str:
 def _resolve(
     env: str, preset: str | None, hp: dict[str, Any], configured: dict[str, Any] | None = None, **settings: Any
 ) -> Any:
-    """The run's ``PPOConfig`` (``configuration.resolve``), or the flag's error."""
+    """The run's configuration of ``settings["algo"]`` (``configuration.resolve``), or the flag's error."""
     from brax_bridge_app import configuration
 
     try:
@@ -303,36 +189,12 @@ def _check_loggers(logger: str) -> tuple[str, ...]:
         raise _fail(str(err)) from None
 
 
-def _print_summary(summary: dict[str, Any], run_dir: str) -> None:
-    def fmt(value, spec):
-        return "-" if value is None else format(value, spec)
-
-    status_style = {"completed": "green", "interrupted": "yellow"}.get(summary["status"], "red")
-    if summary.get("error"):
-        console.print(f"[red]training failed: {summary['error']}[/]")
-    algo = f" {summary['algo'].upper()}" if "algo" in summary else ""
-    # Brax's APG (--algo apg --trainer jax) keeps no checkpoint; every other run does.
-    console.print(
-        f"[{status_style}]{summary['status']}[/]: {summary['trainer']}{algo} on {summary['env']} (seed "
-        f"{summary['seed']}) — "
-        f"final reward {fmt(summary['final_reward'], '.1f')}, {fmt(summary['env_steps'], ',')} env steps, "
-        f"{fmt(summary['steps_per_s'], ',.0f')} steps/s, wall {fmt(summary['wall_s'], '.1f')} s "
-        f"(first report after {fmt(summary['first_report_s'], '.1f')} s)"
-    )
-    kept = "" if summary.get("algo") and summary["trainer"] == "jax" else " checkpoint/,"
-    console.print(f"run folder: {run_dir}  (config.json, metrics.jsonl,{kept} learning_curve.png)")
-    if summary["status"] != "completed" and not (summary.get("algo") and summary["trainer"] == "jax"):
-        if summary.get("checkpoint"):
-            console.print(f"checkpoint at {summary['checkpoint_step']:,} env steps; "
-                          f"resume with: brax-bridge train --resume {run_dir}")
-        else:
-            console.print("no checkpoint was saved before the stop (one is written at every evaluation)")
-
-
 def _finish_run(summary: dict[str, Any], run_dir: str) -> None:
     """Prints a run's summary and exits as its status says: 130 (128 + SIGINT, as a shell reports a process Ctrl-C
     ended, so `train ... && next-step` does not go on) after a stop, 1 after a failure."""
-    _print_summary(summary, run_dir)
+    from brax_bridge_app import runs
+
+    runs.print_summary(summary, run_dir, console)
     if summary["status"] in ("interrupted", "aborted"):
         raise typer.Exit(130)
     if summary["status"] == "failed":
@@ -349,7 +211,7 @@ def envs_command(
     ] = None,
 ) -> None:
     """List the registered environments, or describe the named ones: observation and action sizes, default
-    episode length, dt.
+    episode length, dt, and whether the step differentiates (for --algo apg|shac).
 
     Sizes come from the model and from abstract evaluation of reset (no physics is compiled or stepped).
     """
@@ -360,42 +222,46 @@ def envs_command(
         raise _fail(f"NAMES: {'; '.join(problems)}")
 
     table = Table(title="brax_core environments")
-    for header in ("name", "obs size", "action size", "episode length", "dt (s)"):
-        table.add_column(header, justify="left" if header == "name" else "right")
+    for header in ("name", "obs", "actions", "episode", "dt (s)", "gradient"):
+        # the sizes never wrap; a long name (a user's file path) folds
+        table.add_column(header, justify="left" if header == "name" else "right", no_wrap=header != "name",
+                         overflow="fold")
     broken = []
-    for info in envinfo.describe_all(names):
+    found = envinfo.describe_all(names)
+    for info in found:
         if info.error:
             broken.append(info)
-            table.add_row(info.name, "-", "-", "-", "-")
+            table.add_row(info.name, "-", "-", "-", "-", "-")
             continue
         table.add_row(info.name, str(info.observation_size), str(info.action_size), str(info.episode_length),
-                      "-" if info.dt is None else f"{info.dt:g}")
+                      "-" if info.dt is None else f"{info.dt:g}", (info.differentiable or "-").split(":")[0])
     console.print(table)
     for info in broken:
         console.print(f"[yellow]{info.name}: unavailable ({info.error})[/]")
+    for info in found:
+        if info.differentiable and info.differentiable.startswith("no"):
+            console.print(f"[yellow]{info.name}: APG and SHAC cannot train it ({info.differentiable[4:]})[/]")
+    console.print("obs, actions: observation and action sizes; episode: default episode length (steps); gradient: "
+                  "whether the step differentiates through its physics, as --algo apg|shac need")
     playground = [] if names else envinfo.playground_names()
     if playground:
         console.print(f"MuJoCo Playground tasks (describe one with `brax-bridge envs NAME`): {', '.join(playground)}")
 
 
 @command("train")
-@with_gradient_flags
 @with_hparams
 def train_command(
     env: Annotated[str | None, typer.Option(metavar="NAME", help=helpformat.with_default(
         _env_help("unless --resume or --config gives it"), None))] = None,
-    algo: Annotated[str, typer.Option(metavar="|".join(algorithms.ALGOS), help=helpformat.with_default(
+    algo: Annotated[str | None, typer.Option(metavar="|".join(algorithms.ALGOS), help=helpformat.with_default(
         "the algorithm: ppo, apg (Brax's analytic policy gradient) or shac (Short-Horizon Actor-Critic); apg and "
-        "shac follow the gradient of the return through the physics, on an env whose step differentiates, and "
-        "take the flags of their own section and --num-timesteps, --num-envs, --episode-length, --action-repeat, "
-        "--num-evals, --num-eval-envs, --normalize-observations, --deterministic-eval, --activation (apg also "
-        "--learning-rate, shac --reward-scaling); --resume continues a torch run of theirs, eval takes PPO runs",
-        "ppo"))] = "ppo",
+        "shac follow the gradient of the return through the physics; each takes the hyperparameter flags its help "
+        "marks with it, and refuses the others", "ppo, or the one of --resume's run or --config's file"))] = None,
     trainer: Annotated[
         str | None,
         typer.Option(metavar=TRAINER_METAVAR, help=helpformat.with_default(
             "jax (brax_core's trainer) or torch (through the bridge); --algo shac trains with torch only",
-            "jax; with --algo apg or shac, torch")),
+            "jax (ppo); torch (apg, shac)")),
     ] = None,
     preset: Annotated[str | None, typer.Option(metavar="NAME", help=PRESET_HELP)] = None,
     out: Annotated[Path | None, typer.Option(metavar="DIR", file_okay=False, help=helpformat.with_default(
@@ -404,12 +270,14 @@ def train_command(
     seed: Annotated[int | None, typer.Option(metavar="INT", help=helpformat.with_default("random seed", "0"))] = None,
     resume: Annotated[
         Path | None, typer.Option(metavar="DIR", file_okay=False, help=helpformat.with_default(
-            "continue the run in this folder from its checkpoint, instead of starting a new run", None))
+            "continue the run in this folder from its checkpoint, instead of starting a new run; "
+            + algorithms.resume_text(), None))
     ] = None,
     device: Annotated[str | None, typer.Option(metavar=DEVICE_METAVAR, help=helpformat.with_default(
         _device_help("training's physics and networks"), "auto"))] = None,
     allow_changes: Annotated[
-        bool, typer.Option(help="with --resume: let hyperparameter flags change the checkpoint's configuration")
+        bool, typer.Option(help="with --resume of a PPO run: let hyperparameter flags change the checkpoint's "
+                                "configuration")
     ] = False,
     config_file: Annotated[Path | None, typer.Option("--config", metavar="FILE", dir_okay=False,
                                                      help=helpformat.with_default(_config_help("train", ""), None))
@@ -419,58 +287,53 @@ def train_command(
     wandb_project: WandbProjectOption = None,
     wandb_entity: WandbEntityOption = None,
     hp: dict = None,
-    grad: dict = None,
 ) -> None:
-    """Train one trainer on one environment, with a live progress bar; writes a run folder.
+    """Train one algorithm with one trainer on one environment, with a live progress bar; writes a run folder.
 
-    The folder holds config.json (every resolved hyperparameter), metrics.jsonl (one line per report), the
-    checkpoint, learning_curve.png and summary.json. Ctrl-C stops at the next report and saves a resumable
-    checkpoint there; --resume DIR continues it exactly (only --num-timesteps may change on resume, and other
-    hyperparameter flags with --allow-changes). --config FILE reads the settings from a file (a run's
-    config.json, or YAML); --logger adds TensorBoard or Weights & Biases.
+    The folder holds config.json (the algorithm and every resolved hyperparameter), metrics.jsonl (one line per
+    report, at env steps), the checkpoint, learning_curve.png and summary.json. Ctrl-C stops at the next report and
+    saves a resumable checkpoint there; --resume DIR continues it exactly (with a larger --num-timesteps it trains
+    on). --config FILE reads the settings from a file (a run's config.json, or YAML); --logger adds TensorBoard or
+    Weights & Biases; eval RUN evaluates the policy of a run of any algorithm.
 
     Every hyperparameter flag overrides the preset's value; where the preset sets none, the flag's default is the
-    one shown, and Python's (ppo.train's and torch_ppo.train's) is shown beside it where that differs.
-
-    --algo apg or shac trains with the gradient of the return through the physics instead of PPO, with the flags
-    of their own section.
+    one shown for the algorithm, and Python's (the trainers' keyword defaults) is shown beside it where that
+    differs. --algo apg or shac trains with the gradient of the return through the physics instead of PPO.
     """
-    from brax_bridge_app import envinfo, loggers, runs
+    from brax_bridge_app import envinfo, loggers, resume_rules, runs
 
     logger_names = _check_loggers(logger)
-    if algo not in algorithms.ALGOS:
-        raise _fail(f"--algo must be one of {', '.join(algorithms.ALGOS)}; got {algo!r}")
-    resumed_algo = _gradient_folder_algo(resume) if resume is not None else None
-    if algo != "ppo" or resumed_algo is not None:
-        _train_gradient(resumed_algo or algo, env, trainer, out, seed, device, logger_names, wandb_project,
-                        wandb_entity, {**hp, **grad}, preset=preset, resume=resume, config_file=config_file,
-                        allow_changes=allow_changes)
-        return
-    refused = algorithms.refused_with_ppo(grad)
-    if refused:
-        raise _fail(f"{', '.join(refused)}: flags of --algo apg|shac; --algo ppo takes the PPO hyperparameter flags")
     if resume is not None:
         if out is not None or seed is not None or device is not None or config_file is not None:
             raise _fail("--resume continues the run in its own folder with its own config.json, seed and device; "
                         "leave out --out, --seed, --device and --config")
-        spec, run_dir = _resume_config(resume, env, trainer, preset, hp, allow_changes)
+        run_dir = str(resume)
+        try:
+            spec = resume_rules.resumed(run_dir, algo, env, trainer, preset, hp, allow_changes)
+        except rundir.RunDirError as err:
+            raise _fail(f"--resume: {err}") from None
+        except resume_rules.ResumeError as err:
+            raise _fail(str(err)) from None
     else:
         if allow_changes:
             raise _fail("--allow-changes applies to --resume only")
         settings, configured = _with_config_file(
-            config_file, "train", env=env, trainer=trainer, seed=seed, preset=preset, device=device)
+            config_file, "train", env=env, algo=algo, trainer=trainer, seed=seed, preset=preset, device=device)
+        algo, trainer = _check_algo_trainer(settings["algo"], settings["trainer"])
         env = _check_env(settings["env"])
-        trainer = _check_trainer(settings["trainer"] or "jax")
         seed = 0 if settings["seed"] is None else settings["seed"]
         device = _check_device(settings["device"] or "auto")
-        config = _resolve(env, settings["preset"], hp, configured, trainer=trainer, seed=seed, device=device)
+        config = _resolve(env, settings["preset"], hp, configured, algo=algo, trainer=trainer, seed=seed,
+                          device=device)
+        if algo in algorithms.GRADIENT_ALGOS:
+            _check_differentiable(env, config)
         stamp = time.strftime("%Y%m%d-%H%M%S")
-        folder = f"{envinfo.folder_name(env)}-{trainer}-{stamp}"
-        run_dir = str(out) if out is not None else os.path.join("runs", folder)
+        parts = [envinfo.folder_name(env), *([algo] if algo != "ppo" else []), trainer, stamp]
+        run_dir = str(out) if out is not None else os.path.join("runs", "-".join(parts))
         spec = runs.new_run(config)
-    console.print(f"training [bold]{spec.trainer}[/] PPO on [bold]{spec.env_name}[/] "
+    console.print(f"training [bold]{spec.trainer}[/] {spec.algo.upper()} on [bold]{spec.env_name}[/] "
                   f"({spec.config.run.num_timesteps:,} env steps, preset {spec.config.run.preset}) -> {run_dir}")
-    resume_step = runs.checkpoint_step(spec.trainer, os.path.join(run_dir, rundir.CHECKPOINT)) if resume else None
+    resume_step = runs.checkpoint_step(spec, os.path.join(run_dir, rundir.CHECKPOINT)) if resume else None
     try:
         with runs.sigint_stops(runs.StopFlag(), console) as stop, loggers.opened(
             logger_names, run_dir, spec, resume_step, wandb_project, wandb_entity
@@ -484,109 +347,18 @@ def train_command(
     _finish_run(summary, run_dir)
 
 
-def _train_gradient(algo: str, env: str | None, trainer: str | None, out: Path | None, seed: int | None,
-                    device: str | None, logger_names: tuple[str, ...], wandb_project: str | None,
-                    wandb_entity: str | None, given: dict[str, Any], **ppo_only: Any) -> None:
-    """``train --algo apg|shac``: the run resolved and its env checked to differentiate (before anything compiles),
-    then trained into its folder as a PPO run is (``gradient_runs.train_run``)."""
-    from brax_bridge_app import envinfo, gradient_runs, loggers, runs
+def _check_differentiable(env: str, config: Any) -> None:
+    """Refuses, before anything compiles, an env whose step JAX cannot differentiate in reverse mode, as
+    ``TorchEnv(differentiable=True)`` refuses it (from shapes)."""
+    from brax_bridge_app import envinfo
 
-    not_taken = [flag for flag, value in (("--preset", ppo_only["preset"]), ("--config", ppo_only["config_file"]),
-                                          ("--allow-changes", ppo_only["allow_changes"] or None)) if value is not None]
-    if not_taken:
-        raise _fail(f"--algo {algo} does not take {', '.join(not_taken)}: its runs start from the flags")
-    resume = ppo_only["resume"]
-    if resume is not None:
-        given_flags = sorted("--" + k.replace("_", "-") for k, v in given.items() if v is not None)
-        others = [flag for flag, value in (("--env", env), ("--trainer", trainer), ("--out", out), ("--seed", seed),
-                                           ("--device", device)) if value is not None]
-        if given_flags or others:
-            raise _fail(f"--resume continues the run in its folder exactly as it was saved; leave out "
-                        f"{', '.join(others + given_flags)}")
-        run_dir = str(resume)
-        run = gradient_runs.GradientRun.from_json(rundir.read_config(run_dir))
-        if run.trainer != "torch":
-            raise _fail(f"--resume: {run_dir} holds a run of --algo {algo} --trainer {run.trainer}, which keeps no "
-                        "checkpoint")
-        config = run.config
-        resumed = [*run.records.get("resumed", []), time.strftime("%Y-%m-%dT%H:%M:%S%z")]
-        run = dataclasses.replace(run, records={**run.records, "versions": rundir.versions(), "resumed": resumed})
-    else:
-        env = _check_env(env)
-        device = _check_device(device or "auto")
-        try:
-            config = algorithms.resolve(algo, trainer, env, 0 if seed is None else seed, device, given)
-        except algorithms.AlgorithmError as err:
-            raise _fail(str(err)) from None
-        try:
-            gradient_runs.check_differentiable(config)
-        except ValueError as err:
-            raise _fail(f"--env {env}: {err}") from None
-        stamp = time.strftime("%Y%m%d-%H%M%S")
-        run_dir = str(out) if out is not None else os.path.join(
-            "runs", f"{envinfo.folder_name(env)}-{algo}-{config.trainer}-{stamp}")
-        run = gradient_runs.new_run(config)
-    console.print(f"training [bold]{config.trainer}[/] {algo.upper()} on [bold]{env}[/] "
-                  f"({config.policy_updates:,} updates of {config.env_steps_per_update:,} env steps) -> {run_dir}")
     try:
-        resume_step = gradient_runs.checkpoint_step(run_dir) if resume is not None else None
-        with runs.sigint_stops(runs.StopFlag(), console) as stop, loggers.opened(
-            logger_names, run_dir, run, resume_step, wandb_project, wandb_entity
-        ) as extra_loggers:
-            summary = gradient_runs.train_run(run_dir, run, console, stop=stop, loggers=extra_loggers,
-                                              resume=resume is not None)
-    except rundir.RunDirError as err:
-        raise _fail(f"--resume: {err}") from None
-    except loggers.LoggerError as err:
-        raise _fail(str(err)) from None
-    _finish_run(summary, run_dir)
-
-
-def _gradient_folder_algo(run_dir: Path) -> str | None:
-    """The algorithm of the gradient run in ``run_dir`` (``None`` for a PPO run or a folder without config.json,
-    which ``--resume`` reports as PPO's path does)."""
-    try:
-        data = rundir.read_config(str(run_dir))
-    except rundir.RunDirError:
-        return None
-    return data.get("algo")
-
-
-def _resume_config(resume: Path, env, trainer, preset, hp, allow_changes: bool = False) -> tuple[Any, str]:
-    """The spec of the run in folder ``resume`` with the flags' changes (``--num-timesteps``, others with
-    ``--allow-changes``), and the folder."""
-    from brax_bridge_app import configuration, envinfo
-
-    run_dir = str(resume)
-    try:
-        spec = configuration.read_run(run_dir)
-    except rundir.RunDirError as err:
-        raise _fail(f"--resume: {err}") from None
-
-    if env is not None and envinfo.canonical(env) != spec.env_name:
-        raise _fail(f"--env {env} differs from the resumed run's env {spec.env_name!r}; leave it out with --resume")
-    if trainer is not None and trainer != spec.trainer:
-        raise _fail(f"--trainer {trainer} differs from the resumed run's {spec.trainer!r}")
-    changed = sorted(k for k, v in hp.items() if v is not None and k != "num_timesteps")
-    if (changed and not allow_changes) or preset is not None:
-        flags = [hparams.BY_NAME[k].flag for k in changed] + (["--preset"] if preset else [])
-        raise _fail(f"{', '.join(flags)} cannot change on --resume (the checkpoint fixes them); "
-                    "only --num-timesteps can, or the others with --allow-changes")
-    try:
-        given = [name for name in [*changed, "num_timesteps"] if hp.get(name) is not None]
-        values = {name: hparams.check(name, hp[name]) for name in given}
-        spec = spec.replace(**values)  # the rules between fields, for the changed values
-    except hparams.HParamError as err:
-        raise _fail(str(err)) from None
-    except hparams.schema.ConfigError as err:
-        raise _fail(err.flag_message) from None
-    _check_run_env(spec, "--resume")
-    resumed = [*spec.records.get("resumed", []), time.strftime("%Y-%m-%dT%H:%M:%S%z")]
-    return spec.with_records(versions=rundir.versions(), resumed=resumed), run_dir
+        envinfo.check_differentiable(env, config.env.episode_length)
+    except ValueError as err:
+        raise _fail(f"--env {env}: {err}") from None
 
 
 @command("compare")
-@with_gradient_flags
 @with_hparams
 def compare_command(
     env: Annotated[str | None, typer.Option(metavar="NAME", help=helpformat.with_default(
@@ -606,12 +378,12 @@ def compare_command(
             "those of them it has", DEFAULT_TRAINERS))
     ] = None,
     algos: Annotated[
-        str, typer.Option(metavar="NAMES", help=helpformat.with_default(
+        str | None, typer.Option(metavar="NAMES", help=helpformat.with_default(
             "the algorithms to compare, comma-separated from ppo, apg, shac: each runs every seed with each trainer "
-            "of --trainers it has, at the same --num-timesteps (PPO's), and the report compares them as it compares "
-            "trainers (each as ALGO/TRAINER); apg and shac take the flags of their section of train --help",
-            "ppo"))
-    ] = "ppo",
+            "of --trainers it has, at the same --num-timesteps (PPO's where PPO runs), and the report compares them "
+            "as it compares trainers (each as ALGO/TRAINER); each algorithm takes the hyperparameter flags it has, "
+            "and a flag none of them has is refused", "ppo, or the algorithm of --config's file"))
+    ] = None,
     device: Annotated[str | None, typer.Option(metavar=DEVICE_METAVAR, help=helpformat.with_default(
         _device_help("every run's physics and networks"), "auto"))] = None,
     threshold: Annotated[
@@ -628,17 +400,18 @@ def compare_command(
     wandb_project: WandbProjectOption = None,
     wandb_entity: WandbEntityOption = None,
     hp: dict = None,
-    grad: dict = None,
 ) -> None:
-    """Train both trainers with the same hyperparameters and seeds, each run in a process of its own; write
-    compare.json, compare.png and report.md.
+    """Train both trainers (or, with --algos, several algorithms) with the same hyperparameters and seeds, each
+    run in a process of its own; write compare.json, compare.png and report.md.
 
-    Runs go seed by seed, the trainer that goes first alternating, each in its own folder (OUT/TRAINER-seedK/).
-    The report gives each trainer's interquartile mean (IQM) with a 95 % bootstrap interval and a verdict from the
-    probability of improvement; compare.png draws the IQM curves with their bands against env steps and wall time.
+    Runs go seed by seed, the contestant that goes first alternating, each in its own folder (OUT/TRAINER-seedK/,
+    OUT/ALGO-TRAINER-seedK/ with --algos). The report gives each contestant's interquartile mean (IQM) with a 95 %
+    bootstrap interval and, for two, a verdict from the probability of improvement; compare.png draws the IQM curves
+    with their bands against env steps and wall time.
 
     Every hyperparameter flag overrides the preset's value; where the preset sets none, the flag's default is the
-    one shown, and Python's (ppo.train's and torch_ppo.train's) is shown beside it where that differs.
+    one shown for the algorithm, and Python's (the trainers' keyword defaults) is shown beside it where that
+    differs.
     """
     from brax_bridge_app import comparison, envinfo, report, stats
 
@@ -646,7 +419,7 @@ def compare_command(
     with comparison.no_accelerator_memory_held() as child_env:
         logger_names = _check_loggers(logger)
         settings, configured = _with_config_file(
-            config_file, "compare", env=env, preset=preset, device=device, seeds=seeds, trainers=trainers)
+            config_file, "compare", env=env, algo=None, preset=preset, device=device, seeds=seeds, trainers=trainers)
         env = _check_env(settings["env"])
         seed_list = _parse_seeds(settings["seeds"] or DEFAULT_SEEDS)
         trainer_text = settings["trainers"] or DEFAULT_TRAINERS
@@ -657,18 +430,14 @@ def compare_command(
         if threshold is not None and not math.isfinite(threshold):
             raise _fail(f"--threshold must be a finite number; got {threshold}")
         device = _check_device(settings["device"] or "auto")
-        algo_list = [a.strip() for a in algos.split(",") if a.strip()]
-        if not algo_list or len(set(algo_list)) != len(algo_list) or any(
-                a not in algorithms.ALGOS for a in algo_list):
-            raise _fail(f"--algos must list distinct names from {', '.join(algorithms.ALGOS)}; got {algos!r}")
-        if algo_list == ["ppo"]:
-            refused = algorithms.refused_with_ppo(grad)
-            if refused:
-                raise _fail(f"{', '.join(refused)}: flags of --algos with apg or shac")
-            config, gradient, contestants = _resolve(env, settings["preset"], hp, configured, device=device), {}, []
-        else:
-            config, gradient, contestants = _algorithm_plan(
-                algo_list, trainer_list, env, settings, hp, grad, configured, device)
+        try:
+            configs, contestants = comparison.plan_algorithms(
+                algos or settings["algo"], trainer_list, env, settings["preset"], hp, configured, device)
+        except (algorithms.AlgorithmError, hparams.HParamError) as err:
+            raise _fail(str(err)) from None
+        for algo in configs:
+            if algo in algorithms.GRADIENT_ALGOS:
+                _check_differentiable(env, configs[algo])
         out_dir = str(out) if out is not None else os.path.join("runs", f"compare_{envinfo.folder_name(env)}")
         os.makedirs(out_dir, exist_ok=True)
         notes = []
@@ -679,8 +448,8 @@ def compare_command(
         logger_args = ["--logger", ",".join(logger_names)]
         logger_args += [*(["--wandb-project", wandb_project] if wandb_project else []),
                         *(["--wandb-entity", wandb_entity] if wandb_entity else [])]
-        plan = comparison.Plan(config, out_dir, trainer_list, seed_list, device, threshold, logger_args, notes,
-                               gradient, contestants, env)
+        plan = comparison.Plan(configs, contestants, out_dir, trainer_list, seed_list, device, threshold, logger_args,
+                               notes, env)
         summaries, result, stopped = comparison.compare(plan, console, child_env)
         console.print(report.rich_table(summaries, result, title=f"{env}: {' vs '.join(plan.labels)}",
                                         threshold=threshold))
@@ -690,52 +459,6 @@ def compare_command(
             raise typer.Exit(130)
         if any(s["status"] == "failed" for s in summaries):
             raise typer.Exit(1)
-
-
-def _algorithm_plan(algo_list: list[str], trainer_list: list[str], env: str, settings: dict[str, Any],
-                    hp: dict[str, Any], grad: dict[str, Any], configured: dict[str, Any] | None,
-                    device: str) -> tuple[Any, dict[str, Any], list[tuple[str, str]]]:
-    """A comparison of algorithms: PPO's config (``None`` without ppo), each gradient algorithm's, and every
-    (algorithm, trainer) that runs. Every algorithm runs ``--num-timesteps`` env steps (PPO's, preset or flag, where
-    PPO runs); PPO's own flags go to PPO, the gradient flags and the flags they share with PPO to each gradient
-    algorithm, which refuses one it does not take."""
-    from brax_bridge_app import gradient_runs
-
-    if configured:
-        raise _fail("--config with --algos other than ppo: give the settings as flags")
-    contestants = [(a, t) for a in algo_list for t in trainer_list if t in algorithms.TRAINERS_OF[a]]
-    for algo in algo_list:
-        if not any(a == algo for a, _ in contestants):
-            raise _fail(f"--algos {algo} trains with --trainers {' or '.join(algorithms.TRAINERS_OF[algo])}; "
-                        f"--trainers gives {','.join(trainer_list)}")
-    config = None
-    if "ppo" in algo_list:
-        config = _resolve(env, settings["preset"], {k: v for k, v in hp.items() if k not in algorithms.FIELDS},
-                          None, device=device)
-    elif settings["preset"] is not None:
-        raise _fail("--preset is PPO's: give --algos ppo beside the gradient algorithms, or leave --preset out")
-    strays = sorted("--" + k.replace("_", "-") for k, v in grad.items()
-                    if v is not None and not any(a in algorithms.FIELDS[k][1] for a in algo_list))
-    if strays:
-        raise _fail(f"{', '.join(strays)}: flags of an algorithm --algos does not name")
-    gradient = {}
-    for algo in algo_list:
-        if algo == "ppo":
-            continue
-        taken = {k: hp.get(k) for k, algos_of in algorithms.SHARED.items() if algo in algos_of}
-        if config is not None and taken["num_timesteps"] is None:
-            taken["num_timesteps"] = config.run.num_timesteps  # every algorithm at PPO's length
-        if config is None:  # PPO's flags without PPO: the algorithm refuses those it does not take
-            taken.update({k: v for k, v in hp.items() if k not in taken})
-        taken.update({k: v for k, v in grad.items() if algo in algorithms.FIELDS[k][1]})
-        try:
-            gradient[algo] = algorithms.resolve(algo, algorithms.TRAINERS_OF[algo][0], env, 0, device, taken)
-            gradient_runs.check_differentiable(gradient[algo])
-        except algorithms.AlgorithmError as err:
-            raise _fail(str(err)) from None
-        except ValueError as err:
-            raise _fail(f"--env {env}: {err}") from None
-    return config, gradient, contestants
 
 
 def _parse_seeds(text: str) -> list[int]:
@@ -779,7 +502,8 @@ def eval_command(
     except rundir.RunDirError as err:
         raise _fail(f"RUN_DIR: {err}") from None
     mode = "deterministic" if deterministic else "stochastic"
-    console.print(f"evaluating {spec.trainer} policy on {spec.env_name}: {episodes} episodes ({mode}) "
+    console.print(f"evaluating the {spec.trainer} {spec.algo.upper()} policy on {spec.env_name}: {episodes} episodes "
+                  f"({mode}) "
                   f"on {placement.torch_device}")
     with runtime.placed(placement):
         result = evaluate.run_episodes(spec, policy, episodes, seed, record=render)

@@ -31,9 +31,9 @@ from typing import Any
 
 from rich.console import Console
 
-from brax_bridge_app import gradient_runs, hparams, plots, report, rundir, runs, runtime, stats
-from brax_bridge_app.algorithms import GradientConfig
-from brax_core.training.agents.ppo.config import PPOConfig
+from brax_bridge_app import algorithms, configuration, hparams, plots, report, rundir, runs, runtime, stats
+from brax_bridge_app.configuration import RunSpec
+from brax_core.training.config import Config
 
 # The compile-cache condition every run of a comparison starts from, as compare.json and report.md state it.
 COMPILE_CACHE = "empty"
@@ -96,16 +96,10 @@ def _why_no_summary(returncode: int) -> str:
     return f"the run's process exited with code {returncode} before writing its summary (its output says why)"
 
 
-def gradient_train_command(config: GradientConfig, run_dir: str, logger_args: Sequence[str]) -> list[str]:
-    """The command that trains the gradient run ``config`` into ``run_dir``, with this Python: its flags written out,
-    as a user would type them."""
-    return [sys.executable, "-m", "brax_bridge_app.cli", "train", *config.flags(), "--out", run_dir, *logger_args]
-
-
-def run_one(run_dir: str, spec: Any, logger_args: Sequence[str], interrupts: ForwardedInterrupts,
+def run_one(run_dir: str, spec: RunSpec, logger_args: Sequence[str], interrupts: ForwardedInterrupts,
             env: Mapping[str, str], contestant: str | None = None) -> dict[str, Any]:
-    """Trains ``spec`` (a PPO run's ``RunSpec`` or a ``gradient_runs.GradientRun``) into ``run_dir`` in a new
-    process and returns the run's summary (with ``contestant``, where given: what the run stands for)."""
+    """Trains ``spec`` into ``run_dir`` in a new process and returns the run's summary (with ``contestant``, where
+    given: what the run stands for)."""
     os.makedirs(run_dir, exist_ok=True)
     summary_path = os.path.join(run_dir, rundir.SUMMARY)
     if os.path.exists(summary_path):  # an earlier run's: it must not pass for this one's
@@ -116,9 +110,7 @@ def run_one(run_dir: str, spec: Any, logger_args: Sequence[str], interrupts: For
     with tempfile.TemporaryDirectory(prefix="brax_bridge_compare_cache_") as cache:
         caches = {name: os.path.join(cache, folder) for name, folder in _CACHE_VARIABLES.items()}
         # Its own process group: a Ctrl-C in the terminal reaches this process alone, which passes it on once.
-        command = (gradient_train_command(spec.config, run_dir, logger_args)
-                   if isinstance(spec, gradient_runs.GradientRun) else train_command(run_dir, logger_args))
-        child = subprocess.Popen(command, env={**env, **caches}, process_group=0)
+        child = subprocess.Popen(train_command(run_dir, logger_args), env={**env, **caches}, process_group=0)
         interrupts.child = child
         try:
             returncode = child.wait()
@@ -160,7 +152,8 @@ def no_accelerator_memory_held() -> Iterator[dict[str, str]]:
 class Plan:
     """A comparison, checked: what to train, where, and what the report notes."""
 
-    config: PPOConfig | None  # resolved: every PPO run's, with its trainer and seed set (None: no PPO run)
+    configs: Mapping[str, Config]  # each algorithm's resolved configuration (every run sets its trainer and seed)
+    contestants: Sequence[tuple[str, str]]  # every (algorithm, trainer) that runs
     out_dir: str
     trainers: Sequence[str]
     seeds: Sequence[int]
@@ -168,18 +161,57 @@ class Plan:
     threshold: float | None
     logger_args: Sequence[str]  # passed on to every run's `train`
     notes: Sequence[str] = ()
-    # With --algos: each gradient algorithm's resolved run (its trainer and seed set per run), and every
-    # (algorithm, trainer) that runs; empty for a comparison of the PPO trainers.
-    gradient: Mapping[str, GradientConfig] = dataclasses.field(default_factory=dict)
-    contestants: Sequence[tuple[str, str]] = ()
     env_name: str = ""
+
+    @property
+    def of_algorithms(self) -> bool:
+        """A comparison of algorithms (``--algos`` other than PPO alone), whose contestants are ``algo/trainer``."""
+        return list(self.configs) != ["ppo"]
 
     @property
     def labels(self) -> list[str]:
         """What each contestant is called: the trainer, or ``algo/trainer`` in a comparison of algorithms."""
-        if not self.contestants:
-            return list(self.trainers)
+        if not self.of_algorithms:
+            return [trainer for _, trainer in self.contestants]
         return [f"{algo}/{trainer}" for algo, trainer in self.contestants]
+
+
+def plan_algorithms(
+    algos_text: str | None, trainers: Sequence[str], env: str, preset: str | None, hp: Mapping[str, Any],
+    configured: Mapping[str, Any] | None, device: str,
+) -> tuple[dict[str, Config], list[tuple[str, str]]]:
+    """Each algorithm of ``algos_text`` (comma-separated; ``None``: ppo, or the config file's algorithm) resolved
+    on ``env``, and every (algorithm, trainer of ``trainers`` it has) that runs.
+
+    Every algorithm runs ``--num-timesteps`` env steps (PPO's, preset or flag, where PPO runs). A flag goes to every
+    algorithm that has it; one that none of them has is refused. ``--preset`` names a preset every algorithm has.
+    Raises ``AlgorithmError`` or ``HParamError`` naming the flag."""
+    configured = dict(configured or {})
+    file_algo = configured.pop("algo", None)
+    text = algos_text or file_algo or "ppo"
+    names = [a.strip() for a in text.split(",") if a.strip()]
+    if not names or len(set(names)) != len(names) or any(a not in algorithms.ALGOS for a in names):
+        raise algorithms.AlgorithmError(f"--algos must list distinct names from {', '.join(algorithms.ALGOS)}; "
+                                        f"got {text!r}")
+    contestants = [(a, t) for a in names for t in trainers if t in algorithms.TRAINERS_OF[a]]
+    for algo in names:
+        if not any(a == algo for a, _ in contestants):
+            raise algorithms.AlgorithmError(
+                f"--algos {algo} trains with --trainers {' or '.join(algorithms.TRAINERS_OF[algo])}; --trainers "
+                f"gives {','.join(trainers)}")
+    strays = sorted(algorithms.flag(k) for k, v in {**hp, **configured}.items()
+                    if v is not None and not any(k in algorithms.command_line_fields(a) for a in names))
+    if strays:
+        raise algorithms.AlgorithmError(f"{', '.join(strays)}: flags of no algorithm of --algos {','.join(names)}")
+    configs: dict[str, Config] = {}
+    for algo in names:
+        own = algorithms.command_line_fields(algo)
+        flags = {k: v for k, v in hp.items() if k in own}
+        if "ppo" in configs and flags.get("num_timesteps") is None:
+            flags["num_timesteps"] = configs["ppo"].run.num_timesteps  # every algorithm at PPO's length
+        configs[algo] = configuration.resolve(
+            env, preset, flags, {k: v for k, v in configured.items() if k in own}, algo=algo, device=device)
+    return configs, contestants
 
 
 def compare(plan: Plan, console: Console, env: dict[str, str]) -> tuple[list[dict], dict[str, Any], bool]:
@@ -188,11 +220,9 @@ def compare(plan: Plan, console: Console, env: dict[str, str]) -> tuple[list[dic
     ``stopped`` when Ctrl-C ended the comparison early."""
     labels = plan.labels
     order = interleaved(labels, plan.seeds)
-    env_name = plan.config.env.name if plan.config is not None else plan.env_name
-    preset = plan.config.run.preset if plan.config is not None else None
-    what = (f"{' vs '.join(plan.trainers)} PPO" if not plan.contestants else " vs ".join(labels))
-    length = plan.config.run.num_timesteps if plan.config is not None else next(
-        iter(plan.gradient.values())).settings["num_timesteps"]
+    first = next(iter(plan.configs.values()))
+    env_name, preset, length = first.env.name, first.run.preset, first.run.num_timesteps
+    what = " vs ".join(labels) if plan.of_algorithms else f"{' vs '.join(labels)} PPO"
     console.print(f"comparing {what} on [bold]{env_name}[/], seeds {list(plan.seeds)}, {length:,} env steps each "
                   f"(preset {preset}), {len(order)} runs each in a process of its own -> {plan.out_dir}")
     # W&B (--logger wandb) shows the runs of one comparison as one group.
@@ -204,22 +234,19 @@ def compare(plan: Plan, console: Console, env: dict[str, str]) -> tuple[list[dic
         for number, (label, seed) in enumerate(order, 1):
             if interrupts.requested:  # a Ctrl-C between two runs
                 break
-            algo, trainer = plan.contestants[labels.index(label)] if plan.contestants else ("ppo", label)
-            folder = f"{trainer}-seed{seed}" if not plan.contestants else f"{algo}-{trainer}-seed{seed}"
+            algo, trainer = plan.contestants[labels.index(label)]
+            folder = f"{algo}-{trainer}-seed{seed}" if plan.of_algorithms else f"{trainer}-seed{seed}"
             run_dir = os.path.join(plan.out_dir, folder)
             console.print(f"[bold]run {number}/{len(order)}[/]: {label}, seed {seed} -> {run_dir}")
-            if algo == "ppo":
-                spec: Any = runs.new_run(plan.config.replace(trainer=trainer, seed=seed))
-            else:
-                spec = gradient_runs.new_run(dataclasses.replace(plan.gradient[algo], trainer=trainer, seed=seed))
-            contestant = label if plan.contestants else None
+            spec = runs.new_run(plan.configs[algo].replace(trainer=trainer, seed=seed))
+            contestant = label if plan.of_algorithms else None
             summaries.append(run_one(run_dir, spec, plan.logger_args, interrupts, env, contestant))
             curves.append(rundir.read_metrics(run_dir))
     if interrupts.requested:
         console.print("[yellow]comparison stopped early; the report covers the runs so far[/]")
     total = time.perf_counter() - start
     # The probability is torch's over jax's (the schema's order); a comparison of algorithms keeps --algos' order.
-    ranked = [t for t in hparams.TRAINERS if t in plan.trainers] if not plan.contestants else labels
+    ranked = [t for t in hparams.TRAINERS if t in labels] if not plan.of_algorithms else labels
     result = stats.comparison(summaries, curves, ranked, plan.threshold)
     by_trainer = {t: [rows for s, rows in zip(summaries, curves, strict=True) if stats.contestant(s) == t]
                   for t in ranked}
@@ -229,14 +256,12 @@ def compare(plan: Plan, console: Console, env: dict[str, str]) -> tuple[list[dic
     # What every run shared: the config without the trainer and seed, which each run sets; with --algos, each
     # algorithm's (PPO's sections prefixed with "ppo").
     shared: dict[str, Any] = {}
-    if plan.config is not None:
-        shared = plan.config.to_json()
+    for algo, config in plan.configs.items():
+        sections = config.to_json()
         for record in ("trainer", "seed"):
-            shared["run"].pop(record)
-        if plan.contestants:
-            shared = {f"ppo {section}": fields for section, fields in shared.items()}
-    for algo, gradient in plan.gradient.items():
-        shared[algo] = gradient.to_json()["settings"]
+            sections["run"].pop(record)
+        shared.update({f"{algo} {section}": fields for section, fields in sections.items()}
+                      if plan.of_algorithms else sections)
     notes = [*plan.notes, "Every run started from an empty compile cache of its own (JAX's, inductor's, Triton's), "
              "as a first run does: start-up and the times to the threshold include compiling, alike for both trainers."]
     text = report.markdown(env_name, summaries, result, shared, machine, rundir.command_line(), total,
@@ -245,7 +270,7 @@ def compare(plan: Plan, console: Console, env: dict[str, str]) -> tuple[list[dic
         f.write(text)
     rundir.write_json(os.path.join(plan.out_dir, "compare.json"), {
         "env": env_name, "preset": preset, "seeds": list(plan.seeds), "threshold": plan.threshold,
-        "algos": sorted({algo for algo, _ in plan.contestants}, key=("ppo", "apg", "shac").index) or ["ppo"],
+        "algos": list(plan.configs),
         "config": shared, "compile_cache": COMPILE_CACHE, "runs": summaries, **result,
         "total_wall_s": round(total, 3), "machine": machine,
     })

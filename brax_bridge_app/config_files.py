@@ -33,14 +33,15 @@ from typing import Any
 
 import yaml
 
-from brax_bridge_app import hparams, rundir
-from brax_core.training.agents.ppo.config import BY_NAME, SECTIONS, ConfigError
+from brax_bridge_app import algorithms, hparams, rundir
+from brax_core.training.config import SECTION_ORDER as SECTIONS
+from brax_core.training.config import ConfigError
 from brax_core.training.validation import check
 
 # Settings besides the hyperparameters, per command (each has a flag of the same name).
 SETTINGS = {
-    "train": ("env", "trainer", "seed", "preset", "device"),
-    "compare": ("env", "preset", "device", "seeds", "trainers"),
+    "train": ("env", "algo", "trainer", "seed", "preset", "device"),
+    "compare": ("env", "algo", "preset", "device", "seeds", "trainers"),
 }
 # What a run folder's config.json records about its run rather than settings: read and not used.
 RECORDS = rundir.RECORDS
@@ -48,6 +49,8 @@ RECORDS = rundir.RECORDS
 RUN_ONLY = ("trainer", "seed")
 # The settings' fields in a config's sections: env.name is --env, run.trainer --trainer, and so on.
 SETTING_FIELDS = {"name": "env", "trainer": "trainer", "seed": "seed", "preset": "preset", "device": "device"}
+# Every algorithm's fields by name -> the section that holds them (a name means one field in every algorithm).
+SECTION_OF = {spec.name: spec.section for config in algorithms.CONFIGS.values() for spec in config.specs()}
 
 
 class ConfigFileError(ValueError):
@@ -65,9 +68,10 @@ class FileConfig:
     not_used: dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
-def accepted_keys(command: str) -> list[str]:
-    """Every key the command's config file may hold at its top level."""
-    return [*SETTINGS[command], *(s for s in SECTIONS if s not in SETTINGS[command]), *hparams.BY_NAME]
+def accepted_keys(command: str, algo: str = "ppo") -> list[str]:
+    """Every key the command's config file may hold at its top level for ``algo``."""
+    return [*SETTINGS[command], *(s for s in SECTIONS if s not in SETTINGS[command]),
+            *algorithms.command_line_fields(algo)]
 
 
 def _flattened(path: str, data: dict[str, Any]) -> dict[str, Any]:
@@ -83,8 +87,8 @@ def _flattened(path: str, data: dict[str, Any]) -> dict[str, Any]:
         if not isinstance(fields, Mapping):
             raise ConfigFileError(f"{path}: {section} must be a mapping of its fields to values; got {fields!r}")
         for key, value in fields.items():
-            if BY_NAME.get(key) is None or BY_NAME[key].section != section:
-                where = f" (it belongs in {BY_NAME[key].section})" if key in BY_NAME else ""
+            if SECTION_OF.get(key) != section:
+                where = f" (it belongs in {SECTION_OF[key]})" if key in SECTION_OF else ""
                 raise ConfigFileError(f"{path}: {section} has no field {key!r}{where}")
             name = SETTING_FIELDS.get(key, key)
             if name in flat:
@@ -93,20 +97,29 @@ def _flattened(path: str, data: dict[str, Any]) -> dict[str, Any]:
     return flat
 
 
-def read(path: str, command: str) -> FileConfig:
-    """The settings and hyperparameters of the file at ``path`` for ``command`` (``train`` or ``compare``);
-    ``ConfigFileError`` naming the file and the key otherwise."""
+def read(path: str, command: str, algo: str | None = None) -> FileConfig:
+    """The settings and hyperparameters of the file at ``path`` for ``command`` (``train`` or ``compare``), the
+    hyperparameters checked as ``algo``'s (default: the file's ``algo``, else PPO); ``ConfigFileError`` naming the
+    file and the key otherwise."""
     data = _flattened(path, _load(path))
     ignored = RECORDS + (RUN_ONLY if command == "compare" else ())
     not_used = {key: data.pop(key) for key in ignored if key in data}
     settings = {key: data.pop(key) for key in SETTINGS[command] if key in data}
     values = data
+    settings = {key: _setting(path, key, value) for key, value in settings.items()}
+    algo = algo or settings.get("algo") or "ppo"
+    if algo not in algorithms.ALGOS:
+        raise ConfigFileError(f"{path}: algo must be one of {', '.join(algorithms.ALGOS)}; got {algo!r}")
     unknown = [key for key in values if key not in hparams.BY_NAME]
     if unknown:
-        raise ConfigFileError(_unknown_message(path, command, unknown))
+        raise ConfigFileError(_unknown_message(path, command, unknown, algo))
+    try:
+        algorithms.refuse_foreign(algo, values)
+    except algorithms.AlgorithmError as err:
+        raise ConfigFileError(f"{path}: {err}") from None
     return FileConfig(
-        settings={key: _setting(path, key, value) for key, value in settings.items()},
-        hyperparameters={key: _hyperparameter(path, key, value) for key, value in values.items()},
+        settings=settings,
+        hyperparameters={key: _hyperparameter(path, key, value, algo) for key, value in values.items()},
         not_used=not_used,
     )
 
@@ -124,8 +137,8 @@ def _load(path: str) -> dict[str, Any]:
     return dict(data)
 
 
-def _unknown_message(path: str, command: str, unknown: list[str]) -> str:
-    accepted = accepted_keys(command)
+def _unknown_message(path: str, command: str, unknown: list[str], algo: str) -> str:
+    accepted = accepted_keys(command, algo)
     hints = [f"{key!r} (did you mean {match[0]!r}?)" if (match := difflib.get_close_matches(key, accepted, 1)) else
              repr(key) for key in unknown]
     return (f"{path}: unknown key{'s' if len(unknown) > 1 else ''} {', '.join(hints)} for {command}; accepted keys: "
@@ -151,17 +164,17 @@ def _setting(path: str, key: str, value: Any) -> Any:
     return value
 
 
-def _hyperparameter(path: str, key: str, value: Any) -> Any:
+def _hyperparameter(path: str, key: str, value: Any, algo: str = "ppo") -> Any:
     """A hyperparameter's value checked by the schema, in the flags' terms (sizes as text or a list, 0 as none where
     the flag takes it). YAML reads ``3e-4`` (no decimal point) as text, so numbers written that way are numbers."""
-    spec = hparams.BY_NAME[key]
+    spec = hparams.spec_of(key, algo)
     if spec.kind in ("int", "float") and isinstance(value, str):
         try:
             value = float(value) if spec.kind == "float" else int(value)
         except ValueError:
             pass  # the check below names the key and what it takes
     try:
-        value = hparams.from_flags({key: value})[key]
+        value = hparams.from_flags({key: value}, algo)[key]
         return check(spec, value)
     except (ConfigError, hparams.HParamError) as err:
         raise ConfigFileError(f"{path}: {err}") from None
@@ -173,7 +186,7 @@ def merged(path: str | None, command: str, flags: Mapping[str, Any]) -> tuple[di
     ``configuration.resolve``); and a note naming what a run's config.json holds that compare does not use."""
     if path is None:
         return dict(flags), {}, ""
-    file = read(path, command)
+    file = read(path, command, flags.get("algo"))
     settings = {key: value if value is not None else file.settings.get(key) for key, value in flags.items()}
     unused = [f"{key} {file.not_used[key]!r}" for key in RUN_ONLY if key in file.not_used]
     note = (f"{path}: compare trains every trainer and seed it is given (--trainers, --seeds), so the file's "

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from brax_bridge import TorchEnv
 from brax_bridge_app import rundir, user_envs
 from brax_core import envs
 from brax_core.extras import install_line
@@ -23,6 +24,7 @@ class EnvInfo:
     episode_length: int | None
     dt: float | None
     error: str | None = None
+    differentiable: str | None = None  # "yes", or "no: why" (APG and SHAC need a step that differentiates)
 
 
 def registered_names() -> list[str]:
@@ -102,11 +104,31 @@ def of_run(spec: Any) -> envs.Env:
     return make(spec.env_name, spec.import_dir)
 
 
+def check_differentiable(name: str, episode_length: int | None = None, import_dir: str | None = None) -> None:
+    """Refuses an env whose step JAX cannot differentiate in reverse mode, as ``TorchEnv(differentiable=True)``
+    does: from shapes, before anything compiles (``ValueError`` naming what to change)."""
+    environment = make(name, import_dir) if is_user_env(name) else name
+    TorchEnv(environment, 1, episode_length=episode_length, differentiable=True)
+
+
 def default_episode_length(name: str, import_dir: str | None = None, env: envs.Env | None = None) -> int:
     """The env's ``default_episode_length`` (1000 where it sets none); ``env``: the env ``name`` built, if at hand."""
     if is_user_env(name):
         return user_envs.default_episode_length(name, import_dir, env)
     return int(getattr(envs.get_environment_class(name), "default_episode_length", 1000))
+
+
+def differentiates(name: str) -> str:
+    """Whether ``name``'s step differentiates in reverse mode, as APG and SHAC need: "yes" for every registered
+    env (each is checked against finite differences by tests/test_every_env_differentiates.py), else the bridge's
+    check from shapes (nothing compiles): "yes", or "no: " and why."""
+    if name in registered_names():
+        return "yes"
+    try:
+        check_differentiable(name)
+    except ValueError as err:
+        return f"no: {err}"
+    return "yes"
 
 
 def describe(name: str) -> EnvInfo:
@@ -123,6 +145,7 @@ def describe(name: str) -> EnvInfo:
             episode_length=default_episode_length(name, env=env),
             # float32 timestep shown as the decimal it was written as; an Env need not have one
             dt=round(float(env.dt), 6) if hasattr(env, "dt") else None,
+            differentiable=differentiates(name),
         )
     except Exception as err:  # one broken or unfinished env must not hide the others
         return EnvInfo(name, None, None, None, None, error=f"{type(err).__name__}: {err}".splitlines()[0][:120])

@@ -41,11 +41,11 @@ class Trajectory:
 def load_policy(
     run_dir: str, spec: RunSpec, deterministic: bool, placement: runtime.Placement | None = None
 ) -> trainers.Policy:
-    """The run's checkpointed policy, for either trainer, on ``placement`` (default: ``--device auto``'s)."""
+    """The run's checkpointed policy, of every algorithm and trainer, on ``placement`` (default: auto's)."""
     ckpt = os.path.abspath(os.path.join(run_dir, rundir.CHECKPOINT))
     if not os.path.exists(ckpt):
         raise rundir.RunDirError(f"{ckpt} does not exist; train (or resume) the run until its first checkpoint")
-    return trainers.get(spec.trainer).load_policy(ckpt, deterministic, placement or runtime.place("auto"))
+    return trainers.get(spec.algo, spec.trainer).load_policy(ckpt, deterministic, placement or runtime.place("auto"))
 
 
 def run_episodes(

@@ -1,9 +1,10 @@
-"""The command line's view of the PPO hyperparameter schema (``brax_core.training.agents.ppo.config``).
+"""The command line's view of the algorithms' configurations (``algorithms.CONFIGS``: PPO's, APG's, SHAC's).
 
-Every ``PPOConfig`` field with ``command_line`` set is a flag of the same name (``num_envs`` -> ``--num-envs``),
-with the field's help text (``flag_help``: without the schema's note on what ``None`` means, which a flag cannot
-be given; a flag writes it as 0 or a word instead); ``seed`` is the commands' own ``--seed``/``--seeds``. Values
-are checked by the schema, and its errors are reported with flag names.
+Every configuration field with ``command_line`` set is a flag of the same name (``num_envs`` -> ``--num-envs``),
+one flag per name across the algorithms, with the field's help text (``flag_help``: without the schema's note on
+what ``None`` means, which a flag cannot be given; a flag writes it as 0 or a word instead); ``seed`` is the
+commands' own ``--seed``/``--seeds``. Values are checked by the chosen algorithm's configuration, and its errors are
+reported with flag names.
 
 Plain Python on purpose, like the schema: the command line builds its flags from here before any command runs,
 so ``brax-bridge --help`` answers without importing JAX or torch. Presets and the trainers' keyword arguments are
@@ -17,56 +18,54 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from brax_bridge_app import algorithms
 from brax_core.training.agents.ppo import config as schema
-from brax_core.training.agents.ppo.config import FieldSpec
+from brax_core.training.validation import TRAINERS, FieldSpec  # noqa: F401  (TRAINERS: the commands' names)
 
-TRAINERS = schema.TRAINERS
-FIELDS: tuple[FieldSpec, ...] = tuple(spec for spec in schema.SPECS if spec.command_line)
+
+# Every algorithm's flags, each name once (the first algorithm's spec for the help; values are checked by the
+# chosen algorithm's own: ``check``).
+def _union() -> tuple[FieldSpec, ...]:
+    first: dict[str, FieldSpec] = {}
+    for config in algorithms.CONFIGS.values():
+        for spec in config.specs():
+            if spec.command_line:
+                first.setdefault(spec.name, spec)
+    return tuple(first.values())
+
+
+FIELDS: tuple[FieldSpec, ...] = _union()
 BY_NAME: dict[str, FieldSpec] = {spec.name: spec for spec in FIELDS}
-
-# Where a preset leaves a field unset, the command line starts from Brax's locomotion recipe rather than
-# ppo.train's defaults (one env, batches of 32: right for a library call, too small for a command-line run),
-# and keeps the newest few checkpoints (enough to resume, bounded on disk). A preset replaces these; a flag both.
-COMMAND_LINE_DEFAULTS: dict[str, Any] = {
-    "num_timesteps": 1_000_000,
-    "num_envs": 2048,
-    "num_evals": 10,
-    "learning_rate": 3e-4,
-    "entropy_cost": 1e-2,
-    "discounting": 0.97,
-    "unroll_length": 5,
-    "batch_size": 1024,
-    "num_minibatches": 32,
-    "num_updates_per_batch": 4,
-    "reward_scaling": 10.0,
-    "normalize_observations": True,
-    "deterministic_eval": True,
-    "max_to_keep": 3,
-}
 
 
 # The sections of `--help` that list the hyperparameter flags, in order, each with its fields in order. A field
 # missing here is listed under OTHER.
 GROUPS: dict[str, tuple[str, ...]] = {
     "run length and batch sizes": (
-        "num_timesteps", "episode_length", "action_repeat", "num_envs", "unroll_length", "batch_size",
-        "num_minibatches", "num_updates_per_batch", "num_resets_per_eval",
+        "num_timesteps", "episode_length", "action_repeat", "num_envs", "unroll_length", "horizon_length",
+        "batch_size", "num_minibatches", "num_updates_per_batch", "num_resets_per_eval",
     ),
     "optimisation": (
-        "learning_rate", "max_grad_norm", "learning_rate_schedule", "desired_kl", "learning_rate_schedule_min_lr",
+        "learning_rate", "actor_learning_rate", "critic_learning_rate", "adam_b", "max_grad_norm",
+        "learning_rate_schedule", "use_schedule", "schedule_decay", "desired_kl", "learning_rate_schedule_min_lr",
         "learning_rate_schedule_max_lr",
     ),
     "losses": (
-        "discounting", "gae_lambda", "reward_scaling", "entropy_cost", "clipping_epsilon", "clipping_epsilon_value",
-        "vf_loss_coefficient", "normalize_advantage", "bootstrap_on_timeout", "use_distributional_critic",
+        "discounting", "gae_lambda", "td_lambda", "reward_scaling", "entropy_cost", "clipping_epsilon",
+        "clipping_epsilon_value", "vf_loss_coefficient", "normalize_advantage", "bootstrap_on_timeout",
+        "use_distributional_critic",
+    ),
+    "SHAC: critic and horizon": (
+        "critic_iterations", "num_critic_batches", "target_critic_alpha", "adaptive_horizon", "horizon_min",
+        "horizon_learning_rate", "horizon_dual_learning_rate",
     ),
     "observation normalisation": (
         "normalize_observations", "normalize_observations_std_eps", "normalize_observations_mode",
-        "normalize_until_count",
+        "normalize_until_count", "use_float64",
     ),
     "networks": (
-        "policy_hidden_layer_sizes", "value_hidden_layer_sizes", "activation", "num_quantiles", "policy_obs_key",
-        "value_obs_key",
+        "policy_hidden_layer_sizes", "value_hidden_layer_sizes", "activation", "layer_norm", "num_quantiles",
+        "policy_obs_key", "value_obs_key",
     ),
     "policy distribution": (
         "distribution_type", "noise_std_type", "init_noise_std", "state_dependent_std", "mean_clip_scale",
@@ -99,14 +98,19 @@ class HParamError(ValueError):
     """A bad hyperparameter; the message names the flag and what it accepts."""
 
 
-def default(name: str) -> Any:
-    """The value a run gets without a preset or flag setting ``name``."""
-    return COMMAND_LINE_DEFAULTS.get(name, schema.defaults().get(name))
+def default(name: str, algo: str = "ppo") -> Any:
+    """The value a command-line run of ``algo`` gets without a preset or flag setting ``name``."""
+    return algorithms.default(algo, name)
 
 
-def defaults() -> dict[str, Any]:
-    """Every flag's value without a preset or flag."""
-    return {name: default(name) for name in BY_NAME}
+def defaults(algo: str = "ppo") -> dict[str, Any]:
+    """Every flag's value for ``algo`` without a preset or flag."""
+    return algorithms.defaults(algo)
+
+
+def spec_of(name: str, algo: str) -> FieldSpec:
+    """``name``'s spec in ``algo``'s configuration (the union's where ``algo`` has no such field)."""
+    return algorithms.CONFIGS[algo].by_name().get(name, BY_NAME[name])
 
 
 def flag_help(spec: FieldSpec) -> str:
@@ -156,15 +160,19 @@ def parse_sizes(text: str | Any, name: str = "sizes") -> tuple[int, ...]:
     return text
 
 
-def from_flags(values: Mapping[str, Any]) -> dict[str, Any]:
-    """Flag values in the schema's terms: sizes text parsed, 0 as None where ``ZERO_MEANS_NONE``, the word of
-    ``NONE_WORDS`` as None (and an integer written as text as the integer)."""
+def from_flags(values: Mapping[str, Any], algo: str = "ppo") -> dict[str, Any]:
+    """Flag values in ``algo``'s configuration's terms: sizes and Adam's betas text parsed, 0 as None where
+    ``ZERO_MEANS_NONE`` and the field takes None, the word of ``NONE_WORDS`` as None (and an integer written as text
+    as the integer)."""
     out = dict(values)
-    for name in schema.NETWORK_FIELDS[:2]:
-        if name in out:
-            out[name] = parse_sizes(out[name], name)
+    for name, value in values.items():
+        spec = BY_NAME.get(name)
+        if spec is not None and spec.kind == "sizes":
+            out[name] = parse_sizes(value, name)
+        elif spec is not None and spec.kind == "betas" and isinstance(value, str):
+            out[name] = _parse_betas(value, name)
     for name in ZERO_MEANS_NONE:
-        if out.get(name) == 0:
+        if out.get(name) == 0 and name in BY_NAME and spec_of(name, algo).optional:
             out[name] = None
     for name in NONE_WORDS:
         if name in out:
@@ -172,13 +180,22 @@ def from_flags(values: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def check(name: str, value: Any) -> Any:
-    """Validates (and normalises) one value, raising ``HParamError`` naming the flag and the accepted range."""
+def _parse_betas(text: str, name: str) -> Any:
+    parts = [p.strip() for p in text.replace(" ", ",").split(",") if p.strip()]
+    try:
+        return tuple(float(p) for p in parts)
+    except ValueError:
+        raise HParamError(f"{BY_NAME[name].flag} must be two numbers in [0, 1) like 0.9,0.999; got {text!r}") from None
+
+
+def check(name: str, value: Any, algo: str = "ppo") -> Any:
+    """Validates (and normalises) one value as ``algo``'s configuration takes it, raising ``HParamError`` naming the
+    flag and the accepted range."""
     spec = BY_NAME.get(name)
     if spec is None:
         raise HParamError(f"unknown hyperparameter {name!r}; known: {', '.join(BY_NAME)}")
     try:
-        return schema.check(spec, from_flags({name: value})[name])
+        return schema.check(spec_of(name, algo), from_flags({name: value}, algo)[name])
     except schema.ConfigError as err:
         raise HParamError(err.flag_message) from None
 

@@ -175,7 +175,7 @@ class WandbLogger:
 def run_parameters(spec: Any) -> dict[str, Any]:
     """What a run's loggers record as its configuration: every field of its config (a ``configuration.RunSpec``'s),
     flat, the env's name as ``env`` and the device ``auto`` where the config leaves it to the device rule."""
-    fields = spec.config.flat()
+    fields = {"algo": spec.algo, **spec.config.flat()}
     fields["env"] = fields.pop("name")
     fields["device"] = fields["device"] or "auto"
     return {key: list(value) if isinstance(value, tuple) else value for key, value in fields.items()}

@@ -128,7 +128,7 @@ def markdown(env: str, summaries: Sequence[Mapping[str, Any]], result: Mapping[s
         "(start-up excluded); start-up: seconds from calling train to the first report after training began "
         "(compilation plus one training interval).",
         "",
-        "## Configuration (both trainers)",
+        "## Configuration (every run's)",
         "",
         "| section | name | value |",
         "|---|---|---|",

@@ -1,4 +1,4 @@
-"""One training run into a run folder, for either trainer, with a live progress bar and clean Ctrl-C.
+"""One training run into a run folder, for every algorithm and trainer, with a live progress bar and clean Ctrl-C.
 
 Ctrl-C once: training stops at the next progress report, which is logged first; the trainer saves its checkpoint
 at that report's step before the stop leaves it (atomically), the folder is finalised and marked ``interrupted``, and
@@ -24,7 +24,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, Ti
 
 from brax_bridge_app import envinfo, hparams, plots, rundir, runtime, trainers
 from brax_bridge_app.configuration import RunSpec
-from brax_core.training.agents.ppo.config import PPOConfig
+from brax_core.training.config import Config
 
 # Files in a run folder that describe the run's policy, written after training (`eval`) or at its end: a fresh run
 # in the same folder removes them first (and the rendered episode, `rundir.EPISODE` in any format).
@@ -89,7 +89,7 @@ def format_reward(value: float | None) -> str:
     return "-" if value is None else f"{value:.1f}"
 
 
-def new_run(config: PPOConfig) -> RunSpec:
+def new_run(config: Config) -> RunSpec:
     """A new run of ``config`` (with its env's name and trainer), with what its folder records: where a user's env
     module was imported from, the versions, the command line and the time."""
     return RunSpec(config, new_run_records(config.env.name))
@@ -176,9 +176,10 @@ def clear_earlier_run(run_dir: str, log: rundir.MetricsLog, console: Console) ->
         console.print(f"[yellow]removed the earlier run's {', '.join(removed)} from {run_dir}[/]")
 
 
-def checkpoint_step(trainer: str, path: str) -> int | None:
-    """Env steps of the newest complete checkpoint under ``path`` (from its name; nothing is loaded)."""
-    return trainers.get(trainer).latest_step(path)
+def checkpoint_step(spec: RunSpec, path: str) -> int | None:
+    """Env steps of the newest complete checkpoint of ``spec``'s run under ``path`` (from its name; nothing is
+    loaded)."""
+    return trainers.get(spec.algo, spec.trainer).latest_step(path)
 
 
 def _call_trainer(
@@ -189,7 +190,7 @@ def _call_trainer(
     allow_changes: bool = False,
     policy_params_fn: Callable[..., None] = lambda *args: None,
 ) -> Any:
-    trainer = trainers.get(spec.trainer)
+    trainer = trainers.get(spec.algo, spec.trainer)
     # Both trainers on the same device: JAX's default device and torch's device of the same place.
     placement = runtime.place(spec.config.run.device)
     return trainer.train(
@@ -201,6 +202,14 @@ def _call_trainer(
         restore_checkpoint_path=restore,
         allow_config_changes=bool(allow_changes and restore),
     )
+
+
+def planned_env_steps(config: Config) -> int:
+    """The env steps a run of ``config`` trains: ``num_timesteps``, for a gradient algorithm in whole epochs of
+    whole updates (Brax's share of updates per epoch)."""
+    if not hasattr(config, "updates_per_epoch"):
+        return config.run.num_timesteps
+    return max(config.num_epochs * config.updates_per_epoch * config.env_steps_per_update, 1)
 
 
 def summarize(
@@ -227,6 +236,7 @@ def summarize(
     trainer_sps = [r[rundir.TRAIN_SPS] for r in rows if r.get(rundir.TRAIN_SPS)]
     return {
         "env": spec.env_name,
+        "algo": spec.algo,
         "trainer": spec.trainer,
         "seed": spec.seed,
         "status": status,
@@ -265,13 +275,15 @@ def train_run(
     stop = stop or StopFlag()
     log = rundir.MetricsLog(run_dir)
     restore = ckpt if resume else None
-    saved_at = checkpoint_step(spec.trainer, ckpt) if resume else None
+    saved_at = checkpoint_step(spec, ckpt) if resume else None
     earlier = open_run_folder(run_dir, log, ckpt, console, resume, saved_at)
     time_offset = earlier[-1]["time_s"] if earlier else 0.0
     rundir.write_json(os.path.join(run_dir, rundir.CONFIG), spec.to_json())
 
-    total = spec.config.run.num_timesteps
+    total = planned_env_steps(spec.config)
     label = f"{spec.trainer}/{spec.env_name}/seed {spec.seed}"
+    if spec.algo != "ppo":
+        label = f"{spec.algo}/{label}"
     start = time.perf_counter()
     reports = ReportLog(log, earlier, loggers)
 
@@ -319,10 +331,36 @@ def train_run(
     summary = summarize(spec, rows, status, wall_s, epoch_ends)
     if error is not None:
         summary["error"] = error
-    summary["checkpoint_step"] = checkpoint_step(spec.trainer, ckpt)
+    summary["checkpoint_step"] = checkpoint_step(spec, ckpt)
     summary["checkpoint"] = ckpt if summary["checkpoint_step"] is not None else None
     summary["pid"] = os.getpid()
     summary["started_at"] = started_at
     rundir.write_json(os.path.join(run_dir, rundir.SUMMARY), summary)
     plots.learning_curve(rows, os.path.join(run_dir, rundir.CURVE), title=label)
     return summary
+
+
+def print_summary(summary: dict[str, Any], run_dir: str, console: Console) -> None:
+    """A finished run's summary as the terminal shows it, with how to resume a stopped one."""
+
+    def fmt(value: Any, spec: str) -> str:
+        return "-" if value is None else format(value, spec)
+
+    status_style = {"completed": "green", "interrupted": "yellow"}.get(summary["status"], "red")
+    if summary.get("error"):
+        console.print(f"[red]training failed: {summary['error']}[/]")
+    algo = summary.get("algo", "ppo").upper()
+    console.print(
+        f"[{status_style}]{summary['status']}[/]: {summary['trainer']} {algo} on {summary['env']} (seed "
+        f"{summary['seed']}) — "
+        f"final reward {fmt(summary['final_reward'], '.1f')}, {fmt(summary['env_steps'], ',')} env steps, "
+        f"{fmt(summary['steps_per_s'], ',.0f')} steps/s, wall {fmt(summary['wall_s'], '.1f')} s "
+        f"(first report after {fmt(summary['first_report_s'], '.1f')} s)"
+    )
+    console.print(f"run folder: {run_dir}  (config.json, metrics.jsonl, checkpoint/, learning_curve.png)")
+    if summary["status"] != "completed":
+        if summary.get("checkpoint"):
+            console.print(f"checkpoint at {summary['checkpoint_step']:,} env steps; "
+                          f"resume with: brax-bridge train --resume {run_dir}")
+        else:
+            console.print("no checkpoint was saved before the stop (one is written at every evaluation)")

@@ -1,14 +1,18 @@
-"""The two trainers behind one interface: what a run folder, the command line and evaluation ask of a trainer.
+"""Every (algorithm, trainer) behind one interface: what a run folder, the command line and evaluation ask of a
+trainer.
 
 A trainer trains a resolved configuration on a placement, finds the newest checkpoint of a run, and loads the
-run's policy for evaluation. ``TRAINERS`` maps the names the command line takes (``--trainer jax|torch``) to them.
+run's policy for evaluation. ``get(algo, trainer)`` gives the one the command line names (``--algo``, ``--trainer``).
+Every trainer reports ``progress_fn(env_steps, metrics)`` here: the gradient trainers report epochs (Brax's APG's
+unit), which are put in env steps from the run driver's ``policy_params_fn``, called with the env steps at every
+epoch's end before the epoch's report.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -17,8 +21,14 @@ import torch
 import torch_ppo
 from brax_bridge_app import envinfo, hparams, runtime
 from brax_bridge_app.configuration import RunSpec
+from brax_core.training.agents.apg import checkpoint as apg_checkpoint
+from brax_core.training.agents.apg import train as jax_apg
 from brax_core.training.agents.ppo import checkpoint as jax_checkpoint
 from brax_core.training.agents.ppo import train as ppo_train
+from brax_core.training.run.checkpoints import latest_step
+from torch_analytic import apg as torch_apg
+from torch_analytic import checkpoint as analytic_checkpoint
+from torch_analytic import shac
 from torch_ppo import checkpoint as torch_checkpoint
 
 
@@ -30,60 +40,71 @@ class Policy:
     traceable: bool
 
 
-class Trainer(Protocol):
-    """What the application needs of a trainer."""
+@dataclasses.dataclass(frozen=True)
+class Trainer:
+    """One algorithm's trainer as the application runs it.
 
+    ``module.train_from_config(config, environment, **options)`` trains; ``load_policy(path, deterministic,
+    placement)`` gives a checkpoint's policy on JAX arrays; ``keeps_env_name``: the trainer takes a registered env by
+    its name (the bridge's trainers share one compiled step among the envs of one configuration), else it is handed
+    the env built; ``reports_epochs``: its ``progress_fn`` is told epochs (Brax's APG's unit), not env steps.
+    """
+
+    algo: str
     name: str
+    module: Any
+    load_policy: Callable[[str, bool, runtime.Placement], Policy]
+    keeps_env_name: bool
+    reports_epochs: bool
 
     def train(self, spec: RunSpec, placement: runtime.Placement, **run_kwargs: Any) -> Any:
-        """Trains ``spec.config`` on ``placement``; ``run_kwargs`` are the callbacks and checkpoint paths both
-        trainers take by the same names."""
-        ...
+        """Trains ``spec.config`` on ``placement``; ``run_kwargs`` are the callbacks and checkpoint paths every
+        trainer takes by the same names (``allow_config_changes`` too: PPO's alone takes a true one)."""
+        config = spec.config.replace(device=placement.torch_device)
+        keep_name = self.keeps_env_name and not envinfo.is_user_env(spec.env_name)
+        environment = spec.env_name if keep_name else envinfo.of_run(spec)
+        if self.reports_epochs:
+            run_kwargs = _in_env_steps(run_kwargs)
+        with runtime.placed(placement):
+            return self.module.train_from_config(config, environment, **run_kwargs)
 
     def latest_step(self, path: str) -> int | None:
         """Env steps of the newest complete checkpoint under ``path`` (from its name; nothing is loaded)."""
-        ...
-
-    def load_policy(self, path: str, deterministic: bool, placement: runtime.Placement) -> Policy:
-        """The policy of the checkpoint at ``path``, acting on JAX arrays on ``placement``."""
-        ...
+        return latest_step(path)
 
 
-class JaxTrainer(Trainer):
-    name = "jax"
+def _in_env_steps(run_kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The run's callbacks for a trainer that reports epochs: ``progress_fn`` told the env steps instead (those of
+    the last ``policy_params_fn`` call, at the epoch's end; at the start, the restored checkpoint's)."""
+    run_kwargs = dict(run_kwargs)
+    if run_kwargs.pop("allow_config_changes", False):
+        raise hparams.HParamError("--allow-changes: a resumed APG or SHAC run continues the saved one exactly")
+    restore = run_kwargs.get("restore_checkpoint_path")
+    at = {"env_steps": (latest_step(restore) or 0) if restore else 0}
+    progress_fn, policy_params_fn = run_kwargs["progress_fn"], run_kwargs["policy_params_fn"]
 
-    def train(self, spec: RunSpec, placement: runtime.Placement, **run_kwargs: Any) -> Any:
-        # The JAX trainer trains on JAX's default device when one is set; the placement's device is the config's.
-        config = spec.config.replace(device=placement.torch_device)
+    def params_fn(env_steps: int, make_policy: Any, params: Any) -> None:
+        at["env_steps"] = int(env_steps)
+        policy_params_fn(env_steps, make_policy, params)
+
+    run_kwargs["policy_params_fn"] = params_fn
+    run_kwargs["progress_fn"] = lambda epoch, metrics: progress_fn(at["env_steps"], metrics)
+    return run_kwargs
+
+
+def _jax_policy(load: Callable[..., Any]) -> Callable[[str, bool, runtime.Placement], Policy]:
+    def load_policy(path: str, deterministic: bool, placement: runtime.Placement) -> Policy:
         with runtime.placed(placement):
-            return ppo_train.train_from_config(config, envinfo.of_run(spec), **run_kwargs)
-
-    def latest_step(self, path: str) -> int | None:
-        return jax_checkpoint.latest_step(path)
-
-    def load_policy(self, path: str, deterministic: bool, placement: runtime.Placement) -> Policy:
-        with runtime.placed(placement):
-            policy = jax_checkpoint.load_policy(path, deterministic=deterministic)
+            policy = load(path, deterministic=deterministic)
         return Policy(lambda obs, key: policy(obs, key)[0], traceable=True)
 
+    return load_policy
 
-class TorchTrainer(Trainer):
-    name = "torch"
 
-    def train(self, spec: RunSpec, placement: runtime.Placement, **run_kwargs: Any) -> Any:
-        config = spec.config.replace(device=placement.torch_device)
-        # A registered name stays a name: the bridge shares one compiled step among TorchEnvs of one configuration
-        # (training, evaluation). A user's env is handed over built.
-        environment = envinfo.of_run(spec) if envinfo.is_user_env(spec.env_name) else spec.env_name
-        with runtime.placed(placement):
-            return torch_ppo.train_from_config(config, environment, **run_kwargs)
-
-    def latest_step(self, path: str) -> int | None:
-        return torch_checkpoint.latest_step(path)
-
-    def load_policy(self, path: str, deterministic: bool, placement: runtime.Placement) -> Policy:
+def _torch_policy(load: Callable[..., Any]) -> Callable[[str, bool, runtime.Placement], Policy]:
+    def load_policy(path: str, deterministic: bool, placement: runtime.Placement) -> Policy:
         # The policy runs where JAX keeps the observations, so DLPack hands them over without a copy.
-        policy = torch_checkpoint.load_policy(path, deterministic=deterministic, device=placement.torch_device)
+        policy = load(path, deterministic=deterministic, device=placement.torch_device)
 
         def act(obs: jax.Array, key: jax.Array) -> jax.Array:
             del key  # torch samples from its own generator
@@ -94,13 +115,25 @@ class TorchTrainer(Trainer):
 
         return Policy(act, traceable=False)
 
+    return load_policy
 
-TRAINERS: dict[str, Trainer] = {trainer.name: trainer for trainer in (JaxTrainer(), TorchTrainer())}
+
+TRAINERS: dict[tuple[str, str], Trainer] = {
+    (t.algo, t.name): t for t in (
+        Trainer("ppo", "jax", ppo_train, _jax_policy(jax_checkpoint.load_policy), False, False),
+        Trainer("ppo", "torch", torch_ppo, _torch_policy(torch_checkpoint.load_policy), True, False),
+        Trainer("apg", "jax", jax_apg, _jax_policy(apg_checkpoint.load_policy), False, True),
+        Trainer("apg", "torch", torch_apg, _torch_policy(analytic_checkpoint.load_policy), True, True),
+        Trainer("shac", "torch", shac, _torch_policy(analytic_checkpoint.load_policy), True, True),
+    )
+}
 
 
-def get(name: str) -> Trainer:
-    """The trainer called ``name``; ``HParamError`` naming the trainers otherwise."""
+def get(algo: str, name: str) -> Trainer:
+    """The trainer called ``name`` of ``algo``; ``HParamError`` naming the trainers of ``algo`` otherwise."""
     try:
-        return TRAINERS[name]
+        return TRAINERS[(algo, name)]
     except KeyError:
-        raise hparams.HParamError(f"--trainer must be one of: {', '.join(TRAINERS)}; got {name!r}") from None
+        names = [t for a, t in TRAINERS if a == algo]
+        raise hparams.HParamError(f"--trainer must be one of {', '.join(names)} with --algo {algo}; "
+                                  f"got {name!r}") from None

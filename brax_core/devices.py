@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from typing import Any
 
 import jax
 
@@ -46,6 +47,14 @@ def on_device(device: jax.Device) -> Iterator[jax.Device]:
         return
     with jax.default_device(device):
         yield device
+
+
+def placed(device: str | None, what: str = "config.run.device") -> contextlib.AbstractContextManager[Any]:
+    """Work in the block on ``device`` ('cpu', 'cuda' or 'cuda:<index>'; ``None``: where JAX places arrays now):
+    how a trainer runs a configuration's ``run.device``."""
+    if device is None:
+        return contextlib.nullcontext()
+    return on_device(named_device(device, what))
 
 
 def training_devices(max_devices_per_host: int | None) -> list[jax.Device]:

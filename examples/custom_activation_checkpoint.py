@@ -38,7 +38,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     out = args.out or tempfile.mkdtemp(prefix="ckpt-")
 
     checkpoint.register_activation("scaled_swish", scaled_swish)
-    config = dict(presets.PRESETS[env_name])
+    config = dict(presets.TRAIN_KWARGS[env_name])
     sizes = presets.network_kwargs(env_name)
     config["network_factory"] = functools.partial(
         ppo_networks.make_ppo_networks,

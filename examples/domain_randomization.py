@@ -38,7 +38,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tiny", action="store_true", help="a few training steps with tiny batches")
     args = parser.parse_args(argv)
-    config = dict(presets.PRESETS["inverted_pendulum"])
+    config = dict(presets.TRAIN_KWARGS["inverted_pendulum"])
     if args.tiny:
         # A short run that still exercises randomised training and randomised evaluation envs.
         config.update(

@@ -30,7 +30,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     env_name = "fast" if args.tiny else "inverted_pendulum"
     env = envs.get_environment(env_name)
 
-    train_fn = functools.partial(ppo.train, **presets.PRESETS[env_name])
+    train_fn = functools.partial(ppo.train, **presets.TRAIN_KWARGS[env_name])
     x_data, y_data, times = [], [], [time.time()]
 
     def progress(num_steps: int, metrics: dict[str, Any]) -> None:
@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     rng = jax.random.PRNGKey(0)
     state = jit_reset(rng)
     total_reward = 0.0
-    for _ in range(presets.PRESETS[env_name]["episode_length"]):
+    for _ in range(presets.TRAIN_KWARGS[env_name]["episode_length"]):
         act_rng, rng = jax.random.split(rng)
         action, _ = jit_inference_fn(state.obs, act_rng)
         state = jit_step(state, action)

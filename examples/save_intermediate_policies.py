@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         model.save_params(path, params)
         saved.append(path)
 
-    config = presets.PRESETS[env_name]
+    config = presets.TRAIN_KWARGS[env_name]
     env = envs.get_environment(env_name)
     make_inference_fn, _, metrics = ppo.train(env, policy_params_fn=save_policy, **config)
     print(f"saved {len(saved)} policies in {out}; final eval reward {metrics['eval/episode_reward']:.1f}")

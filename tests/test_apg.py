@@ -148,12 +148,17 @@ BRAX_SIGNATURE = [
 ]
 
 
+# After Brax's: what Brax's PPO has and its APG lacks (callbacks at every epoch, checkpoints), all with defaults that
+# change nothing, so Brax's calls keep their meaning.
+EXTENSIONS = ["policy_params_fn", "save_checkpoint_path", "restore_checkpoint_path", "max_to_keep"]
+
+
 def test_train_has_brax_0_14_2_signature():
     parameters = inspect.signature(apg.train).parameters
-    assert [(name, p.default) for name, p in parameters.items() if name != "progress_fn"] == [
-        entry for entry in BRAX_SIGNATURE if entry[0] != "progress_fn"
-    ]
-    assert list(parameters) == [name for name, _ in BRAX_SIGNATURE]
+    brax = [(name, p.default) for name, p in parameters.items() if name not in ("progress_fn", *EXTENSIONS)]
+    assert brax == [entry for entry in BRAX_SIGNATURE if entry[0] != "progress_fn"]
+    assert list(parameters) == [name for name, _ in BRAX_SIGNATURE] + EXTENSIONS
+    assert [parameters[name].default for name in EXTENSIONS[1:]] == [None, None, None]
     networks_parameters = inspect.signature(apg_networks.make_apg_networks).parameters
     assert list(networks_parameters) == [
         "observation_size",

@@ -17,6 +17,7 @@ from cli_runner import error_text as _error_text
 from PIL import Image
 
 from brax_bridge_app import (
+    algorithms,
     bench,
     configuration,
     envinfo,
@@ -39,9 +40,9 @@ def test_envs_table_without_compiling_physics(caplog):
         result = invoke("envs", "fast", "inverted_pendulum")
     assert result.exit_code == 0, result.output
     rows = {line.split("│")[1].strip(): [c.strip() for c in line.split("│")[2:-1]]
-            for line in result.output.splitlines() if line.count("│") == 6}
-    assert rows["fast"] == ["2", "1", "100", "0.02"]
-    assert rows["inverted_pendulum"] == ["4", "1", "1000", "0.04"]
+            for line in result.output.splitlines() if line.count("│") == 7}
+    assert rows["fast"] == ["2", "1", "100", "0.02", "yes"]
+    assert rows["inverted_pendulum"] == ["4", "1", "1000", "0.04", "yes"]
     compiled = [r.getMessage() for r in caplog.records if r.getMessage().startswith("Compiling")]
     assert not [m for m in compiled if "reset" in m or "step" in m], compiled  # sizes come from eval_shape only
 
@@ -59,6 +60,44 @@ def test_the_command_leaves_its_objects_to_reference_counting_at_exit():
     assert done.returncode == 0, done.stderr[-3000:]
     assert "fast" in done.stdout
     assert int(done.stdout.split()[-1]) > 10_000, done.stdout[-500:]  # the frameworks' objects, not a handful
+
+
+LOOPING_ENV = """
+import jax
+import jax.numpy as jnp
+from brax_core.envs import Env, State
+
+
+class Looping(Env):
+    def reset(self, rng):
+        obs = jnp.zeros(2, jnp.float32)
+        return State(pipeline_state=obs, obs=obs, reward=jnp.zeros(()), done=jnp.zeros(()))
+
+    def step(self, state, action):
+        # a loop whose length depends on the state: JAX has no reverse pass for it
+        obs = jax.lax.while_loop(lambda x: x[0] < 1.0, lambda x: x + 0.5 + action, state.obs)
+        return state.replace(pipeline_state=obs, obs=obs, reward=jnp.sum(obs))
+
+    @property
+    def observation_size(self):
+        return 2
+
+    @property
+    def action_size(self):
+        return 2
+"""
+
+
+def test_envs_says_which_envs_differentiate_and_why_one_does_not(tmp_path, monkeypatch):
+    (tmp_path / "looping.py").write_text(LOOPING_ENV)
+    monkeypatch.chdir(tmp_path)
+    result = invoke("envs", "reacher", "looping.py:Looping")
+    assert result.exit_code == 0, result.output
+    rows = {line.split("│")[1].strip(): line.split("│")[-2].strip()
+            for line in result.output.splitlines() if line.count("│") == 7}
+    assert rows["reacher"] == "yes" and list(rows.values())[-1] == "no"
+    text = " ".join(result.output.split())
+    assert "Looping: APG and SHAC cannot train it" in text and "while_loop" in text
 
 
 def test_envs_lists_every_registered_env(monkeypatch):
@@ -446,8 +485,12 @@ def test_a_placement_off_jaxs_default_device_sets_it(monkeypatch):
         assert jax.config.jax_default_device == placement.jax_device == jax.devices("cpu")[0]
 
 
-def test_the_trainers_are_the_schemas_and_an_unknown_one_is_named():
-    assert tuple(trainers.TRAINERS) == tuple(hparams.TRAINERS) == ("jax", "torch")
-    assert {name: t.name for name, t in trainers.TRAINERS.items()} == {"jax": "jax", "torch": "torch"}
-    with pytest.raises(hparams.HParamError, match="--trainer must be one of: jax, torch; got 'tf'"):
-        trainers.get("tf")
+def test_every_algorithm_has_its_trainers_and_an_unknown_one_is_named():
+    expected = [(algo, trainer) for algo in algorithms.ALGOS for trainer in hparams.TRAINERS
+                if trainer in algorithms.TRAINERS_OF[algo]]
+    assert sorted(trainers.TRAINERS) == sorted(expected)
+    assert all((t.algo, t.name) == key for key, t in trainers.TRAINERS.items())
+    with pytest.raises(hparams.HParamError, match="--trainer must be one of jax, torch with --algo ppo; got 'tf'"):
+        trainers.get("ppo", "tf")
+    with pytest.raises(hparams.HParamError, match="--trainer must be one of torch with --algo shac; got 'jax'"):
+        trainers.get("shac", "jax")

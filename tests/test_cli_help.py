@@ -25,7 +25,7 @@ from cli_runner import invoke
 from typer.main import get_command
 
 import brax_bridge
-from brax_bridge_app import cli, config_files, helpformat, hparams
+from brax_bridge_app import algorithms, cli, config_files, flags, helpformat, hparams
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -196,18 +196,29 @@ def test_each_command_speaks_of_what_it_does():
     assert "trainer and seed are not used" in entries["compare"]["--config FILE"]
 
 
-def test_hyperparameter_defaults_say_the_presets_and_pythons_where_it_differs():
+def test_hyperparameter_defaults_say_each_algorithms_and_pythons_where_it_differs():
+    """Every flag's default is the one each algorithm that takes it really starts from (the preset's, else the
+    command line's), with Python's beside it where that differs; a flag of some algorithms says which."""
     entries = _entries(_help("train", 120))
-    python = hparams.schema.defaults()
     for spec in hparams.FIELDS:
         (help_text,) = [text for head, text in entries.items() if head.split()[0] == spec.flag]
         assert "[default: the preset's, else " in help_text, spec.flag
-        differs = spec.name in hparams.COMMAND_LINE_DEFAULTS and python.get(spec.name, hparams.default(spec.name)) \
-            != hparams.default(spec.name)
-        assert (f"in Python: {spec.name}=" in help_text) == differs, spec.flag
+        takers = algorithms.algos_of(spec.name)
+        for algo in takers:
+            shown = flags.flag_value(hparams.spec_of(spec.name, algo), algorithms.default(algo, spec.name))
+            assert shown in help_text, (spec.flag, algo, shown)
+        if takers != algorithms.ALGOS:
+            assert f"(--algo {'|'.join(takers)})" in help_text, spec.flag
+        python = {algo: algorithms.CONFIGS[algo].defaults() for algo in takers}  # num_timesteps has none
+        differs = [algo for algo in takers if spec.name in algorithms.COMMAND_LINE_DEFAULTS[algo]
+                   and spec.name in python[algo] and python[algo][spec.name] != algorithms.default(algo, spec.name)]
+        assert (f"in Python: {spec.name}=" in help_text) == bool(differs), spec.flag
     deterministic = next(text for head, text in entries.items() if head.startswith("--deterministic-eval"))
-    assert deterministic.endswith("[default: the preset's, else --deterministic-eval; in Python: "
-                                  "deterministic_eval=False]")
+    assert deterministic.endswith("[default: the preset's, else --deterministic-eval (ppo), --no-deterministic-eval "
+                                  "(apg, shac); in Python: deterministic_eval=False (ppo)]")
+    num_envs = next(text for head, text in entries.items() if head.startswith("--num-envs"))
+    assert num_envs.endswith("[default: the preset's, else 2048 (ppo), 64 (apg, shac); in Python: num_envs=1 (ppo, "
+                             "apg)]")
     (keep,) = [text for head, text in entries.items() if head == "--max-to-keep INT|all"]
     assert "an integer >= 1, or all" in keep
 

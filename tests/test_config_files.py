@@ -7,7 +7,7 @@ import re
 import pytest
 from cli_runner import TINY, error_text, invoke
 
-from brax_bridge_app import config_files, hparams, rundir
+from brax_bridge_app import algorithms, config_files, rundir
 from brax_core.training.agents.ppo.config import SECTIONS
 
 
@@ -30,7 +30,7 @@ def test_a_runs_config_json_round_trips_with_flag_overrides(tmp_path):
                     "--num-evals", "2")
     assert result.exit_code == 0, result.output
     before, after = _config(first), _config(second)
-    assert list(before)[:4] == list(SECTIONS)  # the config's sections, then what the folder records
+    assert list(before)[:5] == ["algo", *SECTIONS]  # the algorithm, its config's sections, then the records
     assert (after["env"]["name"], after["run"]["trainer"], after["run"]["seed"]) == ("fast", "torch", 2)
     assert after["run"]["preset"] == before["run"]["preset"] == "fast"
     # everything else as written
@@ -73,7 +73,7 @@ def test_a_yaml_file_as_a_person_writes_it(tmp_path):
     assert values["num_envs"] == 8 and values["batch_size"] == 8 and values["num_minibatches"] == 2  # flag, file
     assert values["learning_rate"] == 3e-4 and values["activation"] == "tanh" and values["max_to_keep"] is None
     assert values["policy_hidden_layer_sizes"] == [8, 8] and values["value_hidden_layer_sizes"] == [8, 8]
-    assert set(values) == set(hparams.BY_NAME) | {"name", "seed", "trainer", "device", "preset"}
+    assert set(values) == set(algorithms.command_line_fields("ppo")) | {"name", "seed", "trainer", "device", "preset"}
     summary = json.loads((run_dir / rundir.SUMMARY).read_text())
     assert summary["status"] == "completed" and summary["env_steps"] >= 800
 
@@ -82,7 +82,7 @@ def test_a_yaml_file_as_a_person_writes_it(tmp_path):
     ("text", "args", "message"),
     [
         ("env: fast\nnum_env: 8\n", [], r"unknown key 'num_env' \(did you mean 'num_envs'\?\) for train; accepted "
-                                         r"keys: env, trainer, seed, preset, device, algorithm, network, run, "
+                                         r"keys: env, algo, trainer, seed, preset, device, algorithm, network, run, "
                                          r"episode_length, action_repeat"),
         ("env: fast\nseeds: [0, 1]\n", [], "unknown key 'seeds' .*for train"),
         ("env: fast\nhyperparameters:\n  num_envs: 2\n", [], "unknown key 'hyperparameters'.* for train"),

@@ -11,6 +11,8 @@ run in order in a folder of their own. To pay for importing JAX and torch only o
 into ``_SHARDS`` groups, each run in one fresh interpreter; a traceback names the page and its line.
 """
 
+import ast
+import importlib
 import importlib.util
 import json
 import os
@@ -271,6 +273,7 @@ def test_runnable_blocks_run(shard, tmp_path):
                 blocks.append(block)
         pages.append({"name": name, "blocks": blocks})
     ran = sum(len(page["blocks"]) for page in pages)
+    assert ran or skipped, f"shard {shard} of {_SHARDS} holds no runnable block: nothing here would catch a broken page"
     if ran:
         done = subprocess.run(
             [sys.executable, "-c", _RUNNER], input=json.dumps(pages), cwd=tmp_path, capture_output=True, text=True,
@@ -283,3 +286,49 @@ def test_runnable_blocks_run(shard, tmp_path):
         pytest.skip(f"{ran} runnable blocks passed; not run, for want of optional extras (make test installs "
                     f"them): {'; '.join(skipped)}")
 
+
+
+OUR_PACKAGES = ("brax_core", "brax_bridge", "torch_ppo", "torch_analytic", "brax_bridge_app")
+
+
+def _imports_of(code: str) -> list[tuple[str, str | None]]:
+    """``(module, name)`` for each ``from module import name`` and ``(module, None)`` for each ``import module``."""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:  # a fragment with elisions (``...`` among arguments): its import lines alone
+        lines = [line.strip() for line in code.splitlines() if line.startswith(("import ", "from "))]
+        tree = ast.parse("\n".join(lines))
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [(alias.name, None) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            found += [(node.module, alias.name) for alias in node.names]
+    return found
+
+
+def test_the_illustrative_blocks_import_what_exists():
+    """An illustrative block is not run (it needs a GPU, a user's files or minutes), but every name it imports from
+    this library exists: a renamed or removed API fails here."""
+    checked, broken = 0, []
+    for page in _pages():
+        name = str(page.relative_to(ROOT))
+        for block in code_blocks(page.read_text(encoding="utf-8"), name):
+            if block["language"] != "python" or block["marker"] != "illustrative":
+                continue
+            for module, attribute in _imports_of(block["code"]):
+                if module.split(".")[0] not in OUR_PACKAGES:
+                    continue
+                checked += 1
+                try:
+                    imported = importlib.import_module(module)
+                except ImportError as err:
+                    broken.append(f"{name}:{block['line']}: import {module}: {err}")
+                    continue
+                if attribute is not None and not hasattr(imported, attribute):
+                    try:
+                        importlib.import_module(f"{module}.{attribute}")
+                    except ImportError:
+                        broken.append(f"{name}:{block['line']}: {module} has no {attribute}")
+    assert checked > 20, checked
+    assert not broken, "\n".join(broken)

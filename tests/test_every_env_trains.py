@@ -138,7 +138,7 @@ def test_jax_trainer_trains_evaluates_and_checkpoints(name, tmp_path):
 # steps and the last evaluation scored 1000 (one run 939.8).
 LEARN = {
     k: v
-    for k, v in presets.PRESETS["inverted_pendulum"].items()
+    for k, v in presets.TRAIN_KWARGS["inverted_pendulum"].items()
     if k not in ("num_timesteps", "num_evals", "network_factory")
 }
 LEARN_STEPS = 245_760
@@ -162,7 +162,7 @@ def _learning_check(train_fn, **kwargs) -> list[float]:
 
 
 def test_jax_trainer_learns_inverted_pendulum():
-    rewards = _learning_check(ppo.train, network_factory=presets.PRESETS["inverted_pendulum"]["network_factory"])
+    rewards = _learning_check(ppo.train, network_factory=presets.TRAIN_KWARGS["inverted_pendulum"]["network_factory"])
     assert rewards[-1] >= 900, rewards
 
 
@@ -177,7 +177,8 @@ def test_torch_trainer_learns_inverted_pendulum():
 # other two, so one untrained policy beats another by more than the required gain of 75 in about 3% of pairs. Trained
 # over seeds 0-3, each gained 80-216 over its own untrained policy (seed 0: JAX 19.6 -> 163.8, torch 13.0 -> 121.0).
 LOCOMOTION = {
-    k: v for k, v in presets.PRESETS["hopper"].items() if k not in ("num_timesteps", "num_evals", "network_factory")
+    k: v for k, v in presets.TRAIN_KWARGS["hopper"].items()
+    if k not in ("num_timesteps", "num_evals", "network_factory")
 }
 LOCOMOTION_GAIN = 75.0
 
@@ -198,7 +199,8 @@ def _locomotion_rewards(train_fn, **kwargs) -> tuple[float, float]:
 
 
 def test_jax_trainer_gains_reward_on_hopper():
-    untrained, trained = _locomotion_rewards(ppo.train, network_factory=presets.PRESETS["hopper"]["network_factory"])
+    factory = presets.TRAIN_KWARGS["hopper"]["network_factory"]
+    untrained, trained = _locomotion_rewards(ppo.train, network_factory=factory)
     assert trained > untrained + LOCOMOTION_GAIN, (untrained, trained)
 
 

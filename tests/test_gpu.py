@@ -187,7 +187,7 @@ import json, sys
 import jax, torch
 from torch_ppo import arguments, distributed
 from torch_ppo.train import DEFAULTS
-from torch_ppo.trainer import TorchRun
+from torch_ppo.trainer import TorchPPOBackend
 
 assert jax.default_backend() == "gpu", jax.default_backend()
 compile_update = sys.argv[1] == "compiled"
@@ -197,7 +197,7 @@ given = dict(DEFAULTS,
     torch_compile=compile_update, policy_hidden_layer_sizes=(32, 32), value_hidden_layer_sizes=(64, 64), seed=1)
 device = arguments.resolve_device(None, "ant")
 dist = distributed.setup(device)
-trainer = TorchRun(arguments.parse(given, device, dist.world_size), dist)
+trainer = TorchPPOBackend(arguments.parse(given, device, dist.world_size), dist)
 trainer.build_envs()
 trainer.update(trainer.collect())  # compiles
 torch.cuda.synchronize()

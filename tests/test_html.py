@@ -149,7 +149,8 @@ def test_video_frames_are_drawn_and_saved_as_a_gif(pendulum, tmp_path):
     _require_rendering()
     pixels = image.render_array(sys, frames[:3], height=48, width=64)
     assert pixels.shape == (3, 48, 64, 3) and pixels.dtype == np.uint8
-    assert pixels.max() > 0  # something was drawn
+    # the scene was drawn: shaded bodies over a floor and sky give many colours, where a blank or cleared frame has one
+    assert all(len(np.unique(frame.reshape(-1, 3), axis=0)) > 20 for frame in pixels)
     assert not np.array_equal(pixels[0], pixels[2])  # the pendulum moved between the frames
     path = image.save_video(tmp_path / "a.gif", pixels, fps=25)
     from PIL import Image
@@ -192,7 +193,8 @@ def test_pipeline_env_renders_a_trajectory_as_brax_does(pendulum):
     env = envs.get_environment("inverted_pendulum")
     _require_rendering()
     pixels = env.render(frames[:2], height=32, width=40)
-    assert pixels.shape == (2, 32, 40, 3) and pixels.dtype == np.uint8 and pixels.max() > 0
+    assert pixels.shape == (2, 32, 40, 3) and pixels.dtype == np.uint8
+    assert all(len(np.unique(frame.reshape(-1, 3), axis=0)) > 20 for frame in pixels)  # a drawn scene
     np.testing.assert_array_equal(pixels, image.render_array(env.sys, frames[:2], height=32, width=40))
     with pytest.raises(ValueError, match="camera 'nope' is not in the model"):
         env.render(frames[:1], camera="nope")

@@ -128,7 +128,7 @@ def _train_fast(trainer: str, tiny: dict, iterations: int, report_every: int, pr
 
 def _ppo_iterations(trainer: str, iterations: int) -> list[tuple[int, int]]:
     """Footprints at every report of a ``fast`` run reporting after each training step."""
-    tiny = {k: v for k, v in presets.PRESETS["fast"].items() if k not in ("num_timesteps", "num_evals")}
+    tiny = {k: v for k, v in presets.TRAIN_KWARGS["fast"].items() if k not in ("num_timesteps", "num_evals")}
     footprints = []
 
     def progress(_, metrics):
@@ -148,14 +148,14 @@ def test_ppo_iterations_keep_nothing(trainer):
 def test_torch_ppo_train_frees_its_trainer_without_the_garbage_collector():
     """A trainer that held itself through a reference cycle would keep its envs' JAX state (and under DDP its
     process group) alive after ``train`` returns, until the cyclic collector happened to run."""
-    from torch_ppo.trainer import TorchRun
+    from torch_ppo.trainer import TorchPPOBackend
 
-    tiny = {k: v for k, v in presets.PRESETS["fast"].items() if k not in ("num_timesteps", "num_evals")}
+    tiny = {k: v for k, v in presets.TRAIN_KWARGS["fast"].items() if k not in ("num_timesteps", "num_evals")}
     gc.collect()
     gc.disable()
     try:
         _train_fast("torch", tiny, 1, 1, lambda *_: None)
-        left = [o for o in gc.get_objects() if isinstance(o, TorchRun)]
+        left = [o for o in gc.get_objects() if isinstance(o, TorchPPOBackend)]
     finally:
         gc.enable()
     assert left == []
@@ -166,7 +166,7 @@ def _long_ppo_run(trainer: str) -> list[tuple[int, float, int, int, int]]:
     ``LONG_RUN_REPORT_EVERY`` iterations of a ``LONG_RUN_ITERATIONS``-iteration ``fast`` run at tiny sizes."""
     # Tiny sizes keep 1,000 iterations within minutes on a CPU; a leak adds per iteration whatever the size.
     sizes = dict(num_envs=8, batch_size=8, num_minibatches=2, unroll_length=5, num_updates_per_batch=1)
-    tiny = {k: v for k, v in presets.PRESETS["fast"].items() if k not in ("num_timesteps", "num_evals")}
+    tiny = {k: v for k, v in presets.TRAIN_KWARGS["fast"].items() if k not in ("num_timesteps", "num_evals")}
     tiny.update(sizes)
     step = tiny["batch_size"] * tiny["num_minibatches"] * tiny["unroll_length"]
     samples = []

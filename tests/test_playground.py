@@ -418,8 +418,8 @@ def test_command_line_trains_and_describes_a_playground_task(tmp_path):
     assert rundir.read_metrics(str(run_dir))[-1]["step"] >= 24
     result = invoke("envs", "playground:CartpoleSwingup")
     assert result.exit_code == 0, result.output
-    rows = [[c.strip() for c in line.split("│")[2:-1]] for line in result.output.splitlines() if line.count("│") == 6]
-    assert ["5", "1", "1000", "0.01"] in rows, result.output
+    rows = [[c.strip() for c in line.split("│")[2:-1]] for line in result.output.splitlines() if line.count("│") == 7]
+    assert ["5", "1", "1000", "0.01", "yes"] in rows, result.output
     assert "playground:CheetahRun" in invoke("envs").output
     result = invoke("train", "--env", "playground:Nope")
     assert result.exit_code == 2 and "not a Playground task" in result.output

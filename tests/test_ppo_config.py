@@ -12,10 +12,11 @@ from typer.main import get_command
 from typer.testing import CliRunner
 
 import torch_ppo
-from brax_bridge_app import cli, configuration, hparams
+from brax_bridge_app import algorithms, cli, configuration, hparams
 from brax_core.training import networks
 from brax_core.training.agents.ppo import config as schema
 from brax_core.training.agents.ppo import networks as ppo_networks
+from brax_core.training.agents.ppo import presets as ppo_presets
 from brax_core.training.agents.ppo import train as ppo_train
 from brax_core.training.agents.ppo.config import SPECS, ConfigError, PPOConfig, RunConfig
 
@@ -168,7 +169,9 @@ def test_bad_values_name_the_field_and_what_it_accepts(spec):
         _config(**{"num_timesteps": 10, spec.name: value})
     words, flag_words = ACCEPTED[spec.kind]
     assert info.value.fields == (spec.name,)
-    assert str(info.value).startswith(f"{spec.name} must be ") and str(info.value).endswith(f", got {value!r}")
+    # the field by its place: section and name
+    assert str(info.value).startswith(f"{spec.section}.{spec.name} must be ")
+    assert str(info.value).endswith(f", got {value!r}")
     assert info.value.flag_message.startswith(f"{spec.flag} must be ")
     assert info.value.flag_message.endswith(f"; got {value!r}")
     assert re.search(words, str(info.value)), str(info.value)
@@ -222,13 +225,20 @@ def test_values_are_normalised_and_the_config_is_frozen():
 
 @pytest.mark.parametrize("name", sorted(configuration.presets()))
 def test_every_preset_validates(name):
-    preset = configuration.presets()[name]
-    fields = PPOConfig.from_train_kwargs(preset).flat()
-    for key, value in preset.items():
+    """Each preset is a PPOConfig holding every value of its Brax keywords; the command line's presets are the
+    fields those keywords set."""
+    gpu = name.endswith("-gpu")
+    env = name.removesuffix("-gpu")
+    kwargs = (ppo_presets.GPU_TRAIN_KWARGS if gpu else ppo_presets.TRAIN_KWARGS)[env]
+    instance = (ppo_presets.GPU_PRESETS if gpu else ppo_presets.PRESETS)[env]
+    assert isinstance(instance, PPOConfig) and instance == PPOConfig.from_train_kwargs(kwargs)
+    fields = instance.flat()
+    for key, value in kwargs.items():
         if key != "network_factory":
             assert fields[key] == value
-    for key, value in preset["network_factory"].keywords.items():
+    for key, value in kwargs["network_factory"].keywords.items():
         assert fields[key] == (tuple(value) if key.endswith("sizes") else value)
+    assert configuration.presets()[name] == {key: fields[key] for key in configuration.presets()[name]}
 
 
 def test_train_kwargs_the_schema_cannot_hold_are_refused():
@@ -266,7 +276,9 @@ def test_the_command_line_has_a_flag_per_field_with_its_help():
     assert result.exit_code == 0
     missing = [flag for flag in flags.values() if flag not in result.output]
     assert missing == []
-    assert set(hparams.BY_NAME) == {spec.name for spec in SPECS} - {"seed", *SETTINGS}
+    # one flag per field name of every algorithm's configuration, PPO's among them
+    every = {spec.name for config in algorithms.CONFIGS.values() for spec in config.specs()}
+    assert set(hparams.BY_NAME) == every - {"seed", *SETTINGS} and {spec.name for spec in SPECS} <= every
 
 
 def test_choices_take_any_case_and_brax_enums_and_the_distributional_critic_is_one_setting():

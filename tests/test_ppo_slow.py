@@ -8,7 +8,7 @@ from brax_core.training.agents.ppo import train as ppo
 
 @pytest.mark.slow
 def test_inverted_pendulum_reaches_950_within_two_million_steps():
-    config = dict(presets.PRESETS["inverted_pendulum"])
+    config = dict(presets.TRAIN_KWARGS["inverted_pendulum"])
     assert config["num_timesteps"] <= 2_000_000
     reports = []
     _, _, metrics = ppo.train(

@@ -24,7 +24,8 @@ from brax_core.training.agents.ppo import train as ppo
 # The `fast` preset without its run length: 4 minibatches of 32 unrolls of 10 steps = 1280 env steps per
 # training step. Examples use the same preset, so the whole suite compiles this training step once.
 STEP = 1280
-TINY = {k: v for k, v in presets.PRESETS["fast"].items() if k not in ("num_timesteps", "num_evals", "num_eval_envs")}
+TINY = {k: v for k, v in presets.TRAIN_KWARGS["fast"].items()
+        if k not in ("num_timesteps", "num_evals", "num_eval_envs")}
 assert TINY["batch_size"] * TINY["num_minibatches"] * TINY["unroll_length"] == STEP
 
 

@@ -10,6 +10,7 @@ import pytest
 from brax_core.training.agents.ppo.config import PPOConfig
 from brax_core.training.run import checkpoints
 from brax_core.training.run.driver import RunDriver, training_metrics
+from brax_core.training.run.schedule import plan_run
 
 STEP = 100  # env steps per training step
 
@@ -64,11 +65,22 @@ def _args(log, training_steps, progress_fn=None, save_path="ckpt", restored=None
 
 
 def _driver(backend, args, env_steps=0, **options):
-    return RunDriver(backend, args, make_policy=None, env_steps=env_steps, **options)
+    driver = RunDriver(
+        backend, num_evals=args.hp.run.num_evals, log_training_metrics=args.hp.run.log_training_metrics,
+        progress_fn=args.progress_fn, policy_params_fn=args.policy_params_fn,
+        save_checkpoint_path=args.save_checkpoint_path, restore_checkpoint_path=args.restore_checkpoint_path,
+        make_policy=None, env_steps=env_steps, **options,
+    )
+    driver.hp = args.hp  # what the tests plan the run from
+    return driver
+
+
+def _plan(driver):
+    return plan_run(driver.hp, driver.env_steps, STEP)
 
 
 def _run(driver, **options):
-    return driver.run(driver.plan(STEP), **{"evaluate": True, **options})
+    return driver.run(_plan(driver), **{"evaluate": True, **options})
 
 
 def test_each_epoch_saves_before_the_callbacks_then_evaluates_and_reports():
@@ -88,7 +100,7 @@ def test_training_metrics_are_reported_at_every_call_and_resets_start_segments()
     args = _args(backend.log, 8, num_evals=2, num_resets_per_eval=2, log_training_metrics=True,
                  training_metrics_steps=2 * STEP)  # fmt: skip
     driver = _driver(backend, args)
-    plan = driver.plan(STEP)
+    plan = _plan(driver)
     assert (plan.epochs, plan.segments_per_epoch, plan.calls_per_segment, plan.steps_per_call) == (1, 2, 2, 2)
     driver.run(plan, evaluate=True)
     trained = [entry for entry in backend.log if entry[0] in ("train", "reset", "save", "progress")]
@@ -103,7 +115,7 @@ def test_training_metrics_are_reported_at_every_call_and_resets_start_segments()
 def test_a_resumed_run_continues_the_unbroken_runs_plan_and_evaluation_keys():
     backend = Recorder()
     interval = dict(log_training_metrics=True, training_metrics_steps=3 * STEP)
-    plan = lambda env_steps, **more: _driver(backend, _args([], 12, **interval, **more), env_steps).plan(STEP)  # noqa: E731
+    plan = lambda env_steps, **more: _plan(_driver(backend, _args([], 12, **interval, **more), env_steps))  # noqa: E731
     unbroken, resumed = plan(0), plan(3 * STEP)
     assert resumed.steps_per_call == unbroken.steps_per_call == 3
     assert list(resumed.calls()) == list(unbroken.calls())[1:]
@@ -117,7 +129,7 @@ def test_a_resumed_run_continues_the_unbroken_runs_plan_and_evaluation_keys():
     assert backend.log[:2] == [("evaluate", 0), ("progress", 600, True)]  # evaluated again where it resumes
     assert ("save", 600) not in backend.log and driver.env_steps == 12 * STEP
     # Another batch size: the count lies between training steps, and the rest is planned as a run of its own.
-    odd = _driver(backend, _args([], 12), 250).plan(STEP)
+    odd = _plan(_driver(backend, _args([], 12), 250))
     assert odd.calls_done == 0 and odd.epochs * odd.calls_per_epoch * odd.steps_per_call == 10
 
 

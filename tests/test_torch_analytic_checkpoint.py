@@ -89,7 +89,7 @@ def test_resuming_with_other_settings_or_from_a_changed_file_is_refused(tmp_path
     step_dir = checkpoints.resolve(tmp_path / "run")
     built = []
     monkeypatch.setattr(common, "TorchEnv", lambda *a, **k: built.append(a))  # nothing may be built before the checks
-    with pytest.raises(ValueError, match=r"saved with other settings \(horizon_length: saved 4, now 8\)"):
+    with pytest.raises(ValueError, match=r"with other settings \(horizon_length: 4 in the checkpoint, 8 requested\)"):
         apg.train(Drift(), **{**RUN, "num_evals": 2, "policy_updates": 2, "horizon_length": 8},
                   restore_checkpoint_path=step_dir)
     with pytest.raises(ValueError, match="is of apg, not of shac: restore it with torch_analytic.apg.train"):

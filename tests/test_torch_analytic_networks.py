@@ -37,7 +37,7 @@ def test_a_wrong_module_or_own_options_beside_a_factory_are_refused():
         apg.train(Drift(), **SHORT, network_factory=wrong)
     with pytest.raises(ValueError, match="hidden_layer_sizes configure the trainer's own networks"):
         apg.train(Drift(), **SHORT, network_factory=factory, hidden_layer_sizes=(8,))
-    with pytest.raises(ValueError, match="actor_hidden_layer_sizes, layer_norm configure the trainer's own networks"):
-        shac.train(Drift(), **SHORT, network_factory=factory, actor_hidden_layer_sizes=(8,), layer_norm=False)
+    with pytest.raises(ValueError, match="layer_norm, policy_hidden_layer_sizes configure the trainer.s own networks"):
+        shac.train(Drift(), **SHORT, network_factory=factory, policy_hidden_layer_sizes=(8,), layer_norm=False)
     with pytest.raises(TypeError, match="network_factory must be a callable"):
         shac.train(Drift(), **SHORT, network_factory="mlp")

@@ -14,12 +14,12 @@ import torch
 import torch_ppo
 from brax_core.training.agents.ppo import presets
 from torch_ppo import arguments, compiled_update, distributed, update
-from torch_ppo.trainer import TorchRun
+from torch_ppo.trainer import TorchPPOBackend
 
 # The `fast` preset with its networks, two SGD passes and no evaluation.
 _NOT_SIZES = ("num_timesteps", "num_eval_envs", "network_factory")
 TINY = {
-    **{k: v for k, v in presets.PRESETS["fast"].items() if k not in _NOT_SIZES},
+    **{k: v for k, v in presets.TRAIN_KWARGS["fast"].items() if k not in _NOT_SIZES},
     **presets.network_kwargs("fast"),
     "num_updates_per_batch": 2,
     "num_evals": 0,
@@ -28,7 +28,7 @@ TINY = {
 STEP = TINY["batch_size"] * TINY["num_minibatches"] * TINY["unroll_length"]  # env steps of one training step
 
 
-def _trainer(torch_compile, **overrides) -> TorchRun:
+def _trainer(torch_compile, **overrides) -> TorchPPOBackend:
     defaults = {
         name: p.default
         for name, p in inspect.signature(torch_ppo.train).parameters.items()
@@ -37,17 +37,18 @@ def _trainer(torch_compile, **overrides) -> TorchRun:
     kw = {**defaults, "environment": "fast", "num_timesteps": STEP, **TINY, "torch_compile": torch_compile}
     kw.update(overrides)
     device = torch.device("cpu")
-    trainer = TorchRun(arguments.parse(kw, device, 1), distributed.DistributedContext())
+    trainer = TorchPPOBackend(arguments.parse(kw, device, 1), distributed.DistributedContext())
     trainer.build_envs()
     return trainer
 
 
-def _one_training_step(trainer: TorchRun) -> dict[str, float]:
+def _one_training_step(trainer: TorchPPOBackend) -> dict[str, float]:
     trainer.train(1)
     return trainer.training_metrics()
 
 
-def _assert_same_update(eager: TorchRun, compiled: TorchRun, eager_metrics, compiled_metrics, atol=1e-5) -> None:
+def _assert_same_update(eager: TorchPPOBackend, compiled: TorchPPOBackend, eager_metrics, compiled_metrics,
+                        atol=1e-5) -> None:
     before = _trainer(False).modules.state_dict()  # the seed's initial weights
     for key, value in eager.modules.state_dict().items():
         torch.testing.assert_close(compiled.modules.state_dict()[key], value, rtol=0, atol=atol, msg=key)

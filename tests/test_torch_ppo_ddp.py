@@ -81,7 +81,7 @@ def _trainer(rank: int | None, torch_compile: bool = False):
     """A torch_ppo trainer with UPDATE_CONFIG (``rank`` None: one process), its SGD draws fixed by ``_draws``."""
     import torch_ppo
     from torch_ppo import arguments, distributed
-    from torch_ppo.trainer import TorchRun
+    from torch_ppo.trainer import TorchPPOBackend
 
     defaults = {
         name: p.default
@@ -92,7 +92,7 @@ def _trainer(rank: int | None, torch_compile: bool = False):
     device = torch.device("cpu")
     ctx = distributed.setup(device)
     assert ctx.world_size == (1 if rank is None else WORLD)
-    trainer = TorchRun(arguments.parse(kw, device, ctx.world_size), ctx)
+    trainer = TorchPPOBackend(arguments.parse(kw, device, ctx.world_size), ctx)
     orders, noise = _draws()
     passes, minibatches = iter(orders), iter(noise)
     batch = UPDATE_CONFIG["batch_size"] // WORLD

@@ -22,7 +22,7 @@ from torch_ppo.evaluation import BridgeEvaluator, JaxEvaluator
 from torch_ppo.networks import PPOModules
 
 _NOT_TRAINER_SIZE = ("num_timesteps", "num_evals", "num_eval_envs", "network_factory")
-TINY = {k: v for k, v in presets.PRESETS["fast"].items() if k not in _NOT_TRAINER_SIZE}
+TINY = {k: v for k, v in presets.TRAIN_KWARGS["fast"].items() if k not in _NOT_TRAINER_SIZE}
 NETS = {k: v for k, v in presets.network_kwargs("fast").items() if k != "activation"}
 STEP = TINY["batch_size"] * TINY["num_minibatches"] * TINY["unroll_length"]
 

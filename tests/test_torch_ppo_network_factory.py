@@ -18,7 +18,8 @@ from torch_ppo.networks import PPOModules
 from torch_ppo.params import make_inference_fn, params_of
 
 # The `fast` preset's training sizes (1280 env steps per training step), without its networks.
-TINY = {k: v for k, v in presets.PRESETS["fast"].items() if k not in ("num_timesteps", "num_evals", "network_factory")}
+TINY = {k: v for k, v in presets.TRAIN_KWARGS["fast"].items()
+        if k not in ("num_timesteps", "num_evals", "network_factory")}
 STEP = 1280
 
 
@@ -156,8 +157,8 @@ def test_a_custom_network_is_refused_by_every_transfer_to_jax_and_sees_flat_batc
 
 # Every preset, JAX recipe and GPU recipe, sized down to `fast`'s training (what the preset's networks are stays).
 _FAST_SIZED = dict(TINY, num_timesteps=STEP, num_evals=2, num_eval_envs=4)
-_ALL_PRESETS = [("PRESETS", name) for name in sorted(presets.PRESETS)] + [
-    ("GPU_PRESETS", name) for name in sorted(presets.GPU_PRESETS)
+_ALL_PRESETS = [("TRAIN_KWARGS", name) for name in sorted(presets.TRAIN_KWARGS)] + [
+    ("GPU_TRAIN_KWARGS", name) for name in sorted(presets.GPU_TRAIN_KWARGS)
 ]
 
 
@@ -175,7 +176,7 @@ def test_every_preset_trains_with_torch_ppo_in_one_call(table, name):
 
 
 def test_the_jax_factory_conflicting_with_an_argument_is_refused():
-    factory = presets.PRESETS["fast"]["network_factory"]
+    factory = presets.TRAIN_KWARGS["fast"]["network_factory"]
     with pytest.raises(ValueError, match=r"policy_hidden_layer_sizes=\(4,\) differs from network_factory's"):
         torch_ppo.train("fast", network_factory=factory, policy_hidden_layer_sizes=(4,), **_FAST_SIZED)
     foreign = functools.partial(ppo_networks.make_ppo_networks, layer_norm=True)

@@ -18,7 +18,7 @@ from tensordict import TensorDict
 import torch_ppo
 from torch_ppo import arguments, distributed
 from torch_ppo.losses import compute_gae
-from torch_ppo.trainer import TorchRun
+from torch_ppo.trainer import TorchPPOBackend
 from torch_ppo.update import loss_config
 
 ENV = "inverted_pendulum"
@@ -55,10 +55,10 @@ def _defaults(fn) -> dict:
     }
 
 
-def _trainer(overrides: dict) -> TorchRun:
+def _trainer(overrides: dict) -> TorchPPOBackend:
     kw = {**_defaults(torch_ppo.train), "environment": ENV, "num_timesteps": 1, **CONFIG, **overrides}
     device = torch.device("cpu")
-    return TorchRun(arguments.parse(kw, device, 1), distributed.setup(device))
+    return TorchPPOBackend(arguments.parse(kw, device, 1), distributed.setup(device))
 
 
 def _reference_update(trainer, data: TensorDict) -> None:
@@ -225,7 +225,7 @@ def _assert_same_parameters(jax_state, modules, start) -> None:
 def test_both_trainers_updates_give_the_same_parameters_from_the_same_batch():
     """The two trainers' own update functions, not a reference loop: the JAX trainer's ``make_ppo_update`` with the
     optimizer (Adam after global-norm clipping), loss and normaliser update ``train`` builds, and torch_ppo's
-    ``TorchRun.update``, on one batch from the same weights, with the JAX update's minibatch orders and entropy
+    ``TorchPPOBackend.update``, on one batch from the same weights, with the JAX update's minibatch orders and entropy
     samples. Both must end with the same normaliser and parameters."""
     import jax
     import jax.numpy as jnp

@@ -11,6 +11,8 @@ import torch
 
 from brax_bridge import TorchEnv
 from brax_core.envs import Env, State
+from brax_core.training.config import ConfigError
+from brax_core.training.run import checkpoints
 from torch_analytic import common, shac
 from torch_analytic.networks import APGPolicy, SHACCritic
 
@@ -238,8 +240,8 @@ def test_a_seeded_run_repeats_itself_and_its_policy_acts_in_bounds():
         num_eval_envs=4,
         critic_iterations=2,
         num_critic_batches=2,
-        actor_hidden_layer_sizes=(16,),
-        critic_hidden_layer_sizes=(16,),
+        policy_hidden_layer_sizes=(16,),
+        value_hidden_layer_sizes=(16,),
     )
     make_policy, policy, metrics = shac.train(**arguments, seed=7)
     _, _, again = shac.train(**arguments, seed=7)
@@ -261,12 +263,12 @@ def test_a_seeded_run_repeats_itself_and_its_policy_acts_in_bounds():
     [
         (dict(horizon_length=0), "horizon_length must be a positive integer"),
         (dict(td_lambda=1.5), r"td_lambda must be <= 1.0"),
-        (dict(gamma=-1), r"gamma must be >= 0.0"),
+        (dict(discounting=-1), r"discounting must be >= 0.0"),
         (dict(critic_iterations=0), "critic_iterations must be a positive integer"),
         (dict(num_critic_batches=100, horizon_length=4, num_envs=2), r"num_critic_batches \(100\) must be at most"),
         (dict(target_critic_alpha=2.0), "target_critic_alpha must be"),
-        (dict(lr_schedule="cosine"), "lr_schedule must be one of 'linear', 'constant'"),
-        (dict(critic_hidden_layer_sizes=(64, 0)), "critic_hidden_layer_sizes must be a sequence of positive"),
+        (dict(learning_rate_schedule="cosine"), "learning_rate_schedule must be one of .linear., .constant."),
+        (dict(value_hidden_layer_sizes=(64, 0)), "value_hidden_layer_sizes must be a sequence of positive"),
         (dict(activation="no_such_activation"), "activation must be a callable or one of"),
         (dict(environment="no_such_env"), "no_such_env"),
         (dict(progress_fn=lambda: None), "progress_fn"),
@@ -280,3 +282,35 @@ def test_bad_arguments_are_named_before_any_env_is_built(monkeypatch, changes, m
     arguments = {"environment": Glide(), "episode_length": 10, "policy_updates": 2, **changes}
     with pytest.raises((ValueError, TypeError), match=message):
         shac.train(**arguments)
+
+
+def test_the_adaptive_horizon_follows_ahacs_rule_and_stays_within_its_bounds():
+    horizon = shac.AdaptiveHorizon(minimum=4, maximum=16, learning_rate=0.5, dual_learning_rate=0.1)
+    assert horizon.steps() == 4 and float(horizon.dual) == 0.0
+    returns = torch.tensor([8.0, 16.0])  # mean(R / H) = 3 at H = 4, no dual yet: H grows by 0.5 * 3
+    horizon.update(returns)
+    assert float(horizon.horizon) == pytest.approx(5.5) and float(horizon.dual) == pytest.approx(0.15)
+    horizon.update(torch.tensor([1e6, 1e6]))  # a large return pushes it to its maximum, and no further
+    assert float(horizon.horizon) == 16.0 and horizon.steps() == 16
+    for _ in range(200):  # the dual grows while H is above its minimum, and brings it down with no return to gain
+        horizon.update(torch.zeros(2))
+    assert float(horizon.horizon) == 4.0
+    assert set(dict(horizon.named_buffers())) == {"horizon", "dual"}  # what a checkpoint keeps
+
+
+def test_shac_with_the_adaptive_horizon_counts_env_steps_as_without_and_resumes_exactly(tmp_path):
+    arguments = dict(environment=Glide(), episode_length=10, policy_updates=4, horizon_length=8, num_envs=4,
+                     num_evals=3, num_eval_envs=4, critic_iterations=2, num_critic_batches=2, adaptive_horizon=True,
+                     horizon_min=2, horizon_learning_rate=0.5)
+    reports = []
+    _, policy, metrics = shac.train(**arguments, save_checkpoint_path=tmp_path / "run",
+                                    progress_fn=lambda epoch, m: reports.append(m))
+    assert 2.0 <= metrics["training/horizon"] <= 8.0
+    assert checkpoints.latest_step(tmp_path / "run") == 4 * 4 * 8  # env steps as a fixed horizon's
+    first = checkpoints.step_directories(tmp_path / "run")[0]
+    _, resumed, again = shac.train(**arguments, restore_checkpoint_path=first)
+    for (name, a), (_, b) in zip(policy.state_dict().items(), resumed.state_dict().items(), strict=True):
+        assert torch.equal(a, b), name
+    assert again["training/horizon"] == metrics["training/horizon"]
+    with pytest.raises(ConfigError, match=r"horizon_min \(9\) must be at most the policy steps"):
+        shac.train(**{**arguments, "horizon_min": 9})

@@ -28,7 +28,8 @@ from torch_ppo import checkpoint as torch_checkpoint
 from torch_ppo.params import TorchPPOParams
 
 STEP = 1280  # 4 minibatches of 32 unrolls of 10 steps
-TINY = {k: v for k, v in presets.PRESETS["fast"].items() if k not in ("num_timesteps", "num_evals", "num_eval_envs")}
+TINY = {k: v for k, v in presets.TRAIN_KWARGS["fast"].items()
+        if k not in ("num_timesteps", "num_evals", "num_eval_envs")}
 TINY.pop("network_factory")
 NETS = presets.network_kwargs("fast")
 # 12 training steps in two epochs (evaluations at 0, 6 and 12), reports every 3 steps.

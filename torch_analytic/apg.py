@@ -11,9 +11,9 @@ observation statistics take the unroll's observations. Episode clocks start scra
 spread over the updates. Evaluation is torch_ppo's bridge evaluator: ``eval/*`` metrics as the JAX trainers report.
 
 The algorithm is ``apg_loss`` (one unroll's loss from explicit noise, so it is a pure function of its inputs) and
-``apg_step`` (clipping and Adam); ``train`` checks its arguments, builds the env, policy and optimiser, and runs
-epochs of updates, each followed by a checkpoint and an evaluation, through the run driver both PPO trainers use
-(``torch_analytic.common.run_epochs``).
+``apg_step`` (clipping and Adam); ``train`` turns Brax's keywords into an ``APGConfig`` (the JAX APG's), and
+``train_from_config`` builds the env, policy and optimiser and runs epochs of updates, each followed by a checkpoint
+and an evaluation, through the run driver every trainer shares (``torch_analytic.common.run``).
 """
 
 from __future__ import annotations
@@ -25,27 +25,12 @@ from typing import Any
 import torch
 
 from brax_bridge import TorchEnv
-from brax_core.training import resume
-from brax_core.training import validation as v
-from brax_core.training.agents.apg.arguments import adam_betas, updates_per_epoch
-from torch_analytic import checkpoint
-from torch_analytic.common import (
-    EpochBackend,
-    build_envs,
-    check_environment,
-    ignore,
-    make_policy,
-    run_epochs,
-    save_epoch,
-    start_run,
-    user_networks,
-)
+from brax_core.training.agents.apg.config import APGConfig
+from brax_core.training.run.driver import Metrics, ignore
+from torch_analytic import checkpoint, common
+from torch_analytic.common import make_policy
 from torch_analytic.networks import APGPolicy
-from torch_ppo.arguments import resolve_device
-from torch_ppo.network_factory import name_of
 from torch_ppo.update import global_norm, global_norm_scale
-
-Metrics = dict[str, float]
 
 
 def apg_loss(
@@ -113,98 +98,87 @@ def train(
     network_factory: Callable[[int, int], tuple[Any, Any]] | None = None,
     save_checkpoint_path: str | os.PathLike | None = None,
     restore_checkpoint_path: str | os.PathLike | None = None,
+    policy_params_fn: Callable[..., None] = ignore,
+    max_to_keep: int | None = None,
 ) -> tuple[Callable[..., Any], APGPolicy, Metrics]:
     """Trains a policy with the analytic gradient of its return through the physics (see the module docstring).
 
     Arguments have the JAX APG's names, meanings and defaults (``help(brax_core.training.agents.apg.train.train)``);
     its ``make_apg_networks`` options are given by name (``hidden_layer_sizes``, ``activation``, ``layer_norm``).
+    They become one ``APGConfig`` (``APGConfig.from_train_kwargs``), which ``train_from_config`` trains.
     ``environment``: a registered name, a brax_core ``Env`` or a MuJoCo Playground ``MjxEnv``; its step must be
     differentiable (a ``TorchEnv(differentiable=True)`` is built from it). ``device``: as torch_ppo's (default: JAX's
     default device where torch can reach it, else the CPU). ``progress_fn(epoch, metrics)`` after every evaluation
-    (epoch 0: before training, with ``num_evals > 1``), as the JAX APG; a ``progress_fn`` that raises has the run
-    saved first and its exception names it (the run driver both PPO trainers use, ``run_epochs``).
+    (epoch 0: before training, with ``num_evals > 1``), as the JAX APG; ``policy_params_fn(env_steps, make_policy,
+    policy)`` before training and after every epoch; a callback that raises has the run saved first and its
+    exception names it (the run driver every trainer shares).
 
     ``network_factory``: networks of the user's own, as torch_ppo takes them (``fn(observation_size, action_size) ->
     (policy_module, value_module)``); APG uses the policy module in place of its MLP, behind the normaliser and the
     tanh-normal (``hidden_layer_sizes``, ``activation`` and ``layer_norm`` then keep their defaults).
     ``save_checkpoint_path``: a checkpoint of the whole run at every epoch's end, before ``progress_fn`` sees it
-    (``torch_analytic.checkpoint``); ``restore_checkpoint_path`` (a step directory, or the newest under a save path)
-    continues that run exactly, with the same arguments (other settings are refused by name).
+    (``torch_analytic.checkpoint``; ``torch_analytic.load_policy`` rebuilds the policy from one);
+    ``restore_checkpoint_path`` (a step directory, or the newest under a save path) continues that run exactly,
+    with the same arguments but ``policy_updates``, which may grow (other settings are refused by name).
 
     Returns ``(make_policy, policy, metrics)``: ``make_policy(policy, deterministic=False)`` gives
     ``act(observation) -> action``; ``policy`` is the trained ``APGPolicy``; ``metrics`` the last reported.
     """
-    environment = check_environment("environment", environment)
-    episode_length = v.positive_int("episode_length", episode_length)
-    policy_updates = v.positive_int("policy_updates", policy_updates)
-    horizon_length = v.positive_int("horizon_length", horizon_length)
-    num_envs, num_evals = v.positive_int("num_envs", num_envs), v.positive_int("num_evals", num_evals)
-    action_repeat, num_eval_envs = v.positive_int("action_repeat", action_repeat), v.positive_int(
-        "num_eval_envs", num_eval_envs
-    )
-    if horizon_length < action_repeat:
-        raise ValueError(
-            f"horizon_length ({horizon_length}) must be at least action_repeat ({action_repeat}): an update unrolls "
-            "horizon_length // action_repeat policy steps"
-        )
-    learning_rate = v.real("learning_rate", learning_rate, low=0.0, open_low=True)
-    schedule_decay = v.real("schedule_decay", schedule_decay, low=0.0, high=1.0, open_low=True)
-    max_gradient_norm = v.real("max_gradient_norm", max_gradient_norm, low=0.0, open_low=True)
-    adam_b = adam_betas(adam_b)
-    use_schedule, normalize_observations = v.boolean("use_schedule", use_schedule), v.boolean(
-        "normalize_observations", normalize_observations
-    )
-    deterministic_eval, layer_norm = v.boolean("deterministic_eval", deterministic_eval), v.boolean(
-        "layer_norm", layer_norm
-    )
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
-    progress_fn = resume.check_callback("progress_fn", progress_fn, "(epoch, metrics)")
-    if randomization_fn is not None:
-        v.callable_arg("randomization_fn", randomization_fn)
-    eval_env = check_environment("eval_env", eval_env) if eval_env is not None else environment
-    device = resolve_device(device, environment)
-    settings = checkpoint.plain_settings({
-        "environment": environment, "episode_length": episode_length, "policy_updates": policy_updates,
-        "horizon_length": horizon_length, "num_envs": num_envs, "num_evals": num_evals, "action_repeat": action_repeat,
-        "num_eval_envs": num_eval_envs, "learning_rate": learning_rate, "adam_b": adam_b, "use_schedule": use_schedule,
+    config = APGConfig.from_train_kwargs({
+        "name": environment if isinstance(environment, str) else None, "episode_length": episode_length,
+        "policy_updates": policy_updates, "horizon_length": horizon_length, "num_envs": num_envs,
+        "num_evals": num_evals, "action_repeat": action_repeat, "num_eval_envs": num_eval_envs,
+        "learning_rate": learning_rate, "adam_b": adam_b, "use_schedule": use_schedule,
         "schedule_decay": schedule_decay, "seed": seed, "max_gradient_norm": max_gradient_norm,
         "normalize_observations": normalize_observations, "deterministic_eval": deterministic_eval,
-        "hidden_layer_sizes": tuple(hidden_layer_sizes), "activation": activation, "layer_norm": layer_norm,
-        "network_factory": None if network_factory is None else name_of(network_factory),
+        "hidden_layer_sizes": hidden_layer_sizes, "activation": activation, "layer_norm": layer_norm,
+        "device": device, "max_to_keep": max_to_keep,
     })
-    saved = checkpoint.resumable(restore_checkpoint_path, "apg", settings)
-
-    env, evaluator = build_envs(
-        "APG", environment, eval_env, num_envs, num_eval_envs, episode_length, action_repeat, device, seed,
-        randomization_fn,
+    return train_from_config(
+        config, environment, progress_fn=progress_fn, eval_env=eval_env, randomization_fn=randomization_fn,
+        network_factory=network_factory, save_checkpoint_path=save_checkpoint_path,
+        restore_checkpoint_path=restore_checkpoint_path, policy_params_fn=policy_params_fn,
     )
+
+
+def train_from_config(
+    config: APGConfig, environment: Any = None, **options: Any
+) -> tuple[Callable[..., Any], APGPolicy, Metrics]:
+    """Trains ``config`` (an ``APGConfig``, the JAX APG's too) on ``environment`` (default: ``config.env.name``, a
+    registered name), on ``config.run.device`` (``None``: the bridge's device rule). ``options``: ``train``'s
+    arguments that are not config fields, by the same names (``common.OPTIONS``). Returns what ``train`` returns."""
+    opts = common.checked_options(config, APGConfig, environment, options)
+    config = common.with_episode_length(config, opts.environment)
+    if opts.save_checkpoint_path is not None:
+        config.to_json()  # a setting JSON cannot hold (a callable activation) is refused before training
+    saved = checkpoint.resumable(opts.restore_checkpoint_path, "apg", config)
+
+    env, evaluator = common.build_envs("APG", config, opts)
+    network, algorithm, device, seed = config.network, config.algorithm, opts.device, config.run.seed
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        own = user_networks(network_factory, env.observation_size, env.action_size, {
-            "hidden_layer_sizes": (tuple(hidden_layer_sizes), (32,) * 4), "activation": (activation, "elu"),
-            "layer_norm": (layer_norm, True),
-        })
+        own = common.user_networks(opts.network_factory, config, env.observation_size, env.action_size)
         policy = APGPolicy(
-            env.observation_size, env.action_size, hidden_layer_sizes, activation, layer_norm, normalize_observations,
-            module=None if own is None else own[0],
+            env.observation_size, env.action_size, network.policy_hidden_layer_sizes, network.activation,
+            network.layer_norm, algorithm.normalize_observations, module=None if own is None else own[0],
         ).to(device)
-    optimizer = torch.optim.Adam(policy.parameters(), lr=learning_rate, betas=adam_b, eps=1e-8)
+    optimizer = torch.optim.Adam(policy.parameters(), lr=algorithm.learning_rate, betas=algorithm.adam_b, eps=1e-8)
     generator = torch.Generator(device=device).manual_seed(seed)
-
-    steps_per_update = horizon_length // action_repeat
-    modules, optimizers = {"policy": policy}, {"policy": optimizer}
-    first_epoch, updates, observation = start_run(saved, modules, optimizers, generator, env, evaluator)
+    modules = common.Modules({"policy": policy}, {"policy": optimizer}, generator, env, evaluator)
+    updates, observation = common.start_run(saved, modules)
+    steps = config.policy_steps_per_update
 
     def update(count: int) -> torch.Tensor:
         """One policy update (the ``count``-th of the run); its ``grad_norm`` and ``params_norm``."""
         nonlocal observation
-        noise = torch.randn((steps_per_update, num_envs, env.action_size), generator=generator, device=device)
+        noise = torch.randn((steps, env.num_envs, env.action_size), generator=generator, device=device)
         loss, observations, reached = apg_loss(env, policy, observation, noise)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        rate = learning_rate * schedule_decay**count if use_schedule else learning_rate
-        grad_norm = apg_step(policy, optimizer, rate, max_gradient_norm)
+        rate = algorithm.learning_rate
+        if algorithm.use_schedule:
+            rate *= algorithm.schedule_decay**count
+        grad_norm = apg_step(policy, optimizer, rate, algorithm.max_grad_norm)
         policy.normalizer.update(observations.reshape(-1, env.observation_size))
         env.detach()  # the next update's gradient starts here
         observation = reached.detach()
@@ -212,20 +186,11 @@ def train(
             params_norm = torch.stack([p.square().sum() for p in policy.parameters()]).sum().sqrt()
         return torch.stack([grad_norm, params_norm])
 
-    def save(epoch: int, updates: int) -> str:
-        return save_epoch(save_checkpoint_path, "apg", settings, epoch, updates, num_envs * horizon_length, modules,
-                          optimizers, generator, env, evaluator)
-
-    backend = EpochBackend(
-        update, ("grad_norm", "params_norm"), env, evaluator, policy, deterministic_eval, generator, save,
-        first_epoch, updates,
+    backend = common.AnalyticBackend(
+        "apg", config, update, ("grad_norm", "params_norm"), modules, policy, updates, 0, opts.save_checkpoint_path,
+        opts.network_factory,
     )
-    metrics = run_epochs(
-        backend, num_evals=num_evals, updates_per_epoch=updates_per_epoch(policy_updates, num_evals),
-        env_steps_per_update=num_envs * horizon_length, progress_fn=progress_fn,
-        save_checkpoint_path=save_checkpoint_path, restore_checkpoint_path=restore_checkpoint_path,
-    )
-    return make_policy, policy, metrics
+    return make_policy, policy, common.run(backend, config, opts)
 
 
-__all__ = ["APGPolicy", "apg_loss", "apg_step", "make_policy", "train"]
+__all__ = ["APGPolicy", "apg_loss", "apg_step", "make_policy", "train", "train_from_config"]

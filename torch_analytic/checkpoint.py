@@ -1,53 +1,71 @@
-"""Checkpoints of the torch gradient trainers (``apg.train``, ``shac.train``): the complete run state in the step
-directories every trainer of this library writes (``brax_core.training.run.checkpoints``), so a run resumes exactly.
+"""Checkpoints of the torch gradient trainers (``apg``, ``shac``): the complete run state in the step directories
+every trainer of this library writes (``brax_core.training.run.checkpoints``), so a run resumes exactly, and the
+policy rebuilt from one alone (``load_policy``).
 
 A checkpoint is ``<save_checkpoint_path>/<env steps, 12 digits>/`` holding ``state.pt`` and the manifest with its
 SHA-256, checked before torch reads it; the directory is written under a temporary name and renamed when complete,
 so a save cut short never looks like a checkpoint. ``state.pt`` loads with ``torch.load(weights_only=True)``: the
-algorithm, its settings (the run's JSON-plain arguments, compared on resume), the networks and optimisers, the update
-and epoch counts, the random generator, the training envs' JAX state and the evaluations made so far. A run saves
-at the end of each epoch, before its evaluation and before ``progress_fn`` sees it (the run driver's order), so a
-callback that stops the run leaves the checkpoint of the epoch it reported; a resumed run evaluates that epoch
-again, as the unbroken run did, and goes on from there.
+algorithm, its configuration (``to_json``'s form, compared on resume), the networks' sizes and factory, the networks
+and optimisers, the update and epoch counts, the random generator, the training envs' JAX state and the evaluations
+made so far. A run saves at the end of each epoch, before its evaluation and before ``progress_fn`` sees it (the run
+driver's order), so a callback that stops the run leaves the checkpoint of the epoch it reported; a resumed run
+evaluates that epoch again, as the unbroken run did, and goes on from there.
 """
 
 from __future__ import annotations
 
 import io
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
 from torch import nn
 
+import brax_bridge
+from brax_core.training import resume
+from brax_core.training.agents.apg.config import APGConfig
+from brax_core.training.agents.shac.config import SHACConfig
+from brax_core.training.config import Config
 from brax_core.training.run import checkpoints as run_checkpoints
-from torch_ppo import checkpoint as torch_checkpoint
+from brax_core.training.run.checkpoints import CheckpointError, latest_step
+from torch_analytic.networks import APGPolicy
+from torch_ppo import network_factory as network_factory_checks
+from torch_ppo.checkpoint import read_state
 
-FORMAT = "torch_analytic/1"
+__all__ = ["CheckpointError", "latest_step", "load", "load_policy", "save"]
+
+FORMAT = "torch_analytic/2"
 TRAINER = "torch_analytic"
-STATE_FILE = torch_checkpoint.STATE_FILE
+STATE_FILE = "state.pt"
+CONFIGS: dict[str, type[Config]] = {"apg": APGConfig, "shac": SHACConfig}
 
 
 def save(
     path: str | os.PathLike,
     algo: str,
-    settings: Mapping[str, Any],
+    config: Config,
     env_steps: int,
     counters: Mapping[str, int],
-    modules: Mapping[str, nn.Module],
+    networks: Mapping[str, nn.Module],
     optimizers: Mapping[str, torch.optim.Optimizer],
     generator: torch.Generator,
     env_state: Mapping[str, Any],
+    network_factory: Any = None,
 ) -> str:
     """Writes the checkpoint of a run at ``env_steps``; returns its step directory."""
+    policy = networks["policy"]
     state = {
         "format": FORMAT,
         "algo": algo,
-        "settings": dict(settings),
+        "config": config.to_json(),
+        "network": {
+            "observation_size": policy.observation_size, "action_size": policy.action_size,
+            "network_factory": None if network_factory is None else network_factory_checks.name_of(network_factory),
+        },
         "env_steps": int(env_steps),
         "counters": {name: int(value) for name, value in counters.items()},
-        "modules": {name: module.state_dict() for name, module in modules.items()},
+        "modules": {name: module.state_dict() for name, module in networks.items()},
         "optimizers": {name: optimizer.state_dict() for name, optimizer in optimizers.items()},
         "generator": generator.get_state(),
         "env": dict(env_state),
@@ -57,6 +75,7 @@ def save(
     with run_checkpoints.writing_step_directory(path, env_steps) as step_dir:
         run_checkpoints.write_file(os.path.join(step_dir, STATE_FILE), buffer.getvalue())
         run_checkpoints.write_manifest(step_dir, TRAINER, env_steps, (STATE_FILE,))
+    run_checkpoints.prune(path, config.run.max_to_keep)
     run_checkpoints.remove_stale_temporaries(path)
     return run_checkpoints.step_directory(path, env_steps)
 
@@ -64,62 +83,99 @@ def save(
 def load(path: str | os.PathLike, map_location: Any = "cpu") -> dict[str, Any]:
     """The state of the checkpoint ``path`` names (a step directory, or the newest under a save path), its file
     checked against the manifest first; ``state['path']`` says which step directory."""
-    return torch_checkpoint.read_state(path, TRAINER, FORMAT, map_location)
+    return read_state(path, TRAINER, FORMAT, map_location)
 
 
-def check_resume(state: Mapping[str, Any], algo: str, settings: Mapping[str, Any]) -> None:
-    """Refuses to resume ``state`` with another algorithm or with settings other than its saved ones, naming each
-    setting that differs."""
+def config_of(state: Mapping[str, Any]) -> Config:
+    """The configuration a loaded checkpoint was saved with."""
+    return CONFIGS[state["algo"]].from_json(state["config"])
+
+
+def resumable(path: str | os.PathLike | None, algo: str, config: Config) -> dict[str, Any] | None:
+    """The state of the checkpoint a run of ``algo`` with ``config`` restores (``None`` without a path), refused
+    when it holds another algorithm or other settings (only ``num_timesteps`` may change); read before anything
+    compiles."""
+    if path is None:
+        return None
+    state = load(path)
     if state["algo"] != algo:
         raise ValueError(
             f"restore_checkpoint_path: the checkpoint at {state['path']!r} is of {state['algo']}, not of {algo}: "
             f"restore it with torch_analytic.{state['algo']}.train"
         )
-    saved = state["settings"]
-    changed = sorted(k for k in saved.keys() | settings.keys() if saved.get(k) != settings.get(k))
-    if changed:
-        listed = "; ".join(f"{k}: saved {saved.get(k)!r}, now {settings.get(k)!r}" for k in changed)
-        raise ValueError(
-            f"restore_checkpoint_path: the run at {state['path']!r} was saved with other settings ({listed}); a "
-            "resumed run continues the saved one exactly, so give the same arguments"
-        )
-
-
-def resumable(path: str | os.PathLike | None, algo: str, settings: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The state of the checkpoint a run restores (``load``), checked to continue ``algo`` with ``settings``
-    (``check_resume``); ``None`` without a path. Read before anything compiles."""
-    if path is None:
-        return None
-    state = load(path)
-    check_resume(state, algo, settings)
+    resume.check_same_settings(state["path"], config_of(state).flat(), config.flat())
     return state
 
 
 def restore(
     state: Mapping[str, Any],
-    modules: Mapping[str, nn.Module],
+    networks: Mapping[str, nn.Module],
     optimizers: Mapping[str, torch.optim.Optimizer],
     generator: torch.Generator,
 ) -> None:
     """Puts a loaded ``state``'s networks, optimisers and generator back (the env's state is the caller's)."""
-    for name, module in modules.items():
+    for name, module in networks.items():
         module.load_state_dict(state["modules"][name])
     for name, optimizer in optimizers.items():
         optimizer.load_state_dict(state["optimizers"][name])
     generator.set_state(state["generator"].cpu())
 
 
-def plain_settings(arguments: Mapping[str, Any]) -> dict[str, Any]:
-    """A run's arguments as a checkpoint records them: JSON-plain values (tuples as lists), the environment by name
-    (its class's, for an env object); callables and envs given as objects left out."""
-    out: dict[str, Any] = {}
-    for name, value in arguments.items():
-        if isinstance(value, tuple):
-            value = list(value)
-        if value is None or isinstance(value, bool | int | float | str) or (
-            isinstance(value, list) and all(isinstance(v, int | float) for v in value)
-        ):
-            out[name] = value
-        elif name == "environment":
-            out[name] = type(getattr(value, "unwrapped", value)).__name__
-    return out
+def load_policy(
+    path: str | os.PathLike,
+    deterministic: bool = True,
+    device: Any = None,
+    network_factory: Callable[[int, int], tuple[Any, Any]] | None = None,
+) -> Callable[..., tuple[torch.Tensor, dict[str, Any]]]:
+    """The policy of an APG or SHAC checkpoint, rebuilt from it alone: ``policy(observation) -> (action, extras)``,
+    as ``torch_ppo.load_policy`` gives.
+
+    Args:
+      path: a step directory, or a save path (its newest checkpoint).
+      deterministic: the policy's mode (else a sample, from torch's global generator).
+      device: where the network runs (``None``: the bridge's device rule, ``brax_bridge.default_device``).
+      network_factory: the ``network_factory`` the run trained with, for a checkpoint of networks of your own (the
+        checkpoint records its name, not its code); ``None`` for the trainers' own networks.
+    """
+    device = brax_bridge.default_device() if device is None else torch.device(device)
+    state = load(path, map_location=device)
+    config, sizes = config_of(state), state["network"]
+    recorded = sizes["network_factory"]
+    if recorded is not None and network_factory is None:
+        raise CheckpointError(
+            f"checkpoint {state['path']!r} was trained with network_factory={recorded}, modules of your own that a "
+            "checkpoint holds the weights of but not the code: pass load_policy(path, network_factory=...) that "
+            "function"
+        )
+    if recorded is None and network_factory is not None:
+        raise ValueError(
+            f"network_factory={network_factory!r}: checkpoint {state['path']!r} holds the trainer's own networks, "
+            "which it rebuilds alone; leave network_factory None"
+        )
+    own = None
+    if network_factory is not None:
+        own = network_factory_checks.build(
+            network_factory_checks.check_factory(network_factory), sizes["observation_size"], sizes["action_size"]
+        )[0]
+    network = config.network
+    policy = APGPolicy(
+        sizes["observation_size"], sizes["action_size"], network.policy_hidden_layer_sizes, network.activation,
+        network.layer_norm, config.algorithm.normalize_observations, module=own,
+    ).to(device)
+    try:
+        policy.load_state_dict(state["modules"]["policy"])
+    except RuntimeError as err:
+        raise ValueError(f"checkpoint {state['path']!r} does not fit these networks: {err}") from err
+    policy.eval()
+    expected = sizes["observation_size"]
+
+    @torch.inference_mode()
+    def act(observation: torch.Tensor) -> tuple[torch.Tensor, dict[str, Any]]:
+        run_checkpoints.check_policy_input(state["path"], observation, expected, "tensors")
+        if deterministic:
+            return policy.mode(observation), {}
+        loc, _ = policy(observation)
+        return policy.act(observation, torch.randn_like(loc)), {}
+
+    act.modules = policy  # callers move or inspect the network behind the policy
+    return act

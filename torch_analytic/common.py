@@ -1,6 +1,7 @@
-"""What both torch gradient trainers share: the argument check of an environment, the start of training (scrambled
-episode clocks), the run itself (``run_epochs``: the run driver both PPO trainers' runs go through,
-over an ``EpochBackend``), the evaluation between epochs and the policy function a run returns."""
+"""What both torch gradient trainers share: their options beside the configuration and their checks, the envs and
+the evaluator, the start of training (scrambled episode clocks) or of a resumed run, the run itself (the run driver
+every trainer's run goes through, over an ``AnalyticBackend``, planned by ``plan_updates``), and the policy function
+a run returns."""
 
 from __future__ import annotations
 
@@ -15,19 +16,78 @@ from torch import nn
 
 from brax_bridge import TorchEnv
 from brax_core import envs
-from brax_core.training.agents.apg.arguments import epochs_of
-from brax_core.training.run.driver import RunDriver
-from brax_core.training.run.schedule import Schedule
+from brax_core.training import resume
+from brax_core.training import validation as v
+from brax_core.training.config import Config
+from brax_core.training.run.driver import Metrics, RunDriver, ignore
+from brax_core.training.run.schedule import plan_updates
 from torch_analytic import checkpoint
 from torch_analytic.networks import APGPolicy
 from torch_ppo import network_factory as network_factory_checks
+from torch_ppo.arguments import resolve_device
 from torch_ppo.evaluation import BridgeEvaluator
 
-Metrics = dict[str, float]
+# train_from_config's options: the arguments of the trainers' train that are not configuration fields.
+OPTIONS = (
+    "progress_fn", "policy_params_fn", "eval_env", "randomization_fn", "network_factory", "save_checkpoint_path",
+    "restore_checkpoint_path",
+)
 
 
-def ignore(*args: Any) -> None:
-    """The default ``progress_fn``: does nothing."""
+@dataclasses.dataclass(frozen=True)
+class Options:
+    """A run's arguments besides its configuration, checked: the env, callbacks, checkpoint paths, the device."""
+
+    environment: Any
+    eval_env: Any
+    progress_fn: Callable[[int, Mapping[str, Any]], None]
+    policy_params_fn: Callable[..., None]
+    randomization_fn: Callable[..., Any] | None
+    network_factory: Callable[[int, int], tuple[Any, Any]] | None
+    save_checkpoint_path: str | os.PathLike | None
+    restore_checkpoint_path: str | os.PathLike | None
+    device: torch.device
+
+
+def checked_options(config: Config, config_type: type, environment: Any, options: Mapping[str, Any]) -> Options:
+    """``train_from_config``'s arguments checked before anything is built: ``config`` of ``config_type``, the env
+    (``None``: ``config.env.name``) and ``options`` by name (``OPTIONS``; a config field among them is refused,
+    naming how to set it)."""
+    if not isinstance(config, config_type):
+        raise TypeError(f"config must be a{'n' if config_type.__name__[0] in 'AS' else ''} {config_type.__name__}, "
+                        f"got {type(config).__name__}")
+    unknown = sorted(set(options) - set(OPTIONS))
+    if unknown:
+        fields = sorted(set(unknown) & set(config_type.by_name()))
+        hint = f" ({', '.join(fields)}: set in config, e.g. config.replace({fields[0]}=...))" if fields else ""
+        raise TypeError(f"train_from_config got unknown options {unknown}{hint}; its options: {', '.join(OPTIONS)}")
+    if environment is None:
+        environment = config.env.name
+    if environment is None:
+        raise ValueError("environment: give an env, or a config whose env.name names a registered environment")
+    environment = check_environment("environment", environment)
+    eval_env = options.get("eval_env")
+    eval_env = environment if eval_env is None else check_environment("eval_env", eval_env)
+    randomization_fn = options.get("randomization_fn")
+    if randomization_fn is not None:
+        v.callable_arg("randomization_fn", randomization_fn)
+    network_factory = options.get("network_factory")
+    if network_factory is not None:
+        network_factory = network_factory_checks.check_factory(network_factory)
+    progress_fn = resume.check_callback(
+        "progress_fn", v.callable_arg("progress_fn", options.get("progress_fn", ignore)), "(epoch, metrics)"
+    )
+    policy_params_fn = resume.check_callback(
+        "policy_params_fn", v.callable_arg("policy_params_fn", options.get("policy_params_fn", ignore)),
+        "(env_steps, make_policy, params)",
+    )
+    return Options(
+        environment=environment, eval_env=eval_env, progress_fn=progress_fn, policy_params_fn=policy_params_fn,
+        randomization_fn=randomization_fn, network_factory=network_factory,
+        save_checkpoint_path=options.get("save_checkpoint_path"),
+        restore_checkpoint_path=options.get("restore_checkpoint_path"),
+        device=resolve_device(config.run.device, environment),
+    )
 
 
 def make_policy(policy: APGPolicy, deterministic: bool = False) -> Callable[[torch.Tensor], torch.Tensor]:
@@ -41,17 +101,6 @@ def make_policy(policy: APGPolicy, deterministic: bool = False) -> Callable[[tor
         return policy.act(observation, torch.randn_like(loc))
 
     return act
-
-
-def evaluate(
-    evaluator: BridgeEvaluator, evaluated: Any, policy: APGPolicy, deterministic: bool, generator: torch.Generator,
-    training: Mapping[str, float],
-) -> Metrics:
-    """``policy`` evaluated (in eval mode) by ``evaluator``: its ``eval/*`` metrics after the ``training`` ones."""
-    policy.eval()
-    metrics = evaluator.run(evaluated, deterministic, generator)
-    policy.train()
-    return {**training, **metrics}
 
 
 def first_observation(env: TorchEnv, episode_length: int, generator: torch.Generator) -> torch.Tensor:
@@ -81,140 +130,105 @@ def check_environment(name: str, environment: Any) -> Any:
     )
 
 
-def save_epoch(
-    path: Any,
-    algo: str,
-    settings: Mapping[str, Any],
-    epoch: int,
-    updates: int,
-    env_steps_per_update: int,
-    modules: Mapping[str, nn.Module],
-    optimizers: Mapping[str, torch.optim.Optimizer],
-    generator: torch.Generator,
-    env: TorchEnv,
-    evaluator: BridgeEvaluator,
-) -> str:
-    """The checkpoint of a run after ``epoch`` epochs and ``updates`` updates (at ``updates *
-    env_steps_per_update`` env steps); returns its step directory."""
-    counters = {"epoch": epoch, "updates": updates, "evaluations": evaluator.runs}
-    return checkpoint.save(
-        path, algo, settings, updates * env_steps_per_update, counters, modules, optimizers, generator,
-        env.state_dict(),
-    )
-
-
 def user_networks(
-    network_factory: Any, observation_size: int, action_size: int, built_in: Mapping[str, tuple[Any, Any]]
+    network_factory: Any, config: Config, observation_size: int, action_size: int
 ) -> tuple[nn.Module, nn.Module] | None:
     """``network_factory``'s ``(policy_module, value_module)`` (torch_ppo's convention, their outputs checked), or
-    ``None`` without one. ``built_in``: the trainer's own networks' options as ``{name: (value, default)}``, which a
-    factory replaces: one changed beside it is refused by name."""
+    ``None`` without one. The configuration's own network fields, which a factory replaces, must keep their
+    defaults beside it: one changed is refused by name."""
     if network_factory is None:
         return None
-    factory = network_factory_checks.check_factory(network_factory)
-    changed = sorted(name for name, (value, default) in built_in.items() if value != default)
+    defaults = type(config).defaults()
+    changed = sorted(name for name, value in dataclasses.asdict(config.network).items() if value != defaults[name])
     if changed:
         raise ValueError(
             f"{', '.join(changed)} configure the trainer's own networks, which network_factory replaces: leave them "
             "at their defaults beside network_factory"
         )
-    return network_factory_checks.build(factory, observation_size, action_size)
+    return network_factory_checks.build(network_factory, observation_size, action_size)
 
 
-def build_envs(
-    algo: str, environment: Any, eval_env: Any, num_envs: int, num_eval_envs: int, episode_length: int,
-    action_repeat: int, device: Any, seed: int, randomization_fn: Any,
-) -> tuple[TorchEnv, BridgeEvaluator]:
+def build_envs(algo: str, config: Config, options: Options) -> tuple[TorchEnv, BridgeEvaluator]:
     """The differentiable training envs and the evaluator on their own envs (seeded apart), as both trainers use
     them; flat array observations only."""
-    env = TorchEnv(
-        environment, num_envs, episode_length=episode_length, action_repeat=action_repeat, device=device, seed=seed,
-        randomization_fn=randomization_fn, differentiable=True,
-    )
+    env_config, seed = config.env, config.run.seed
+    common = dict(episode_length=env_config.episode_length, action_repeat=env_config.action_repeat,
+                  device=options.device, randomization_fn=options.randomization_fn)
+    env = TorchEnv(options.environment, env_config.num_envs, seed=seed, differentiable=True, **common)
     if not isinstance(env.observation_size, int):
         raise NotImplementedError(
             f"{algo} trains on flat array observations; the environment's observation_size is "
             f"{env.observation_size!r} (as the JAX APG)"
         )
     evaluator = BridgeEvaluator(
-        TorchEnv(eval_env, num_eval_envs, episode_length=episode_length, action_repeat=action_repeat, device=device,
-                 seed=seed + 104_729, randomization_fn=randomization_fn),
-        -(-episode_length // action_repeat), action_repeat, seed,
+        TorchEnv(options.eval_env, env_config.num_eval_envs, seed=seed + 104_729, **common),
+        -(-env.episode_length // env_config.action_repeat), env_config.action_repeat, seed,
     )
     return env, evaluator
 
 
-def start_run(
-    saved: Mapping[str, Any] | None,
-    modules: Mapping[str, nn.Module],
-    optimizers: Mapping[str, torch.optim.Optimizer],
-    generator: torch.Generator,
-    env: TorchEnv,
-    evaluator: BridgeEvaluator,
-) -> tuple[int, int, torch.Tensor]:
+def with_episode_length(config: Config, environment: Any) -> Config:
+    """``config`` with the env's own episode length where it gives none."""
+    if config.env.episode_length is not None:
+        return config
+    env = envs.get_environment(environment) if isinstance(environment, str) else environment
+    return config.replace(episode_length=int(getattr(env.unwrapped, "default_episode_length", 1000)))
+
+
+@dataclasses.dataclass
+class Modules:
+    """A run's networks and optimisers by name, its generator, and the envs and evaluator they train on: what a
+    checkpoint saves and a resumed run puts back."""
+
+    networks: dict[str, nn.Module]
+    optimizers: dict[str, torch.optim.Optimizer]
+    generator: torch.Generator
+    env: TorchEnv
+    evaluator: BridgeEvaluator
+
+
+def start_run(saved: Mapping[str, Any] | None, modules: Modules) -> tuple[int, torch.Tensor]:
     """A run's start: a new one starts its envs (``first_observation``); a restored one puts its checkpoint back
-    (networks, optimisers, generator, the evaluations made, the training envs). Returns ``(first epoch, updates made,
+    (networks, optimisers, generator, the evaluations made, the training envs). Returns ``(updates made,
     observation)``."""
+    env = modules.env
     if saved is None:
-        return 0, 0, first_observation(env, env.episode_length, generator)
-    checkpoint.restore(saved, modules, optimizers, generator)
+        return 0, first_observation(env, env.episode_length, modules.generator)
+    checkpoint.restore(saved, modules.networks, modules.optimizers, modules.generator)
     counters = saved["counters"]
-    evaluator.runs = counters["evaluations"]
+    modules.evaluator.runs = counters["evaluations"]
     env.reset()
-    return counters["epoch"], counters["updates"], env.load_state_dict(saved["env"])
+    return counters["updates"], env.load_state_dict(saved["env"])
 
 
-@dataclasses.dataclass(frozen=True)
-class RunSettings:
-    """What the run driver reads of a run's settings (``hp.run``): its evaluations; training metrics are reported
-    at the evaluations only."""
-
-    num_evals: int
-    log_training_metrics: bool = False
-
-
-@dataclasses.dataclass(frozen=True)
-class Hyperparameters:
-    run: RunSettings
-
-
-@dataclasses.dataclass(frozen=True)
-class DriverArguments:
-    """A gradient trainer's arguments as the run driver reads them (``brax_core.training.run.driver.RunArguments``)."""
-
-    hp: Hyperparameters
-    progress_fn: Callable[[int, Mapping[str, Any]], None]
-    save_checkpoint_path: str | os.PathLike | None
-    restore_checkpoint_path: str | os.PathLike | None
-    policy_params_fn: Callable[..., None] = ignore
-
-
-class EpochBackend:
+class AnalyticBackend:
     """A torch gradient trainer's side of the run driver (``brax_core.training.run.driver.Backend``): one training
     step is one update.
 
     ``update(updates_so_far) -> tensor`` runs one update and returns its metrics (named by ``metric_names``), which
     an epoch averages with one host read at its end; ``gradient_cuts`` adds the env steps whose gradient the
-    differentiable step cut (``TorchEnv.gradient_cuts``). ``save(epoch, updates)`` writes the run's checkpoint.
+    differentiable step cut (``TorchEnv.gradient_cuts``). Checkpoints go to ``save_checkpoint_path``.
     """
 
     def __init__(
         self,
+        algo: str,
+        config: Config,
         update: Callable[[int], torch.Tensor],
         metric_names: Sequence[str],
-        env: TorchEnv,
-        evaluator: BridgeEvaluator,
+        modules: Modules,
         policy: APGPolicy,
-        deterministic_eval: bool,
-        generator: torch.Generator,
-        save: Callable[[int, int], str],
-        epoch: int,
         updates: int,
+        epoch: int,
+        save_checkpoint_path: str | os.PathLike | None,
+        network_factory: Any,
     ):
-        self._update, self._names, self._env, self._evaluator = update, tuple(metric_names), env, evaluator
-        self._policy, self._deterministic, self._generator, self._save = policy, deterministic_eval, generator, save
-        self.epoch, self.updates = epoch, updates  # the epochs and updates made (a restored run's included)
+        self._algo, self._config, self._update, self._names = algo, config, update, tuple(metric_names)
+        self._modules, self._policy, self._path = modules, policy, save_checkpoint_path
+        self._network_factory = network_factory
+        self.updates, self.epoch = updates, epoch  # made so far (a restored run's included)
         self._metrics: dict[str, float] = {}
+        self._sums: torch.Tensor | None = None
 
     def skip_evaluations(self, count: int) -> None:
         """Nothing to skip: the evaluations draw from the run's generator, which a checkpoint restores."""
@@ -223,55 +237,64 @@ class EpochBackend:
         raise NotImplementedError("the gradient trainers' schedule has no resets between evaluations")
 
     def train(self, num_steps: int) -> None:
-        cuts_before = self._env.gradient_cuts
-        sums = torch.zeros(len(self._names), device=self._env.device)
+        """``num_steps`` updates, with no host read: their metrics are summed on the device."""
+        env = self._modules.env
+        cuts_before = env.gradient_cuts
+        sums = torch.zeros(len(self._names), device=env.device)
         for _ in range(num_steps):
             sums += self._update(self.updates)
             self.updates += 1
         self.epoch += 1
-        cuts = (self._env.gradient_cuts - cuts_before).to(sums.device)
-        values = torch.cat([sums / max(num_steps, 1), cuts[None]]).tolist()  # the epoch's one host read
-        self._metrics = dict(zip((*self._names, "gradient_cuts"), values, strict=True))
+        cuts = (env.gradient_cuts - cuts_before).to(sums.device)
+        self._sums = torch.cat([sums / max(num_steps, 1), cuts[None]])
+        if env.device.type == "cuda":
+            torch.cuda.synchronize(env.device)  # the driver times the call
 
     def training_metrics(self) -> Mapping[str, float]:
+        """The last epoch's means, read to the host (the epoch's one host read)."""
+        if self._sums is not None:
+            self._metrics = dict(zip((*self._names, "gradient_cuts"), self._sums.tolist(), strict=True))
+            self._sums = None
         return self._metrics
 
     def evaluate(self, training_metrics: Mapping[str, float]) -> Metrics:
         policy = self._policy
-        return evaluate(self._evaluator, SimpleNamespace(policy=policy), policy, self._deterministic, self._generator,
-                        training_metrics)
+        policy.eval()
+        # The evaluator acts with ``.policy`` of what it is given, as it reads torch_ppo's modules.
+        metrics = self._modules.evaluator.run(
+            SimpleNamespace(policy=policy), self._config.run.deterministic_eval, self._modules.generator
+        )
+        policy.train()
+        return {**training_metrics, **metrics}
 
     def save(self, env_steps: int) -> None:
-        self._save(self.epoch, self.updates)
+        if self._path is None:
+            return
+        modules = self._modules
+        counters = {"epoch": self.epoch, "updates": self.updates, "evaluations": modules.evaluator.runs}
+        checkpoint.save(
+            self._path, self._algo, self._config, env_steps, counters, modules.networks, modules.optimizers,
+            modules.generator, modules.env.state_dict(), self._network_factory,
+        )
 
     def params(self) -> APGPolicy:
         return self._policy
 
 
-def run_epochs(
-    backend: EpochBackend,
-    *,
-    num_evals: int,
-    updates_per_epoch: int,
-    env_steps_per_update: int,
-    progress_fn: Callable[[int, Metrics], None],
-    save_checkpoint_path: str | os.PathLike | None,
-    restore_checkpoint_path: str | os.PathLike | None,
-) -> Metrics:
-    """The run from ``backend.epoch`` to its end through the run driver: ``epochs_of(num_evals)`` epochs of
-    ``updates_per_epoch`` updates; at each epoch's end the checkpoint (before any callback sees the epoch), the
-    evaluation and ``progress_fn(epoch, metrics)``; an evaluation before training with ``num_evals > 1`` (epoch 0)
-    and where a restored run starts. A ``progress_fn`` that raises has the run saved first and its exception names
-    it. Returns the last metrics reported."""
-    schedule = Schedule(
-        epochs=epochs_of(num_evals), steps_per_call=updates_per_epoch, calls_per_segment=1, segments_per_epoch=1,
-        resets=False, calls_done=backend.epoch, env_steps_per_training_step=env_steps_per_update,
-    )
-    arguments = DriverArguments(
-        Hyperparameters(RunSettings(num_evals)), progress_fn, save_checkpoint_path, restore_checkpoint_path
-    )
+def run(backend: AnalyticBackend, config: Config, options: Options) -> Metrics:
+    """The run from ``backend.updates`` to its end through the run driver (``plan_updates``: Brax's epochs, a
+    resumed run continuing the unbroken plan); at each epoch's end the checkpoint (before any callback sees the
+    epoch), the evaluation and ``progress_fn(epoch, metrics)``; an evaluation before training with ``num_evals > 1``
+    (epoch 0) and where a restored run starts. A callback that raises has the run saved first and its exception
+    names it. Returns the last metrics reported."""
+    steps_per_update = config.env_steps_per_update
+    schedule = plan_updates(config.policy_updates, config.run.num_evals, backend.updates, steps_per_update)
+    backend.epoch = schedule.calls_done
     driver = RunDriver(
-        backend, arguments, make_policy=make_policy, env_steps=backend.updates * env_steps_per_update,
+        backend, num_evals=config.run.num_evals, progress_fn=options.progress_fn,
+        policy_params_fn=options.policy_params_fn, save_checkpoint_path=options.save_checkpoint_path,
+        restore_checkpoint_path=options.restore_checkpoint_path, make_policy=make_policy,
+        env_steps=backend.updates * steps_per_update,
         report_step=lambda _: backend.epoch,  # Brax's APG reports epochs
     )
     return driver.run(schedule, evaluate=True)

@@ -43,29 +43,14 @@ import torch
 from torch import nn
 
 from brax_bridge import TorchEnv
-from brax_core.training import resume
-from brax_core.training import validation as v
-from brax_core.training.agents.apg.arguments import adam_betas, epochs_of, updates_per_epoch
-from torch_analytic import checkpoint
-from torch_analytic.common import (
-    EpochBackend,
-    build_envs,
-    check_environment,
-    ignore,
-    make_policy,
-    run_epochs,
-    save_epoch,
-    start_run,
-    user_networks,
-)
+from brax_core.training.agents.apg.config import from_updates
+from brax_core.training.agents.shac.config import SHACConfig
+from brax_core.training.run.driver import Metrics, ignore
+from torch_analytic import checkpoint, common
+from torch_analytic.common import make_policy
 from torch_analytic.networks import APGPolicy, SHACCritic
-from torch_ppo.arguments import resolve_device
-from torch_ppo.network_factory import name_of
-from torch_ppo.networks import ACTIVATIONS
 from torch_ppo.update import global_norm, global_norm_scale
 
-Metrics = dict[str, float]
-LR_SCHEDULES = ("linear", "constant")
 # The reference implementation's linear schedule ends here rather than at zero.
 FINAL_LEARNING_RATE = 1e-5
 
@@ -78,7 +63,8 @@ class Window(NamedTuple):
     reached, before any auto-reset. ``next_values`` ``[steps, envs]``: the value network's value of those, not
     zeroed where an episode terminated. ``terminated``, ``done`` ``[steps, envs]`` (bool): the step ended its
     episode by termination / by termination or the time limit. ``observation`` ``[envs, obs]``: the observation
-    reached (after any auto-reset), where the next window starts.
+    reached (after any auto-reset), where the next window starts. ``returns`` ``[envs]``: each env's sum of the
+    window's discounted rewards and closing values, the actor loss's terms (its minus, undivided).
     """
 
     observations: torch.Tensor
@@ -88,6 +74,10 @@ class Window(NamedTuple):
     terminated: torch.Tensor
     done: torch.Tensor
     observation: torch.Tensor
+    returns: torch.Tensor
+
+
+_PER_STEP = Window._fields[:6]  # the fields stacked over the window's steps
 
 
 def shac_actor_loss(
@@ -112,8 +102,8 @@ def shac_actor_loss(
     """
     steps, num_envs = noise.shape[0], noise.shape[1]
     discount = torch.ones(num_envs, device=observation.device)
-    total = torch.zeros((), device=observation.device)
-    record: dict[str, list[torch.Tensor]] = {name: [] for name in Window._fields[:-1]}
+    returns = torch.zeros(num_envs, device=observation.device)
+    record: dict[str, list[torch.Tensor]] = {name: [] for name in _PER_STEP}
     for t, step_noise in enumerate(noise):
         record["observations"].append(observation.detach())
         nxt = env.step(policy.act(observation, step_noise)).get("next")
@@ -123,13 +113,13 @@ def shac_actor_loss(
         value = critic(policy.normalizer(final)).squeeze(-1)
         closes = done if t < steps - 1 else torch.ones_like(done)  # every return closes at the window's end
         bootstrap = torch.where(closes & ~terminated, value, 0.0)
-        total = total - (discount * (reward + gamma * bootstrap)).sum()
+        returns = returns + discount * (reward + gamma * bootstrap)
         discount = torch.where(done, 1.0, discount * gamma)
         observation = nxt.get("observation")
-        for name, tensor in zip(Window._fields[1:-1], (reward, final, value, terminated, done), strict=True):
+        for name, tensor in zip(_PER_STEP[1:], (reward, final, value, terminated, done), strict=True):
             record[name].append(tensor.detach())
-    window = Window(*(torch.stack(record[name]) for name in Window._fields[:-1]), observation.detach())
-    return total / (steps * num_envs), window
+    window = Window(*(torch.stack(record[name]) for name in _PER_STEP), observation.detach(), returns.detach())
+    return -returns.sum() / (steps * num_envs), window
 
 
 def td_lambda_targets(
@@ -200,6 +190,32 @@ def critic_step(
     return passed / len(batches)
 
 
+class AdaptiveHorizon(torch.nn.Module):
+    """AHAC's adaptive horizon (Georgiev et al., "Adaptive Horizon Actor-Critic for Policy Learning in
+    Contact-Rich Differentiable Simulation", ICML 2024): the window's length ``H``, learned between ``minimum`` and
+    ``maximum`` by a step along ``mean(R / H) - lambda * H`` (``R``: each env's window return, ``Window.returns``),
+    where the dual variable ``lambda`` grows with ``H - minimum``; a window takes ``round(H)`` policy steps. ``H``
+    starts at ``minimum``. Its state is two buffers, so a checkpoint holds it."""
+
+    def __init__(self, minimum: int, maximum: int, learning_rate: float, dual_learning_rate: float):
+        super().__init__()
+        self.minimum, self.maximum = float(minimum), float(maximum)
+        self.learning_rate, self.dual_learning_rate = learning_rate, dual_learning_rate
+        self.register_buffer("horizon", torch.tensor(float(minimum)))
+        self.register_buffer("dual", torch.tensor(0.0))
+
+    def steps(self) -> int:
+        """Policy steps of the next window (a host read of one scalar, once per window: the loop's length)."""
+        return int(round(float(self.horizon)))
+
+    @torch.no_grad()
+    def update(self, returns: torch.Tensor) -> None:
+        """One step of the horizon and of its dual after a window whose envs returned ``returns`` ``[envs]``."""
+        gradient = (returns / self.horizon - self.dual * self.horizon).mean()
+        self.horizon.copy_((self.horizon + self.learning_rate * gradient).clamp(self.minimum, self.maximum))
+        self.dual.add_(self.dual_learning_rate * (self.horizon - self.minimum))
+
+
 @torch.no_grad()
 def update_target(target: nn.Module, source: nn.Module, alpha: float) -> None:
     """Polyak averaging: every parameter of ``target`` becomes ``alpha * target + (1 - alpha) * source``."""
@@ -208,7 +224,7 @@ def update_target(target: nn.Module, source: nn.Module, alpha: float) -> None:
 
 def train(
     environment: Any,
-    episode_length: int,
+    episode_length: int | None,
     policy_updates: int,
     horizon_length: int = 32,
     num_envs: int = 64,
@@ -217,20 +233,24 @@ def train(
     num_eval_envs: int = 128,
     actor_learning_rate: float = 2e-3,
     critic_learning_rate: float = 2e-3,
-    lr_schedule: str = "linear",
+    learning_rate_schedule: str = "linear",
     adam_b: tuple[float, float] = (0.7, 0.95),
-    gamma: float = 0.99,
+    discounting: float = 0.99,
     td_lambda: float = 0.95,
     critic_iterations: int = 16,
     num_critic_batches: int = 4,
     target_critic_alpha: float = 0.2,
-    max_gradient_norm: float = 1.0,
+    max_grad_norm: float = 1.0,
     reward_scaling: float = 1.0,
     seed: int = 0,
     normalize_observations: bool = True,
+    adaptive_horizon: bool = False,
+    horizon_min: int = 4,
+    horizon_learning_rate: float = 2e-3,
+    horizon_dual_learning_rate: float = 1e-4,
     deterministic_eval: bool = False,
-    actor_hidden_layer_sizes: Sequence[int] = (128, 64, 32),
-    critic_hidden_layer_sizes: Sequence[int] = (64, 64),
+    policy_hidden_layer_sizes: Sequence[int] = (128, 64, 32),
+    value_hidden_layer_sizes: Sequence[int] = (64, 64),
     activation: str | Callable[..., Any] = "elu",
     layer_norm: bool = True,
     progress_fn: Callable[[int, Metrics], None] = ignore,
@@ -240,22 +260,30 @@ def train(
     network_factory: Callable[[int, int], tuple[Any, Any]] | None = None,
     save_checkpoint_path: str | os.PathLike | None = None,
     restore_checkpoint_path: str | os.PathLike | None = None,
+    policy_params_fn: Callable[..., None] = ignore,
+    max_to_keep: int | None = None,
 ) -> tuple[Callable[..., Any], APGPolicy, Metrics]:
     """Trains a policy with SHAC (see the module docstring): ``policy_updates`` windows, each an actor step and a
-    critic fit.
+    critic fit. The keywords are ``SHACConfig``'s fields (``brax_core.training.agents.shac.config``, each with its
+    meaning there) but ``policy_updates``, the run's length in windows; ``train_from_config`` trains a config.
 
     ``environment``: a registered name, a brax_core ``Env`` or a MuJoCo Playground ``MjxEnv``; its step must be
     differentiable (a ``TorchEnv(differentiable=True)`` is built from it). ``horizon_length``: env steps per window
-    (``horizon_length // action_repeat`` policy steps); ``gamma`` discounts per policy step. ``lr_schedule``:
-    'linear' (both learning rates from their value at the first update towards 1e-5 at the last) or 'constant'.
-    ``adam_b``: both optimisers' Adam betas. ``reward_scaling`` multiplies the rewards of both losses.
-    ``layer_norm`` and ``activation`` apply to both networks. ``num_evals``, ``action_repeat``, ``num_eval_envs``,
-    ``deterministic_eval``, ``eval_env``, ``randomization_fn``, ``device`` and ``progress_fn(epoch, metrics)`` (after
-    every evaluation; epoch 0: before training, with ``num_evals > 1``) mean what they mean to ``apg.train``.
+    (``horizon_length // action_repeat`` policy steps); ``discounting`` is gamma per policy step.
+    ``learning_rate_schedule``: 'linear' (both learning rates from their value at the first update towards 1e-5 at
+    the last) or 'constant'. ``adam_b``: both optimisers' Adam betas. ``reward_scaling`` multiplies the rewards of
+    both losses. ``layer_norm`` and ``activation`` apply to both networks (the actor's hidden sizes
+    ``policy_hidden_layer_sizes``, the critic's ``value_hidden_layer_sizes``). ``adaptive_horizon`` learns the
+    window's length (AHAC, ``AdaptiveHorizon``) between ``horizon_min`` and ``horizon_length // action_repeat``
+    policy steps, an update then holding as many windows as ``horizon_length`` env steps of every env take, so runs
+    count env steps alike. ``num_evals``, ``action_repeat``,
+    ``num_eval_envs``, ``deterministic_eval``, ``eval_env``, ``randomization_fn``, ``device``, the callbacks and the
+    checkpoint paths mean what they mean to ``apg.train``.
 
     Metrics: ``eval/*`` as the other trainers report; per epoch the means over its updates of
     ``training/actor_loss``, ``training/critic_loss`` (the last critic pass's), ``training/grad_norm`` (the actor's
-    gradient norm before clipping) and ``training/value_mean`` (the target critic's values of the states reached),
+    gradient norm before clipping), ``training/value_mean`` (the target critic's values of the states reached) and
+    ``training/horizon`` (the windows' mean length, policy steps),
     with ``training/sps``, ``training/walltime`` and ``training/gradient_cuts`` (the epoch's env steps whose gradient
     was cut because the physics' reverse pass was not finite there: ``TorchEnv.gradient_cuts``).
 
@@ -263,157 +291,129 @@ def train(
     (policy_module, value_module)``): the actor and the critic, the actor behind the normaliser and the tanh-normal,
     the critic on normalised observations (the hidden sizes, ``activation`` and ``layer_norm`` then keep their
     defaults).
-    ``save_checkpoint_path``: a checkpoint of the whole run at every epoch's end, before ``progress_fn`` sees it
-    (``torch_analytic.checkpoint``); ``restore_checkpoint_path`` (a step directory, or the newest under a save path)
-    continues that run exactly, with the same arguments (other settings are refused by name).
 
     Returns ``(make_policy, policy, metrics)``: ``make_policy(policy, deterministic=False)`` gives
     ``act(observation) -> action``; ``policy`` is the trained ``APGPolicy``; ``metrics`` the last reported.
     """
-    environment = check_environment("environment", environment)
-    episode_length = v.positive_int("episode_length", episode_length)
-    policy_updates = v.positive_int("policy_updates", policy_updates)
-    horizon_length = v.positive_int("horizon_length", horizon_length)
-    num_envs, num_evals = v.positive_int("num_envs", num_envs), v.positive_int("num_evals", num_evals)
-    action_repeat = v.positive_int("action_repeat", action_repeat)
-    num_eval_envs = v.positive_int("num_eval_envs", num_eval_envs)
-    if horizon_length < action_repeat:
-        raise ValueError(
-            f"horizon_length ({horizon_length}) must be at least action_repeat ({action_repeat}): a window unrolls "
-            "horizon_length // action_repeat policy steps"
-        )
-    steps = horizon_length // action_repeat
-    actor_learning_rate = v.real("actor_learning_rate", actor_learning_rate, low=0.0, open_low=True)
-    critic_learning_rate = v.real("critic_learning_rate", critic_learning_rate, low=0.0, open_low=True)
-    lr_schedule = v.check(v.FieldSpec("choice", "", choices=LR_SCHEDULES, name="lr_schedule"), lr_schedule)
-    adam_b = adam_betas(adam_b)
-    gamma = v.real("gamma", gamma, low=0.0, high=1.0)
-    td_lambda = v.real("td_lambda", td_lambda, low=0.0, high=1.0)
-    critic_iterations = v.positive_int("critic_iterations", critic_iterations)
-    num_critic_batches = v.positive_int("num_critic_batches", num_critic_batches)
-    if num_critic_batches > steps * num_envs:
-        raise ValueError(
-            f"num_critic_batches ({num_critic_batches}) must be at most the states of a window, "
-            f"horizon_length // action_repeat * num_envs ({steps * num_envs})"
-        )
-    target_critic_alpha = v.real("target_critic_alpha", target_critic_alpha, low=0.0, high=1.0)
-    max_gradient_norm = v.real("max_gradient_norm", max_gradient_norm, low=0.0, open_low=True)
-    reward_scaling = v.real("reward_scaling", reward_scaling, low=0.0, open_low=True)
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
-    normalize_observations = v.boolean("normalize_observations", normalize_observations)
-    deterministic_eval, layer_norm = (
-        v.boolean("deterministic_eval", deterministic_eval),
-        v.boolean("layer_norm", layer_norm),
+    config = from_updates(SHACConfig, {
+        "name": environment if isinstance(environment, str) else None, "episode_length": episode_length,
+        "horizon_length": horizon_length, "num_envs": num_envs, "num_evals": num_evals,
+        "action_repeat": action_repeat, "num_eval_envs": num_eval_envs, "actor_learning_rate": actor_learning_rate,
+        "critic_learning_rate": critic_learning_rate, "learning_rate_schedule": learning_rate_schedule,
+        "adam_b": adam_b, "discounting": discounting, "td_lambda": td_lambda, "critic_iterations": critic_iterations,
+        "num_critic_batches": num_critic_batches, "target_critic_alpha": target_critic_alpha,
+        "max_grad_norm": max_grad_norm, "reward_scaling": reward_scaling, "seed": seed,
+        "normalize_observations": normalize_observations, "adaptive_horizon": adaptive_horizon,
+        "horizon_min": horizon_min, "horizon_learning_rate": horizon_learning_rate,
+        "horizon_dual_learning_rate": horizon_dual_learning_rate, "deterministic_eval": deterministic_eval,
+        "policy_hidden_layer_sizes": policy_hidden_layer_sizes, "value_hidden_layer_sizes": value_hidden_layer_sizes,
+        "activation": activation, "layer_norm": layer_norm, "device": device, "max_to_keep": max_to_keep,
+    }, policy_updates)
+    return train_from_config(
+        config, environment, progress_fn=progress_fn, eval_env=eval_env, randomization_fn=randomization_fn,
+        network_factory=network_factory, save_checkpoint_path=save_checkpoint_path,
+        restore_checkpoint_path=restore_checkpoint_path, policy_params_fn=policy_params_fn,
     )
-    actor_hidden_layer_sizes = _sizes("actor_hidden_layer_sizes", actor_hidden_layer_sizes)
-    critic_hidden_layer_sizes = _sizes("critic_hidden_layer_sizes", critic_hidden_layer_sizes)
-    activation = v.check(v.FieldSpec("activation", "", choices=tuple(ACTIVATIONS), name="activation"), activation)
-    progress_fn = resume.check_callback("progress_fn", progress_fn, "(epoch, metrics)")
-    if randomization_fn is not None:
-        v.callable_arg("randomization_fn", randomization_fn)
-    eval_env = check_environment("eval_env", eval_env) if eval_env is not None else environment
-    device = resolve_device(device, environment)
-    settings = checkpoint.plain_settings({
-        "environment": environment, "episode_length": episode_length, "policy_updates": policy_updates,
-        "horizon_length": horizon_length, "num_envs": num_envs, "num_evals": num_evals, "action_repeat": action_repeat,
-        "num_eval_envs": num_eval_envs, "actor_learning_rate": actor_learning_rate,
-        "critic_learning_rate": critic_learning_rate, "lr_schedule": lr_schedule, "adam_b": adam_b, "gamma": gamma,
-        "td_lambda": td_lambda, "critic_iterations": critic_iterations, "num_critic_batches": num_critic_batches,
-        "target_critic_alpha": target_critic_alpha, "max_gradient_norm": max_gradient_norm,
-        "reward_scaling": reward_scaling, "seed": seed, "normalize_observations": normalize_observations,
-        "deterministic_eval": deterministic_eval, "actor_hidden_layer_sizes": actor_hidden_layer_sizes,
-        "critic_hidden_layer_sizes": critic_hidden_layer_sizes, "activation": activation, "layer_norm": layer_norm,
-        "network_factory": None if network_factory is None else name_of(network_factory),
-    })
-    saved = checkpoint.resumable(restore_checkpoint_path, "shac", settings)
 
-    env, evaluator = build_envs(
-        "SHAC", environment, eval_env, num_envs, num_eval_envs, episode_length, action_repeat, device, seed,
-        randomization_fn,
-    )
+
+def train_from_config(
+    config: SHACConfig, environment: Any = None, **options: Any
+) -> tuple[Callable[..., Any], APGPolicy, Metrics]:
+    """Trains ``config`` (a ``SHACConfig``) on ``environment`` (default: ``config.env.name``, a registered name), on
+    ``config.run.device`` (``None``: the bridge's device rule). ``options``: ``train``'s arguments that are not
+    config fields, by the same names (``common.OPTIONS``). Returns what ``train`` returns."""
+    opts = common.checked_options(config, SHACConfig, environment, options)
+    config = common.with_episode_length(config, opts.environment)
+    if opts.save_checkpoint_path is not None:
+        config.to_json()  # a setting JSON cannot hold (a callable activation) is refused before training
+    saved = checkpoint.resumable(opts.restore_checkpoint_path, "shac", config)
+
+    env, evaluator = common.build_envs("SHAC", config, opts)
+    network, algorithm, device, seed = config.network, config.algorithm, opts.device, config.run.seed
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        own = user_networks(network_factory, env.observation_size, env.action_size, {
-            "actor_hidden_layer_sizes": (actor_hidden_layer_sizes, (128, 64, 32)),
-            "critic_hidden_layer_sizes": (critic_hidden_layer_sizes, (64, 64)), "activation": (activation, "elu"),
-            "layer_norm": (layer_norm, True),
-        })
+        own = common.user_networks(opts.network_factory, config, env.observation_size, env.action_size)
         policy = APGPolicy(
-            env.observation_size,
-            env.action_size,
-            actor_hidden_layer_sizes,
-            activation,
-            layer_norm,
-            normalize_observations,
-            module=None if own is None else own[0],
+            env.observation_size, env.action_size, network.policy_hidden_layer_sizes, network.activation,
+            network.layer_norm, algorithm.normalize_observations, module=None if own is None else own[0],
         ).to(device)
         critic = SHACCritic(
-            env.observation_size, critic_hidden_layer_sizes, activation, layer_norm,
+            env.observation_size, network.value_hidden_layer_sizes, network.activation, network.layer_norm,
             module=None if own is None else own[1],
         ).to(device)
     target_critic = copy.deepcopy(critic).requires_grad_(False)
-    actor_optimizer = torch.optim.Adam(policy.parameters(), lr=actor_learning_rate, betas=adam_b)
-    critic_optimizer = torch.optim.Adam(critic.parameters(), lr=critic_learning_rate, betas=adam_b)
+    actor_optimizer = torch.optim.Adam(policy.parameters(), lr=algorithm.actor_learning_rate, betas=algorithm.adam_b)
+    critic_optimizer = torch.optim.Adam(critic.parameters(), lr=algorithm.critic_learning_rate,
+                                        betas=algorithm.adam_b)
     generator = torch.Generator(device=device).manual_seed(seed)
-    num_epochs, per_epoch = epochs_of(num_evals), updates_per_epoch(policy_updates, num_evals)
-    total_updates = max(num_epochs * per_epoch, 1)
-    modules = {"policy": policy, "critic": critic, "target_critic": target_critic}
-    optimizers = {"actor": actor_optimizer, "critic": critic_optimizer}
-    first_epoch, updates, observation = start_run(saved, modules, optimizers, generator, env, evaluator)
+    modules = common.Modules(
+        {"policy": policy, "critic": critic, "target_critic": target_critic},
+        {"actor": actor_optimizer, "critic": critic_optimizer}, generator, env, evaluator,
+    )
+    horizon = None
+    if algorithm.adaptive_horizon:  # AHAC: the window's length learned; its state checkpointed with the networks
+        horizon = AdaptiveHorizon(algorithm.horizon_min, config.policy_steps_per_update,
+                                  algorithm.horizon_learning_rate, algorithm.horizon_dual_learning_rate).to(device)
+        modules.networks["horizon"] = horizon
+    updates, observation = common.start_run(saved, modules)
+    steps, gamma = config.policy_steps_per_update, algorithm.discounting
+    total_updates = max(config.num_epochs * config.updates_per_epoch, 1)
 
-    def update(count: int) -> torch.Tensor:
-        """One actor and critic update (the ``count``-th of the run); its actor loss, critic loss, the actor's
-        gradient norm and the mean value that closed the windows."""
+    def window(length: int) -> torch.Tensor:
+        """One window of ``length`` policy steps: an actor step, the critic's fit, the target critic's and the
+        normaliser's updates; its actor loss, critic loss, the actor's gradient norm and the mean closing value."""
         nonlocal observation
-        fraction = count / total_updates if lr_schedule == "linear" else 0.0
-        for optimizer, rate in ((actor_optimizer, actor_learning_rate), (critic_optimizer, critic_learning_rate)):
-            for group in optimizer.param_groups:
-                group["lr"] = rate + (min(FINAL_LEARNING_RATE, rate) - rate) * fraction
-        noise = torch.randn((steps, num_envs, env.action_size), generator=generator, device=device)
-        loss, window = shac_actor_loss(env, policy, target_critic, observation, noise, gamma, reward_scaling)
+        noise = torch.randn((length, env.num_envs, env.action_size), generator=generator, device=device)
+        loss, record = shac_actor_loss(env, policy, target_critic, observation, noise, gamma,
+                                       algorithm.reward_scaling)
         actor_optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        grad_norm = actor_step(policy, actor_optimizer, max_gradient_norm)
+        grad_norm = actor_step(policy, actor_optimizer, algorithm.max_grad_norm)
         env.detach()  # the next window's gradient starts here
-        observation = window.observation
+        observation = record.observation
         with torch.no_grad():
             targets = td_lambda_targets(
-                window.rewards, window.next_values, window.terminated, window.done, gamma, td_lambda
+                record.rewards, record.next_values, record.terminated, record.done, gamma, algorithm.td_lambda
             )
-            inputs = policy.normalizer(window.observations.reshape(-1, env.observation_size))
+            inputs = policy.normalizer(record.observations.reshape(-1, env.observation_size))
         critic_loss = critic_step(
-            critic, critic_optimizer, inputs, targets.reshape(-1), num_critic_batches, critic_iterations,
-            max_gradient_norm,
+            critic, critic_optimizer, inputs, targets.reshape(-1), algorithm.num_critic_batches,
+            algorithm.critic_iterations, algorithm.max_grad_norm,
         )
-        update_target(target_critic, critic, target_critic_alpha)
-        policy.normalizer.update(window.observations.reshape(-1, env.observation_size))
-        return torch.stack([loss.detach(), critic_loss, grad_norm, window.next_values.mean()])
+        update_target(target_critic, critic, algorithm.target_critic_alpha)
+        policy.normalizer.update(record.observations.reshape(-1, env.observation_size))
+        if horizon is not None:
+            horizon.update(record.returns)
+        return torch.stack([loss.detach(), critic_loss, grad_norm, record.next_values.mean()])
 
-    env_steps_per_update = num_envs * steps * action_repeat
+    def update(count: int) -> torch.Tensor:
+        """One update (the ``count``-th of the run): ``horizon_length`` env steps of every env, one window of them,
+        or with the adaptive horizon as many windows of its length as they hold; the windows' mean metrics and
+        their mean length (policy steps)."""
+        fraction = count / total_updates if algorithm.learning_rate_schedule == "linear" else 0.0
+        for optimizer, rate in ((actor_optimizer, algorithm.actor_learning_rate),
+                                (critic_optimizer, algorithm.critic_learning_rate)):
+            for group in optimizer.param_groups:
+                group["lr"] = rate + (min(FINAL_LEARNING_RATE, rate) - rate) * min(fraction, 1.0)
+        if horizon is None:
+            return torch.cat([window(steps), torch.tensor([float(steps)], device=device)])
+        taken, windows, sums = 0, 0, torch.zeros(4, device=device)
+        while taken < steps:
+            length = min(horizon.steps(), steps - taken)
+            sums += window(length)
+            taken, windows = taken + length, windows + 1
+        return torch.cat([sums / windows, torch.tensor([steps / windows], device=device)])
 
-    def save(epoch: int, updates: int) -> str:
-        return save_epoch(save_checkpoint_path, "shac", settings, epoch, updates, env_steps_per_update, modules,
-                          optimizers, generator, env, evaluator)
-
-    backend = EpochBackend(
-        update, ("actor_loss", "critic_loss", "grad_norm", "value_mean"), env, evaluator, policy, deterministic_eval,
-        generator, save, first_epoch, updates,
+    backend = common.AnalyticBackend(
+        "shac", config, update, ("actor_loss", "critic_loss", "grad_norm", "value_mean", "horizon"), modules, policy,
+        updates, 0, opts.save_checkpoint_path, opts.network_factory,
     )
-    metrics = run_epochs(
-        backend, num_evals=num_evals, updates_per_epoch=per_epoch, env_steps_per_update=env_steps_per_update,
-        progress_fn=progress_fn, save_checkpoint_path=save_checkpoint_path,
-        restore_checkpoint_path=restore_checkpoint_path,
-    )
-    return make_policy, policy, metrics
-
-
-def _sizes(name: str, sizes: Any) -> tuple[int, ...]:
-    return v.check(v.FieldSpec("sizes", "", name=name), sizes)
+    return make_policy, policy, common.run(backend, config, opts)
 
 
 __all__ = [
     "APGPolicy",
+    "AdaptiveHorizon",
     "SHACCritic",
     "Window",
     "actor_step",
@@ -422,5 +422,6 @@ __all__ = [
     "shac_actor_loss",
     "td_lambda_targets",
     "train",
+    "train_from_config",
     "update_target",
 ]

@@ -23,6 +23,7 @@ from typing import Any
 
 import torch
 
+import brax_bridge
 from brax_core.training import resume
 from brax_core.training.agents.ppo.config import KEYWORD_FIELDS
 from brax_core.training.run import checkpoints as run_checkpoints
@@ -106,7 +107,7 @@ def read_state(path: str | os.PathLike, trainer: str, state_format: str, map_loc
 def load_policy(
     path: str | os.PathLike,
     deterministic: bool = True,
-    device: Any = "cpu",
+    device: Any = None,
     network_factory: NetworkFactory | None = None,
 ) -> TorchPolicy:
     """Rebuilds the inference function from a checkpoint: ``policy(observation) -> (action, extras)``.
@@ -114,10 +115,11 @@ def load_policy(
     Args:
       path: a step directory, or a save path (its newest checkpoint).
       deterministic: the distribution's mode (else a sample).
-      device: where the networks run.
+      device: where the networks run (``None``: the bridge's device rule, ``brax_bridge.default_device``).
       network_factory: the ``network_factory`` the run trained with, for a checkpoint of networks of your own
         (the checkpoint records its name, not its code); ``None`` for torch_ppo's own networks.
     """
+    device = brax_bridge.default_device() if device is None else torch.device(device)
     state = load(path, map_location=device)
     config = state["config"]
     network = dict(config["network"])

@@ -31,10 +31,10 @@ from brax_core import program_cache
 from brax_core.envs.base import Env
 from brax_core.training import acting
 from brax_core.training.agents.ppo import train as jax_ppo
+from brax_core.training.run.driver import Metrics
 from torch_ppo.networks import PPOModules
 from torch_ppo.policy_transfer import jax_policy_factory, jax_policy_params
 
-Metrics = dict[str, float]
 EVAL_BACKENDS = ("jax", "torch")
 _PACKAGES = ("brax_core", "torch_ppo")  # the code the evaluation program runs, for the program cache's key
 

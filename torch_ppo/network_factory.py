@@ -58,7 +58,8 @@ def options_of_jax_factory(arguments: dict[str, Any], defaults: dict[str, Any]) 
     """``train``'s bound ``arguments`` with the JAX trainer's ``network_factory`` (brax_core's
     ``make_ppo_networks``, bare or a ``functools.partial`` of it, as every preset carries) taken as torch_ppo's own
     networks' options: each keyword of the partial becomes the ``train`` argument of its name, and
-    ``network_factory`` is dropped. So ``torch_ppo.train(env, **presets.PRESETS[name])`` builds the preset's networks.
+    ``network_factory`` is dropped. So ``torch_ppo.train(env, **presets.TRAIN_KWARGS[name])`` builds the preset's
+    networks.
 
     ``defaults``: ``train``'s defaults by name. A keyword that ``train`` also received with another value, or that
     torch_ppo's networks do not have, is a ``ValueError`` naming it. Arguments without such a factory are returned

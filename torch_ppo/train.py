@@ -1,8 +1,8 @@
 """PPO in PyTorch on brax_core environments through the bridge, with the JAX PPO's semantics and arguments.
 
 ``train`` checks its arguments (``arguments``: what each means and how it is checked), builds one process's
-``trainer.TorchRun`` (networks, Adam, envs, evaluator; restored from parameters or a checkpoint; the JAX trainer's
-counterpart is ``run_backend.JaxRun``) and runs it through the run driver both trainers share
+``trainer.TorchPPOBackend`` (networks, Adam, envs, evaluator; restored from parameters or a checkpoint; the JAX
+trainer's counterpart is ``run_backend.PPOBackend``) and runs it through the run driver every trainer shares
 (``brax_core.training.run``). A training step is ``update.collect`` then ``update.PPOUpdate``; nothing in a training
 call reads a value back to the host but its metrics, once per call.
 """
@@ -17,13 +17,12 @@ from typing import Any
 import torch
 
 from brax_core.training.agents.ppo.config import KEYWORD_FIELDS, PPOConfig
-from brax_core.training.run.driver import RunDriver
+from brax_core.training.run.driver import Metrics, RunDriver
+from brax_core.training.run.schedule import plan_run
 from torch_ppo import arguments, distributed
 from torch_ppo import network_factory as custom_networks
 from torch_ppo.params import TorchPPOParams, params_of
-from torch_ppo.trainer import TorchRun
-
-Metrics = dict[str, float]
+from torch_ppo.trainer import TorchPPOBackend
 
 
 def train(
@@ -154,18 +153,24 @@ def _train(
         checked = arguments.parse(given, resolved_device, dist.world_size, config)
         if checked.num_threads is not None and resolved_device.type == "cpu":
             torch.set_num_threads(checked.num_threads)
-        return _run(TorchRun(checked, dist))
+        return _run(TorchPPOBackend(checked, dist))
     finally:
         torch.set_num_threads(threads_before)
         distributed.teardown(dist)
 
 
-def _run(trainer: TorchRun) -> tuple[Callable[..., Any], TorchPPOParams, Metrics]:
+def _run(trainer: TorchPPOBackend) -> tuple[Callable[..., Any], TorchPPOParams, Metrics]:
     """The run of one process: nothing to train past a restored checkpoint's steps, else the schedule."""
     hp, dist = trainer.hp, trainer.dist
+    args = trainer.args
     driver = RunDriver(
         trainer,
-        trainer.args,
+        num_evals=hp.run.num_evals,
+        log_training_metrics=hp.run.log_training_metrics,
+        progress_fn=args.progress_fn,
+        policy_params_fn=args.policy_params_fn,
+        save_checkpoint_path=args.save_checkpoint_path,
+        restore_checkpoint_path=args.restore_checkpoint_path,
         make_policy=trainer.make_policy,
         env_steps=trainer.env_steps,
         main=dist.is_main,
@@ -177,5 +182,6 @@ def _run(trainer: TorchRun) -> tuple[Callable[..., Any], TorchPPOParams, Metrics
         driver.save()
         return trainer.make_policy, params_of(trainer.modules), {}
     trainer.build_envs()
-    metrics = driver.run(driver.plan(trainer.steps_per_training_step), evaluate=trainer.evaluator is not None)
+    schedule = plan_run(hp, driver.env_steps, trainer.steps_per_training_step)
+    metrics = driver.run(schedule, evaluate=trainer.evaluator is not None)
     return trainer.make_policy, params_of(trainer.modules), metrics

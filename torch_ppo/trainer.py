@@ -22,7 +22,7 @@ from torch_ppo.params import TorchPPOParams, load_params, make_inference_fn, par
 from torch_ppo.policy_transfer import jax_params_to_torch
 
 
-class TorchRun:
+class TorchPPOBackend:
     """One process's training run (see the module docstring); ``env_steps`` is where it starts."""
 
     def __init__(self, args: TrainArguments, dist: distributed.DistributedContext):

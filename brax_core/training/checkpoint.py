@@ -5,9 +5,10 @@ configuration as JSON, callables by name, and orbax items checked against the di
   every keyword argument of it); ``config_to_json`` gives the JSON form a checkpoint stores (callables by name: the
   ones Brax knows, those registered with ``register_callable``/``register_activation``, or an importable
   ``module:qualname``) and ``load_config`` the live values again.
-* ``restore_checked`` restores one orbax item of a step directory, refusing files whose digests differ from the
-  manifest (``brax_core.training.run.checkpoints``) before orbax reads them, and arrays of another shape than the
-  target's.
+* ``Saver`` writes a step directory of orbax items (``config``, ``params``, ``state``, ``env_state``) with its
+  manifest; ``restore_checked`` restores one orbax item of a step directory, refusing files whose digests differ
+  from the manifest (``brax_core.training.run.checkpoints``) before orbax reads them, and arrays of another shape
+  than the target's.
 
 The folder layout, manifests and the choice of the newest checkpoint are ``brax_core.training.run.checkpoints``';
 what a PPO checkpoint holds, and resuming from it, is ``brax_core.training.agents.ppo.checkpoint``.
@@ -29,9 +30,12 @@ from ml_collections import config_dict
 
 from brax_core.training import networks, types
 from brax_core.training.run import checkpoints as run_checkpoints
-from brax_core.training.run.checkpoints import CheckpointError, resolve_for
+from brax_core.training.run.checkpoints import STEP_NAME_DIGITS, CheckpointError, resolve_for, step_name
 
 CONFIG_FORMAT = "brax_core.ppo.checkpoint/1"
+# The orbax items a step directory holds; the manifest covers all but the configuration.
+ITEMS = ("config", "params", "state", "env_state")
+_CHECKED_ITEMS = ITEMS[1:]
 
 # Callables known by name in configurations (activations are looked up in networks.ACTIVATIONS first); a trainer
 # adds its own network factory (register_callable).
@@ -293,8 +297,13 @@ def load_config_json(path: str | os.PathLike) -> dict[str, Any]:
     return _read_config(path)
 
 
-def _read_config(path: str | os.PathLike) -> dict[str, Any]:
-    """The JSON configuration of a checkpoint as plain dicts."""
+# Where a checkpoint of each algorithm is loaded (a configuration without "algo" is PPO's).
+LOADERS = {"ppo": "brax_core.training.agents.ppo.checkpoint", "apg": "brax_core.training.agents.apg.checkpoint"}
+
+
+def _read_config(path: str | os.PathLike, algo: str = "ppo") -> dict[str, Any]:
+    """The JSON configuration of a checkpoint of ``algo`` as plain dicts; a checkpoint of another algorithm is
+    refused, naming the module that loads it."""
     step_dir = resolve_for(path, "jax")
     config_dir = os.path.join(step_dir, "config")
     files = [f for f in os.listdir(config_dir) if not f.startswith(".")] if os.path.isdir(config_dir) else []
@@ -306,7 +315,13 @@ def _read_config(path: str | os.PathLike) -> dict[str, Any]:
             f"checkpoint at {step_dir!r} is corrupt or incomplete: cannot read its config ({e})"
         ) from e
     if not isinstance(config, dict) or config.get("format") != CONFIG_FORMAT:
-        raise CheckpointError(f"checkpoint at {step_dir!r} has no brax_core PPO config (format {CONFIG_FORMAT!r})")
+        raise CheckpointError(f"checkpoint at {step_dir!r} has no brax_core config (format {CONFIG_FORMAT!r})")
+    saved = config.get("algo", "ppo")
+    if saved != algo:
+        raise CheckpointError(
+            f"checkpoint at {step_dir!r} is of {saved.upper()}, not {algo.upper()}: load it with "
+            f"{LOADERS.get(saved, saved)}"
+        )
     return config
 
 
@@ -358,3 +373,59 @@ def restore_checked(step_dir: str, item: str, target: Any) -> Any:
     """The orbax item ``item`` of ``step_dir`` restored into ``target``'s structure, checked (see the module
     docstring)."""
     return _restore_item(step_dir, item, target)
+
+
+class Saver:
+    """Writes checkpoints of the JAX trainers into ``path``: one step directory per save (atomic, at most
+    ``max_to_keep`` kept) of the orbax items ``config`` (JSON), ``params``, ``state`` and ``env_state`` (the last
+    two optional: a run needs both to resume) and its manifest.
+
+    With several JAX processes every process saves into the same path, which must be on a filesystem they all see:
+    each writes its own shards, process 0 the rest and the manifest.
+    """
+
+    def __init__(self, path: str | os.PathLike, max_to_keep: int | None = None):
+        import orbax.checkpoint as ocp  # here, not at module level: its import only where checkpoints are kept
+
+        self.path = os.path.abspath(os.fspath(path))
+        options = ocp.CheckpointManagerOptions(
+            max_to_keep=max_to_keep,
+            create=True,
+            enable_async_checkpointing=False,
+            step_format_fixed_length=STEP_NAME_DIGITS,
+        )
+        self._manager = ocp.CheckpointManager(self.path, options=options, item_names=ITEMS)
+
+    def save(
+        self,
+        env_steps: int,
+        params: Any,
+        state: Any | None,
+        config: Mapping[str, Any] | config_dict.ConfigDict,
+        env_state: Any | None = None,
+    ) -> str:
+        """Writes the step directory of ``env_steps``; returns it."""
+        config_json = {**config_to_json(config)}
+        config_json.setdefault("env_steps", int(env_steps))
+        import orbax.checkpoint as ocp
+        from jax.experimental import multihost_utils
+
+        items = {"config": ocp.args.JsonSave(config_json), "params": ocp.args.StandardSave(params)}
+        if state is not None:
+            items["state"] = ocp.args.StandardSave(state)
+        if env_state is not None:
+            items["env_state"] = ocp.args.StandardSave(_drop_empty(env_state))
+        self._manager.save(int(env_steps), args=ocp.args.Composite(**items), force=True)
+        self._manager.wait_until_finished()
+        step_dir = os.path.join(self.path, step_name(env_steps))
+        # In a multi-process run every process writes its own shards into the one shared directory and orbax
+        # finishes it when all have; the digests are one file, written by one process (two writers would race on
+        # its temporary name), and no process goes on before it exists (a resume or load would find it missing).
+        if jax.process_index() == 0:
+            run_checkpoints.write_manifest(step_dir, "jax", env_steps, [i for i in _CHECKED_ITEMS if i in items])
+        if jax.process_count() > 1:
+            multihost_utils.sync_global_devices(f"brax_core checkpoint at {int(env_steps)} steps")
+        return step_dir
+
+    def close(self) -> None:
+        self._manager.close()

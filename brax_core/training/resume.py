@@ -1,8 +1,9 @@
-"""What both PPO trainers check before a run resumes from a checkpoint or calls back (the run itself, its schedule
+"""What the trainers check before a run resumes from a checkpoint or calls back (the run itself, its schedule
 and its callbacks: ``brax_core.training.run``).
 
 * ``check_config``: the configuration a checkpoint was saved with against the one asked for now; differences are
-  refused with every differing field listed, unless the caller allows them by name.
+  refused with every differing field listed, unless the caller allows them by name (PPO);
+  ``check_same_settings`` refuses every difference but the run's length (the gradient algorithms).
 * ``checked_callbacks``: ``progress_fn`` and ``policy_params_fn`` checked for their signatures before anything runs.
 
 Standard library only: the schema module and the command line import nothing heavier either.
@@ -132,6 +133,26 @@ def check_config(
             f"values, or allow the change deliberately with {argument}={sorted(refused)!r} (True allows any)"
         )
     return differences
+
+
+# What a resumed run of the gradient algorithms may change: its length (a larger num_timesteps trains on), what it
+# keeps and where it runs; the env's name is compared where both runs name one.
+RESUME_MAY_CHANGE = ("num_timesteps", "max_to_keep", "device", "preset", "trainer")
+
+
+def check_same_settings(where: str, saved: Mapping[str, Any], requested: Mapping[str, Any]) -> None:
+    """Refuses to continue the run saved at ``where`` with settings (a configuration's fields by name) other than its
+    saved ones, but for ``RESUME_MAY_CHANGE``; the error names each field that differs, with both values."""
+    skip = set(RESUME_MAY_CHANGE)
+    if saved.get("name") is None or requested.get("name") is None:
+        skip.add("name")
+    differences = {k: v for k, v in config_differences(saved, requested).items() if k not in skip}
+    if differences:
+        listed = "; ".join(f"{k}: {s!r} in the checkpoint, {r!r} requested" for k, (s, r) in differences.items())
+        raise ValueError(
+            f"cannot resume from {where!r} with other settings ({listed}): a resumed run continues the saved one "
+            f"exactly, so only {', '.join(RESUME_MAY_CHANGE[:1])} may change (a larger one trains on)"
+        )
 
 
 def check_allow(argument: str, allow: Any) -> bool | tuple[str, ...]:

@@ -13,14 +13,15 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 TRAINERS = ("jax", "torch")
-KINDS = ("int", "float", "bool", "sizes", "activation", "choice", "name", "device")
+KINDS = ("int", "float", "bool", "sizes", "betas", "activation", "choice", "name", "device")
 
 
 @dataclasses.dataclass(frozen=True)
 class FieldSpec:
     """What one hyperparameter accepts, and its help text.
 
-    ``kind``: 'int', 'float', 'bool', 'sizes' (a sequence of positive ints), 'activation' (a name in
+    ``kind``: 'int', 'float', 'bool', 'sizes' (a sequence of positive ints), 'betas' (Adam's two decay rates, each
+    in ``[0, 1)``), 'activation' (a name in
     ``choices`` or a callable), 'choice' (a name in ``choices``, any case, or an enum member whose value is one;
     with ``optional``, the choice 'NONE' stands for ``None``), 'name' (any non-empty string) or 'device' ('cpu',
     'cuda' or 'cuda:<index>', or a ``torch.device`` of one; with ``optional``, 'auto' stands for ``None``).
@@ -101,6 +102,15 @@ def _sizes(value: Any) -> tuple[int, ...] | None:
     return tuple(int(v) for v in sizes)
 
 
+def _betas(value: Any) -> tuple[float, float] | None:
+    if isinstance(value, str | bytes) or not isinstance(value, Iterable):
+        return None
+    pair = tuple(value)
+    if len(pair) != 2 or not all(_is_finite(b) and 0.0 <= b < 1.0 for b in pair):
+        return None
+    return float(pair[0]), float(pair[1])
+
+
 def _in_range(spec: FieldSpec, value: float) -> bool:
     low, high = spec.minimum, spec.maximum
     if low is not None and (value < low or (spec.min_open and value == low)):
@@ -120,6 +130,8 @@ def check(spec: FieldSpec, value: Any) -> Any:
         return bool(value)
     if spec.kind == "sizes" and (sizes := _sizes(value)) is not None:
         return sizes
+    if spec.kind == "betas" and (betas := _betas(value)) is not None:
+        return betas
     if spec.kind == "choice" and (chosen := _choice(spec, value)) is not None:
         return None if chosen == "NONE" and spec.optional else chosen
     if spec.kind == "activation":
@@ -178,6 +190,8 @@ def _requirement(spec: FieldSpec, value: Any, flags: bool) -> str:
         return "true or false" if flags else "True or False"
     if spec.kind == "sizes":
         return "one or more positive integers like 64,64" if flags else "a sequence of positive integers"
+    if spec.kind == "betas":
+        return "two numbers in [0, 1) like 0.9,0.999" if flags else "a pair (b1, b2) of numbers in [0, 1)"
     if spec.kind == "name":
         return "a non-empty string"
     if spec.kind == "device":

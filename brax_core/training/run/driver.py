@@ -1,4 +1,4 @@
-"""The loop both PPO trainers run around their training steps, over a ``Backend`` each supplies.
+"""The loop every trainer runs around its training steps, over a ``Backend`` each supplies.
 
 For every compiled call of the ``Schedule``: reset the envs where a segment starts, train, and read the call's
 training metrics. At the end of an epoch the checkpoint is saved *before* any user callback sees the step, so a
@@ -7,8 +7,9 @@ and reported. A callback that raises has the run saved first (where the trainer 
 exception carries a note naming it and the checkpoint. ``policy_params_fn`` is also called once before training, at
 the step the run starts from, as Brax does.
 
-The PPO trainers report ``progress_fn`` at env-step counts; the torch gradient trainers (``torch_analytic``) run
-the same driver with one training step per update and report at epochs, as Brax's APG (``report_step``).
+The PPO trainers report ``progress_fn`` at env-step counts; the gradient trainers (the JAX APG and
+``torch_analytic``) run the same driver with one training step per update and report at epochs, as Brax's APG
+(``report_step``).
 """
 
 from __future__ import annotations
@@ -20,9 +21,14 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from brax_core.training.run import checkpoints
-from brax_core.training.run.schedule import Schedule, plan_run
+from brax_core.training.run.schedule import Schedule
 
+# The host-side metrics every trainer reports: ``progress_fn``'s and ``train``'s last ones.
 Metrics = dict[str, float]
+
+
+def ignore(*args: Any) -> None:
+    """The default callback: does nothing."""
 
 
 class Backend(Protocol):
@@ -51,16 +57,6 @@ class Backend(Protocol):
 
     def params(self) -> Any:
         """The current parameters as ``make_policy`` takes them: copies that later training leaves alone."""
-
-
-class RunArguments(Protocol):
-    """What the driver reads of a trainer's checked arguments."""
-
-    hp: Any  # the hyperparameters: a PPOConfig, or settings whose ``run`` has num_evals and log_training_metrics
-    progress_fn: Callable[[int, Mapping[str, Any]], None]
-    policy_params_fn: Callable[..., None]
-    save_checkpoint_path: str | os.PathLike | None
-    restore_checkpoint_path: str | None
 
 
 def training_metrics(
@@ -92,35 +88,46 @@ class RunDriver:
 
     Args:
       backend: the trainer's training state and operations.
-      args: the trainer's checked arguments: the hyperparameters, ``progress_fn(num_steps, metrics)``,
-        ``policy_params_fn(current_step, make_policy, params)``, where the backend saves checkpoints and the
-        checkpoint the run resumed from (whose step is saved already when it lies in the save path).
+      num_evals: the run's evaluations (one before training when more than one).
+      progress_fn: ``progress_fn(step, metrics)`` at every report.
       make_policy: what ``policy_params_fn`` gets to build a policy from the parameters.
       env_steps: the env-step count the run starts from (a restored checkpoint's, else 0).
       main: whether this process runs the callbacks (every process of the JAX trainer; rank 0 of torch_ppo).
       save_before_failing_callback: whether a failing callback has the run saved first (not where saving needs
         every process, which a callback on one process cannot ask for).
       report_step: what ``progress_fn`` is told for a count of env steps (default: the count itself).
+      log_training_metrics: every call's training metrics go to ``progress_fn`` too.
+      policy_params_fn: ``policy_params_fn(current_step, make_policy, params)`` before training and after every
+        epoch.
+      save_checkpoint_path: where the backend saves checkpoints (``None``: nowhere).
+      restore_checkpoint_path: the checkpoint the run resumed from (whose step is saved already when it lies in
+        the save path).
     """
 
     def __init__(
         self,
         backend: Backend,
-        args: RunArguments,
         *,
+        num_evals: int,
+        progress_fn: Callable[[int, Mapping[str, Any]], None],
         make_policy: Callable[..., Any],
         env_steps: int,
         main: bool = True,
         save_before_failing_callback: bool = True,
         report_step: Callable[[int], int] = int,
+        log_training_metrics: bool = False,
+        policy_params_fn: Callable[..., None] = ignore,
+        save_checkpoint_path: str | os.PathLike | None = None,
+        restore_checkpoint_path: str | os.PathLike | None = None,
     ):
-        self.backend, self.hp = backend, args.hp
+        self.backend = backend
+        self._num_evals, self._log_training_metrics = num_evals, log_training_metrics
         self._report_step = report_step
         self.env_steps = env_steps
-        self._progress_fn, self._policy_params_fn = args.progress_fn, args.policy_params_fn
+        self._progress_fn, self._policy_params_fn = progress_fn, policy_params_fn
         self._make_policy = make_policy
-        self._save_path = args.save_checkpoint_path
-        resumed_here = checkpoints.holds(args.save_checkpoint_path, args.restore_checkpoint_path)
+        self._save_path = save_checkpoint_path
+        resumed_here = checkpoints.holds(save_checkpoint_path, restore_checkpoint_path)
         self._saved_at = env_steps if resumed_here else None
         self._main = main
         self._save_before_failing_callback = save_before_failing_callback
@@ -136,10 +143,6 @@ class RunDriver:
             self._saved_at = self.env_steps
         return checkpoints.step_directory(self._save_path, self.env_steps)
 
-    def plan(self, env_steps_per_training_step: int) -> Schedule:
-        """The whole run's schedule (``schedule.plan_run``) from the step count the run starts at."""
-        return plan_run(self.hp, self.env_steps, env_steps_per_training_step)
-
     def run(self, schedule: Schedule, *, evaluate: bool, report_training_at_evaluation_points: bool = False) -> Metrics:
         """Runs the calls of ``schedule`` this process has left; returns the last metrics reported.
 
@@ -148,7 +151,7 @@ class RunDriver:
         ``report_training_at_evaluation_points``: where nothing is evaluated, an evaluation point reports the
         training metrics instead.
         """
-        initial_evaluation, log_training_metrics = self.hp.run.num_evals > 1, self.hp.run.log_training_metrics
+        initial_evaluation, log_training_metrics = self._num_evals > 1, self._log_training_metrics
         env_steps_per_call = schedule.env_steps_per_call
         start = time.time()
         if evaluate:

@@ -121,3 +121,19 @@ def _plan(training_steps: int, num_evals: int, num_resets_per_eval: int, steps_b
         steps_per_call = min(max(steps_between_reports, 1), steps_per_segment)
         steps_per_segment = -(-steps_per_segment // steps_per_call) * steps_per_call
     return Schedule(epochs, steps_per_call, steps_per_segment // steps_per_call, segments, num_resets_per_eval > 0)
+
+
+def plan_updates(policy_updates: int, num_evals: int, updates_done: int, env_steps_per_update: int) -> Schedule:
+    """The schedule of a gradient run (APG, SHAC): ``max(num_evals - 1, 1)`` epochs of Brax's share of
+    ``policy_updates`` each (rounded, halves to even), one call of one-update training steps per epoch. Resumed after
+    ``updates_done``: the unbroken run's plan where that count ends one of its epochs, else (a run resumed with another
+    length) the updates left planned as a run of their own; none left, no call."""
+    epochs = max(num_evals - 1, 1)
+    per_epoch = max(round(policy_updates / epochs), 1)
+    plan = Schedule(epochs, per_epoch, 1, 1, False, 0, env_steps_per_update)
+    if updates_done % per_epoch == 0 and updates_done <= plan.training_steps:
+        return dataclasses.replace(plan, calls_done=updates_done // per_epoch)
+    remaining = plan.training_steps - updates_done
+    if remaining <= 0:
+        return dataclasses.replace(plan, calls_done=epochs)
+    return Schedule(epochs, -(-remaining // epochs), 1, 1, False, 0, env_steps_per_update)

@@ -1,13 +1,15 @@
-"""``apg.train``'s arguments: what each means (``TRAIN_DOC``, the text ``help(train)`` shows) and their checks.
+"""``apg.train``'s arguments: what each means (``TRAIN_DOC``, the text ``help(train)`` shows), and the checks of those
+that are not configuration fields (``validated``): the envs, wrappers, callbacks, checkpoint paths, devices.
 
-Every argument is checked in ``validated`` before anything is traced or compiled, and every refusal names the
-argument and what it accepts (the messages come from ``brax_core.training.validation``, as PPO's do).
+The settings themselves are an ``APGConfig`` (``brax_core.training.agents.apg.config``), checked when it is built;
+every refusal names the argument and what it accepts, before anything is traced or compiled.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import numbers
+import functools
+import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -15,17 +17,18 @@ import jax
 
 from brax_core import envs
 from brax_core.envs.base import Env
-from brax_core.training import resume
+from brax_core.training import networks, resume
 from brax_core.training import validation as v
 from brax_core.training.agents.apg import networks as apg_networks
+from brax_core.training.agents.apg.config import APGConfig
 from brax_core.training.agents.ppo.arguments import check_wrapping
+from brax_core.training.run.driver import ignore
 
 TRAIN_DOC = """Direct trajectory optimisation training: the analytic policy gradient (APG).
 
 Each policy update unrolls ``horizon_length // action_repeat`` policy steps in every training env and follows the
 gradient of minus the mean reward of the unroll, computed by differentiating through the environment's own dynamics
-(MJX's step is differentiable; ``fast``, ``inverted_pendulum``, ``halfcheetah``, ``ant`` and ``humanoid`` pass
-useful gradients). The next update starts where the last unroll stopped.
+(MJX's step is differentiable in every env of brax_core). The next update starts where the last unroll stopped.
 
 Args:
   environment: the environment to train: an ``Env``, a MuJoCo Playground ``MjxEnv`` or a registered name.
@@ -60,6 +63,14 @@ Args:
   eval_env: an environment for evaluation (default: ``environment``), wrapped and randomised as ``environment``.
   randomization_fn: Brax's ``randomization_fn(sys, rng) -> (batched_sys, in_axes)`` over the MJX model; ``rng`` is
     bound to one key per environment of a device, and the evaluation envs get their own keys.
+  policy_params_fn: ``policy_params_fn(env_steps, make_policy, params)`` before training and after every epoch,
+    as Brax's PPO calls it.
+  save_checkpoint_path: where a checkpoint of the whole run is written at every epoch's end, before
+    ``progress_fn`` sees the epoch (``brax_core.training.agents.apg.checkpoint``: ``load_policy`` rebuilds the
+    policy from it alone).
+  restore_checkpoint_path: a checkpoint (a step directory, or the newest under a save path) to continue exactly,
+    with the same settings but ``policy_updates``, which may grow.
+  max_to_keep: the most checkpoints kept (``None``: all).
 
 Returns:
   ``(make_policy, params, metrics)``: the inference function factory (``make_inference_fn``'s), the
@@ -69,52 +80,37 @@ Returns:
   gradient was cut because the physics' reverse pass was not finite there: ``brax_core.envs.wrappers.gradients``).
 """
 
+# train_from_config's options: train's arguments that are not configuration fields.
+OPTIONS = (
+    "wrap_env", "wrap_env_fn", "max_devices_per_host", "network_factory", "progress_fn", "eval_env",
+    "randomization_fn", "policy_params_fn", "save_checkpoint_path", "restore_checkpoint_path",
+)
+
 
 @dataclasses.dataclass(frozen=True)
 class Arguments:
-    """``train``'s arguments once checked, with the wrapper to apply resolved and the devices found."""
+    """A run's configuration and its other arguments once checked, with the wrapper to apply resolved and the
+    devices found."""
 
+    config: APGConfig
     environment: Env
     eval_env: Env
     wrap_env: bool | Callable[..., Env]
-    episode_length: int
-    policy_updates: int
-    horizon_length: int
-    num_envs: int
-    num_evals: int
-    action_repeat: int
-    num_eval_envs: int
-    learning_rate: float
-    adam_b: tuple[float, float]
-    use_schedule: bool
-    use_float64: bool
-    schedule_decay: float
-    seed: int
-    max_gradient_norm: float
-    normalize_observations: bool
-    deterministic_eval: bool
     network_factory: Callable[..., apg_networks.APGNetworks]
     progress_fn: Callable[[int, Mapping[str, Any]], None]
+    policy_params_fn: Callable[..., None]
     randomization_fn: Callable[..., Any] | None
+    save_checkpoint_path: str | None
+    restore_checkpoint_path: str | None
     devices: tuple[jax.Device, ...]
 
     @property
-    def num_epochs(self) -> int:
-        """Training epochs, each followed by an evaluation (Brax's ``num_evals_after_init``)."""
-        return epochs_of(self.num_evals)
-
-    @property
-    def updates_per_epoch(self) -> int:
-        return updates_per_epoch(self.policy_updates, self.num_evals)
-
-    @property
-    def steps_per_update(self) -> int:
-        """Policy steps in the unroll of one update (each repeated ``action_repeat`` times in the env)."""
-        return self.horizon_length // self.action_repeat
+    def episode_length(self) -> int:
+        return self.config.env.episode_length
 
     @property
     def envs_per_device(self) -> int:
-        return self.num_envs // len(self.devices)
+        return self.config.env.num_envs // len(self.devices)
 
     @property
     def env_options(self) -> dict[str, Any]:
@@ -122,101 +118,116 @@ class Arguments:
         return dict(
             wrap_env=self.wrap_env,
             episode_length=self.episode_length,
-            action_repeat=self.action_repeat,
+            action_repeat=self.config.env.action_repeat,
             randomization_fn=self.randomization_fn,
         )
 
 
-def epochs_of(num_evals: int) -> int:
-    return max(num_evals - 1, 1)
-
-
-def updates_per_epoch(policy_updates: int, num_evals: int) -> int:
-    """Brax's share of updates per epoch: rounded to the nearest integer, halves to even."""
-    return round(policy_updates / epochs_of(num_evals))
-
-
-def validated(arguments: Mapping[str, Any], find_devices: Callable[[int | None], list[jax.Device]]) -> Arguments:
-    """``train``'s keyword arguments, checked before anything compiles; ``find_devices(max_devices_per_host)`` lists
-    the devices to train on."""
-    environment = _env("environment", arguments["environment"], allow_name=True)
-    eval_env = arguments["eval_env"]
-    eval_env = environment if eval_env is None else _env("eval_env", eval_env, allow_name=False)
-    episode_length = v.positive_int("episode_length", arguments["episode_length"])
-    policy_updates = v.positive_int("policy_updates", arguments["policy_updates"])
-    num_evals = v.check(v.FieldSpec("int", "", minimum=0, name="num_evals"), arguments["num_evals"])
-    if updates_per_epoch(policy_updates, num_evals) < 1:
-        epochs = epochs_of(num_evals)
-        raise ValueError(
-            f"policy_updates ({policy_updates}) leaves no update for each of the {epochs} epochs that "
-            f"num_evals={num_evals} makes (round(policy_updates / max(num_evals - 1, 1)) must be at least 1): "
-            f"pass policy_updates >= {epochs // 2 + 1} or fewer num_evals"
-        )
-    action_repeat = v.positive_int("action_repeat", arguments["action_repeat"])
-    horizon_length = v.positive_int("horizon_length", arguments["horizon_length"])
-    if horizon_length < action_repeat:
-        raise ValueError(
-            f"horizon_length ({horizon_length}) must be at least action_repeat ({action_repeat}): an update unrolls "
-            "horizon_length // action_repeat policy steps"
-        )
-    num_envs = v.positive_int("num_envs", arguments["num_envs"])
-    num_eval_envs = v.positive_int("num_eval_envs", arguments["num_eval_envs"])
-    max_devices_per_host = arguments["max_devices_per_host"]
-    if max_devices_per_host is not None:
-        max_devices_per_host = v.positive_int("max_devices_per_host", max_devices_per_host)
-    learning_rate = v.real("learning_rate", arguments["learning_rate"], low=0.0, open_low=True)
-    adam_b = adam_betas(arguments["adam_b"])
-    use_schedule = v.boolean("use_schedule", arguments["use_schedule"])
-    use_float64 = v.boolean("use_float64", arguments["use_float64"])
-    if use_float64 and not jax.config.jax_enable_x64:
+def validated(
+    config: APGConfig,
+    environment: Any,
+    options: Mapping[str, Any],
+    find_devices: Callable[[int | None], list[jax.Device]],
+) -> Arguments:
+    """The arguments of a run of ``config`` on ``environment`` (``None``: ``config.env.name``), checked before
+    anything compiles; ``options`` are ``OPTIONS`` by name; ``find_devices(max_devices_per_host)`` lists the
+    devices to train on."""
+    if not isinstance(config, APGConfig):
+        raise TypeError(f"config must be an APGConfig, got {type(config).__name__}")
+    unknown = sorted(set(options) - set(OPTIONS))
+    if unknown:
+        fields = sorted(set(unknown) & set(APGConfig.by_name()))
+        hint = f" ({', '.join(fields)}: set in config, e.g. config.replace({fields[0]}=...))" if fields else ""
+        raise TypeError(f"train_from_config got unknown options {unknown}{hint}; its options: {', '.join(OPTIONS)}")
+    if environment is None:
+        environment = config.env.name
+    if environment is None:
+        raise ValueError("environment: give an Env, or a config whose env.name names a registered environment")
+    environment = _env("environment", environment, allow_name=True)
+    if config.env.episode_length is None:  # the env's own
+        config = config.replace(episode_length=int(getattr(environment.unwrapped, "default_episode_length", 1000)))
+    given_eval_env = options.get("eval_env")
+    eval_env = environment if given_eval_env is None else _env("eval_env", given_eval_env, allow_name=False)
+    if config.algorithm.use_float64 and not jax.config.jax_enable_x64:
         raise ValueError(
             "use_float64=True keeps the observation statistics in float64, which JAX only has with "
             "jax.config.update('jax_enable_x64', True); enable it first or pass use_float64=False"
         )
-    schedule_decay = v.real("schedule_decay", arguments["schedule_decay"], low=0.0, high=1.0, open_low=True)
-    seed = v.check(v.FieldSpec("int", "", minimum=0, name="seed"), arguments["seed"])
-    max_gradient_norm = v.real("max_gradient_norm", arguments["max_gradient_norm"], low=0.0, open_low=True)
-    normalize_observations = v.boolean("normalize_observations", arguments["normalize_observations"])
-    deterministic_eval = v.boolean("deterministic_eval", arguments["deterministic_eval"])
-    network_factory = v.callable_arg("network_factory", arguments["network_factory"])
+    max_devices_per_host = options.get("max_devices_per_host")
+    if max_devices_per_host is not None:
+        max_devices_per_host = v.positive_int("max_devices_per_host", max_devices_per_host)
+    network_factory = options.get("network_factory")
+    if network_factory is None:
+        network_factory = network_factory_of(config)
+    network_factory = v.callable_arg("network_factory", network_factory)
     progress_fn = resume.check_callback(
-        "progress_fn", v.callable_arg("progress_fn", arguments["progress_fn"]), "(num_steps, metrics)"
+        "progress_fn", v.callable_arg("progress_fn", options.get("progress_fn", ignore)), "(epoch, metrics)"
     )
-    randomization_fn = arguments["randomization_fn"]
+    policy_params_fn = resume.check_callback(
+        "policy_params_fn", v.callable_arg("policy_params_fn", options.get("policy_params_fn", ignore)),
+        "(env_steps, make_policy, params)",
+    )
+    randomization_fn = options.get("randomization_fn")
     if randomization_fn is not None:
         v.callable_arg("randomization_fn", randomization_fn)
-    wrap_env = _wrapper(arguments["wrap_env"], arguments["wrap_env_fn"])
+    wrap_env = _wrapper(options.get("wrap_env", True), options.get("wrap_env_fn"))
     check_wrapping("environment", environment, wrap_env)
-    if arguments["eval_env"] is not None:
+    if given_eval_env is not None:
         check_wrapping("eval_env", eval_env, wrap_env)
     devices = tuple(find_devices(max_devices_per_host))
-    if num_envs % len(devices) != 0:
-        raise ValueError(f"num_envs ({num_envs}) must be divisible by the number of devices ({len(devices)})")
+    if config.env.num_envs % len(devices) != 0:
+        raise ValueError(f"num_envs ({config.env.num_envs}) must be divisible by the number of devices "
+                         f"({len(devices)})")
     return Arguments(
-        environment=environment,
-        eval_env=eval_env,
-        wrap_env=wrap_env,
-        episode_length=episode_length,
-        policy_updates=policy_updates,
-        horizon_length=horizon_length,
-        num_envs=num_envs,
-        num_evals=num_evals,
-        action_repeat=action_repeat,
-        num_eval_envs=num_eval_envs,
-        learning_rate=learning_rate,
-        adam_b=adam_b,
-        use_schedule=use_schedule,
-        use_float64=use_float64,
-        schedule_decay=schedule_decay,
-        seed=seed,
-        max_gradient_norm=max_gradient_norm,
-        normalize_observations=normalize_observations,
-        deterministic_eval=deterministic_eval,
-        network_factory=network_factory,
-        progress_fn=progress_fn,
-        randomization_fn=randomization_fn,
-        devices=devices,
+        config=config, environment=environment, eval_env=eval_env, wrap_env=wrap_env,
+        network_factory=network_factory, progress_fn=progress_fn, policy_params_fn=policy_params_fn,
+        randomization_fn=randomization_fn, save_checkpoint_path=_path("save_checkpoint_path", options),
+        restore_checkpoint_path=_path("restore_checkpoint_path", options), devices=devices,
     )
+
+
+def network_factory_of(config: APGConfig) -> Callable[..., apg_networks.APGNetworks]:
+    """``make_apg_networks`` with ``config.network``'s fields."""
+    network = config.network
+    return functools.partial(
+        apg_networks.make_apg_networks, hidden_layer_sizes=network.policy_hidden_layer_sizes,
+        activation=network.activation, layer_norm=network.layer_norm,
+    )
+
+
+def network_fields(network_factory: Any) -> dict[str, Any]:
+    """The config's network fields that a ``network_factory`` of Brax's signature sets: those of a
+    ``functools.partial`` of ``make_apg_networks`` (an activation by its name where it has one); nothing for any
+    other factory, which a run then uses as it is."""
+    keywords: dict[str, Any] = {}
+    factory = network_factory
+    while isinstance(factory, functools.partial):
+        keywords = {**factory.keywords, **keywords}
+        factory = factory.func
+    if factory is not apg_networks.make_apg_networks:
+        return {}
+    fields = {}
+    if "hidden_layer_sizes" in keywords:
+        fields["policy_hidden_layer_sizes"] = keywords["hidden_layer_sizes"]
+    if "layer_norm" in keywords:
+        fields["layer_norm"] = keywords["layer_norm"]
+    activation = keywords.get("activation")
+    if isinstance(activation, str):
+        fields["activation"] = activation
+    elif activation is not None:
+        names = [name for name, fn in networks.ACTIVATIONS.items() if fn is activation]
+        if names:
+            fields["activation"] = names[0]
+    return fields
+
+
+def _path(name: str, options: Mapping[str, Any]) -> str | None:
+    value = options.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, str | os.PathLike):
+        raise TypeError(f"{name} must be a path (str or os.PathLike) or None, got {value!r}")
+    return os.path.abspath(os.fspath(value))
 
 
 def _env(name: str, env: Any, allow_name: bool) -> Env:
@@ -224,14 +235,6 @@ def _env(name: str, env: Any, allow_name: bool) -> Env:
         return envs.as_env(env)
     names = ", a registered environment name" if allow_name else ""
     raise TypeError(f"{name} must be a brax_core Env, a MuJoCo Playground MjxEnv{names}, got {env!r}")
-
-
-def adam_betas(adam_b: Any) -> tuple[float, float]:
-    """``adam_b`` as two floats in ``[0, 1)``: Adam's decay rates of its first and second moments."""
-    if isinstance(adam_b, tuple | list) and len(adam_b) == 2:
-        if all(isinstance(b, numbers.Real) and not isinstance(b, bool) and 0.0 <= b < 1.0 for b in adam_b):
-            return float(adam_b[0]), float(adam_b[1])
-    raise ValueError(f"adam_b must be a pair (b1, b2) of numbers in [0, 1), got {adam_b!r}")
 
 
 def _wrapper(wrap_env: Any, wrap_env_fn: Any) -> bool | Callable[..., Env]:

@@ -16,8 +16,7 @@ Where this differs from Brax (the same on one device): the envs are data-paralle
 from __future__ import annotations
 
 import functools
-import logging
-import time
+import os
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
@@ -29,19 +28,25 @@ import optax
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from brax_core import devices
 from brax_core.devices import training_devices
 from brax_core.envs.base import Env, State
 from brax_core.envs.wrappers.gradients import finite_gradient_step
 from brax_core.training import acting, types
 from brax_core.training.acme import running_statistics
-from brax_core.training.agents.apg import arguments
+from brax_core.training.agents.apg import arguments, checkpoint
 from brax_core.training.agents.apg import networks as apg_networks
+from brax_core.training.agents.apg.config import APGConfig
 from brax_core.training.agents.ppo.environments import make_eval_env, wrap_for
+from brax_core.training.run.driver import RunDriver, ignore
+from brax_core.training.run.schedule import plan_updates
 
-__all__ = ["TrainingState", "clip_by_global_norm", "make_loss", "make_optimizer", "make_training_epoch", "train"]
+__all__ = [
+    "APGBackend", "TrainingState", "clip_by_global_norm", "make_loss", "make_optimizer", "make_training_epoch",
+    "train", "train_from_config",
+]
 
 AXIS = "i"  # the device mesh's one axis: the training envs are split over it
-Metrics = types.Metrics
 
 
 @flax.struct.dataclass
@@ -92,15 +97,61 @@ def train(
     normalize_observations: bool = False,
     deterministic_eval: bool = False,
     network_factory: Callable[..., apg_networks.APGNetworks] = apg_networks.make_apg_networks,
-    progress_fn: Callable[[int, Mapping[str, Any]], None] = lambda *args: None,
+    progress_fn: Callable[[int, Mapping[str, Any]], None] = ignore,
     eval_env: Env | None = None,
     randomization_fn: Callable[..., Any] | None = None,
+    policy_params_fn: Callable[..., None] = ignore,
+    save_checkpoint_path: str | os.PathLike | None = None,
+    restore_checkpoint_path: str | os.PathLike | None = None,
+    max_to_keep: int | None = None,
 ) -> tuple[Callable[..., types.Policy], tuple[Any, Any], dict[str, float]]:
-    args = arguments.validated(locals(), training_devices)  # first statement: locals() holds exactly train's arguments
-    started = time.time()
-    keys = _keys(args.seed)
+    # Brax's keywords as one APGConfig (a make_apg_networks partial's keywords become its network fields).
+    config = APGConfig.from_train_kwargs({
+        "name": environment if isinstance(environment, str) else None, "episode_length": episode_length,
+        "policy_updates": policy_updates, "horizon_length": horizon_length, "num_envs": num_envs,
+        "num_evals": num_evals, "action_repeat": action_repeat, "num_eval_envs": num_eval_envs,
+        "learning_rate": learning_rate, "adam_b": adam_b, "use_schedule": use_schedule, "use_float64": use_float64,
+        "schedule_decay": schedule_decay, "seed": seed, "max_gradient_norm": max_gradient_norm,
+        "normalize_observations": normalize_observations, "deterministic_eval": deterministic_eval,
+        "max_to_keep": max_to_keep, **arguments.network_fields(network_factory),
+    })
+    return train_from_config(
+        config, environment, wrap_env=wrap_env, wrap_env_fn=wrap_env_fn, max_devices_per_host=max_devices_per_host,
+        network_factory=network_factory, progress_fn=progress_fn, eval_env=eval_env,
+        randomization_fn=randomization_fn, policy_params_fn=policy_params_fn,
+        save_checkpoint_path=save_checkpoint_path, restore_checkpoint_path=restore_checkpoint_path,
+    )
+
+
+# What every argument means: arguments.TRAIN_DOC, the text help(train) shows.
+train.__doc__ = arguments.TRAIN_DOC
+
+
+def train_from_config(
+    config: APGConfig, environment: Env | str | None = None, **options: Any
+) -> tuple[Callable[..., types.Policy], tuple[Any, Any], dict[str, float]]:
+    """Trains ``config`` (an ``APGConfig``, validated when it was built) on ``environment`` (default:
+    ``config.env.name``, a registered name), on ``config.run.device`` (``None``: where JAX places arrays now).
+
+    ``options``: ``train``'s arguments that are not config fields, by the same names and with the same meanings
+    (``progress_fn``, ``policy_params_fn``, ``save_checkpoint_path``, ``restore_checkpoint_path``, ``eval_env``,
+    ``randomization_fn``, ``wrap_env``, ``network_factory``, ...: ``arguments.OPTIONS``; see ``help(train)``).
+    Without a ``network_factory`` the networks are ``make_apg_networks`` with ``config.network``'s fields.
+    Returns what ``train`` returns.
+    """
+    if not isinstance(config, APGConfig):
+        raise TypeError(f"config must be an APGConfig, got {type(config).__name__}")
+    with devices.placed(config.run.device):
+        return _train(arguments.validated(config, environment, options, training_devices))
+
+
+def _train(args: arguments.Arguments) -> tuple[Callable[..., types.Policy], tuple[Any, Any], dict[str, float]]:
+    """The run of checked arguments: Brax's flow, through the run driver every trainer shares."""
+    config = args.config
+    keys = _keys(config.run.seed)
     mesh = Mesh(np.asarray(args.devices), (AXIS,))
     replicated = NamedSharding(mesh, P())
+    resumed = checkpoint.resumable(args.restore_checkpoint_path, config)
 
     # ---- environments: one device's share of the training envs, and the evaluation envs
     env = wrap_for(args.environment, args.envs_per_device, keys.randomize, **args.env_options)
@@ -111,28 +162,46 @@ def train(
             "(dictionary observations are not implemented in APG, as in Brax)"
         )
     eval_keys = keys.eval if args.randomization_fn is not None else None
-    eval_env = make_eval_env(args.eval_env, args.num_eval_envs, eval_keys, **args.env_options)
+    eval_env = make_eval_env(args.eval_env, config.env.num_eval_envs, eval_keys, **args.env_options)
 
     # ---- networks, optimiser and the first training state
+    algorithm = config.algorithm
     preprocess = types.identity_observation_preprocessor
-    if args.normalize_observations:
+    if algorithm.normalize_observations:
         preprocess = running_statistics.normalize
     apg_network = args.network_factory(obs_size, env.action_size, preprocess_observations_fn=preprocess)
     make_policy = apg_networks.make_inference_fn(apg_network)
-    optimizer = make_optimizer(args.learning_rate, args.adam_b, args.use_schedule, args.schedule_decay)
-    dtype = jnp.float64 if args.use_float64 else jnp.float32
+    saved_config = None
+    if args.save_checkpoint_path is not None:  # refused now, before training, if the networks cannot be named
+        saved_config = checkpoint.checkpoint_config(obs_size, env.action_size, args.network_factory, config)
+    optimizer = make_optimizer(algorithm.learning_rate, algorithm.adam_b, algorithm.use_schedule,
+                               algorithm.schedule_decay)
+    dtype = jnp.float64 if algorithm.use_float64 else jnp.float32
     init_fn = functools.partial(_init_training_state, apg_network, optimizer, obs_size, dtype)
     training_state = jax.jit(init_fn, out_shardings=replicated)(keys.policy)
 
     # ---- the two compiled programs: the first env state, and one epoch of policy updates
-    first_state = jax.jit(_make_first_state_fn(env, args, mesh))
+    key_first, key_run = jax.random.split(keys.run)
+    # Laid out as the epoch returns it, replicated over the mesh: a key on one device would compile the epoch again.
+    key_run = jax.device_put(key_run, replicated)
+    env_state = jax.jit(_make_first_state_fn(env, args, mesh))(key_first)
+    updates = 0
+    if resumed is not None:
+        params, state, env_state = checkpoint.restore(
+            resumed, _params(training_state),
+            {"optimizer_state": training_state.optimizer_state, "key": key_run, "updates": jnp.zeros((), jnp.int32)},
+            env_state,
+        )
+        training_state = TrainingState(state["optimizer_state"], *params)
+        key_run, updates = state["key"], int(state["updates"])
+    schedule = plan_updates(config.policy_updates, config.run.num_evals, updates, config.env_steps_per_update)
     training_epoch = make_training_epoch(
         env,
         make_policy,
         optimizer,
-        steps_per_update=args.steps_per_update,
-        updates_per_epoch=args.updates_per_epoch,
-        max_gradient_norm=args.max_gradient_norm,
+        steps_per_update=config.policy_steps_per_update,
+        updates_per_epoch=schedule.steps_per_call,
+        max_gradient_norm=algorithm.max_grad_norm,
         axis_name=AXIS,
     )
     epoch_fn = jax.jit(
@@ -145,49 +214,93 @@ def train(
         ),
         donate_argnums=(0, 1),
     )
-    evaluator = acting.Evaluator(
-        eval_env,
-        functools.partial(make_policy, deterministic=args.deterministic_eval),
-        num_eval_envs=args.num_eval_envs,
-        episode_length=args.episode_length,
-        action_repeat=args.action_repeat,
-        key=keys.eval,
-    )
 
-    # ---- the run: an evaluation before training (with num_evals > 1), then epochs each followed by one
+    def make_evaluator(skipped: int) -> acting.Evaluator:
+        return acting.Evaluator(
+            eval_env,
+            functools.partial(make_policy, deterministic=config.run.deterministic_eval),
+            num_eval_envs=config.env.num_eval_envs,
+            episode_length=args.episode_length,
+            action_repeat=config.env.action_repeat,
+            key=acting.key_after_evaluations(keys.eval, skipped),
+        )
+
+    # ---- the run: an evaluation before training (with num_evals > 1), then epochs, each saved, then evaluated
     is_lead = jax.process_index() == 0
-    metrics: dict[str, float] = {}
-    if is_lead and args.num_evals > 1:
-        metrics = evaluator.run_evaluation(_params(training_state), training_metrics={})
-        logging.info(metrics)
-        args.progress_fn(0, metrics)
+    saver = None
+    if args.save_checkpoint_path is not None:
+        saver = checkpoint.Saver(args.save_checkpoint_path, config.run.max_to_keep)
+    backend = APGBackend(training_state, env_state, key_run, updates, schedule.calls_done, epoch_fn, make_evaluator,
+                         saver, saved_config)
+    driver = RunDriver(
+        backend, num_evals=config.run.num_evals, progress_fn=args.progress_fn, policy_params_fn=args.policy_params_fn,
+        save_checkpoint_path=args.save_checkpoint_path, restore_checkpoint_path=args.restore_checkpoint_path,
+        make_policy=make_policy, env_steps=updates * config.env_steps_per_update, main=is_lead,
+        report_step=lambda _: backend.epoch,  # Brax's APG reports epochs
+    )
+    try:
+        metrics = driver.run(schedule, evaluate=is_lead)
+    finally:
+        backend.close()
+    return make_policy, _params(backend.training_state), metrics
 
-    key_first, key_run = jax.random.split(keys.run)
-    env_state = first_state(key_first)
-    # Laid out as the epoch returns it, replicated over the mesh: a key on one device would compile the epoch again.
-    key_run = jax.device_put(key_run, replicated)
-    walltime = 0.0
-    for epoch in range(args.num_epochs):
-        logging.info("starting iteration %s %s", epoch, time.time() - started)
-        t = time.time()
-        training_state, env_state, key_run, epoch_metrics = epoch_fn(training_state, env_state, key_run)
-        epoch_metrics = jax.device_get(epoch_metrics)  # one wait per epoch: it times the epoch, as Brax does
-        epoch_time = time.time() - t
-        walltime += epoch_time
-        training_metrics = {
-            "training/sps": args.updates_per_epoch * args.num_envs * args.horizon_length / max(epoch_time, 1e-9),
-            "training/walltime": walltime,
-            **{f"training/{name}": float(value) for name, value in epoch_metrics.items()},
+
+class APGBackend:
+    """The JAX APG's side of the run driver (``brax_core.training.run.driver.Backend``): one training step is one
+    policy update, one call an epoch (``epoch_fn``, one compiled program); its training state, envs and key, and
+    the checkpoint written from them (``saver``: none without a save path)."""
+
+    def __init__(
+        self, training_state: TrainingState, env_state: State, key_run: jax.Array, updates: int, epoch: int,
+        epoch_fn: Callable[..., Any], make_evaluator: Callable[[int], acting.Evaluator],
+        saver: checkpoint.Saver | None, saved_config: Mapping[str, Any] | None,
+    ):
+        self.training_state, self.env_state, self.key_run = training_state, env_state, key_run
+        self.updates, self.epoch = updates, epoch  # made so far, a restored run's included
+        self._epoch_fn, self._make_evaluator = epoch_fn, make_evaluator
+        self._saver, self._saved_config = saver, saved_config
+        self._evaluator: acting.Evaluator | None = None
+        self._metrics: dict[str, float] = {}
+
+    def skip_evaluations(self, count: int) -> None:
+        self._evaluator = self._make_evaluator(count)
+
+    def reset_envs(self, env_steps: int) -> None:
+        raise NotImplementedError("APG's schedule has no resets between evaluations")
+
+    def train(self, num_steps: int) -> None:
+        self.training_state, self.env_state, self.key_run, metrics = self._epoch_fn(
+            self.training_state, self.env_state, self.key_run
+        )
+        # One wait per epoch: it times the epoch, as Brax does.
+        self._metrics = {name: float(value) for name, value in jax.device_get(metrics).items()}
+        self.updates += num_steps
+        self.epoch += 1
+
+    def training_metrics(self) -> Mapping[str, float]:
+        return self._metrics
+
+    def evaluate(self, training_metrics: Mapping[str, float]) -> dict[str, float]:
+        return self._evaluator.run_evaluation(_params(self.training_state), training_metrics)
+
+    def params(self) -> tuple[Any, Any]:
+        # Copies: the next epoch donates the training state's buffers.
+        return jax.tree.map(jnp.copy, _params(self.training_state))
+
+    def save(self, env_steps: int) -> None:
+        if self._saver is None:
+            return
+        state = {
+            "optimizer_state": self.training_state.optimizer_state,
+            "key": self.key_run,
+            "updates": jnp.asarray(self.updates, jnp.int32),
         }
-        if is_lead:
-            metrics = evaluator.run_evaluation(_params(training_state), training_metrics)
-            logging.info(metrics)
-            args.progress_fn(epoch + 1, metrics)
-    return make_policy, _params(training_state), metrics
+        self._saver.save(env_steps, _params(self.training_state), state,
+                         {**self._saved_config, "env_steps": int(env_steps)}, self.env_state)
 
-
-# What every argument means: arguments.TRAIN_DOC, the text help(train) shows.
-train.__doc__ = arguments.TRAIN_DOC
+    def close(self) -> None:
+        if self._saver is not None:
+            self._saver.close()
 
 
 def _params(training_state: TrainingState) -> tuple[Any, Any]:

@@ -20,10 +20,9 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-from jax.experimental import multihost_utils
 from ml_collections import config_dict
 
-from brax_core.training import resume, types
+from brax_core.training import checkpoint, resume, types
 from brax_core.training.acme import running_statistics
 from brax_core.training.agents.ppo import networks as ppo_networks
 from brax_core.training.agents.ppo import networks_vision
@@ -46,7 +45,7 @@ from brax_core.training.checkpoint import (
     value_from_config,
 )
 from brax_core.training.run import checkpoints as run_checkpoints
-from brax_core.training.run.checkpoints import STEP_NAME_DIGITS, CheckpointError, resolve, resolve_for, step_name
+from brax_core.training.run.checkpoints import CheckpointError, resolve, resolve_for, step_name
 from brax_core.training.run.checkpoints import latest_step as latest_step  # the save path's newest step
 from brax_core.training.run.checkpoints import step_directories as step_directories
 
@@ -78,27 +77,13 @@ __all__ = [
     "step_name",
     "value_from_config",
 ]
-_CHECKED_ITEMS = ("params", "state", "env_state")
 
 register_callable("make_ppo_networks", ppo_networks.make_ppo_networks)
 
 
-class Saver:
-    """Writes checkpoints into ``path`` (atomic, at most ``max_to_keep`` kept)."""
-
-    def __init__(self, path: str | os.PathLike, max_to_keep: int | None = None):
-        import orbax.checkpoint as ocp  # here, not at module level: its import only where checkpoints are kept
-
-        self.path = os.path.abspath(os.fspath(path))
-        options = ocp.CheckpointManagerOptions(
-            max_to_keep=max_to_keep,
-            create=True,
-            enable_async_checkpointing=False,
-            step_format_fixed_length=STEP_NAME_DIGITS,
-        )
-        self._manager = ocp.CheckpointManager(
-            self.path, options=options, item_names=("config", "params", "state", "env_state")
-        )
+class Saver(checkpoint.Saver):
+    """Writes PPO checkpoints into ``path`` (atomic, at most ``max_to_keep`` kept): ``params`` as
+    ``PPOTrainingParams`` (Brax's tuple converted), the normaliser's ``std_eps`` in the configuration."""
 
     def save(
         self,
@@ -108,35 +93,13 @@ class Saver:
         config: Mapping[str, Any] | config_dict.ConfigDict,
         env_state: Any | None = None,
     ) -> str:
-        """Writes one step directory (``state`` and ``env_state`` are optional; a run needs both to resume)."""
         config_json = {**config_to_json(config)}
-        config_json.setdefault("env_steps", int(env_steps))
         params = _ppo_params(params)
         # The normaliser's std_eps is a setting, not an array, so the configuration carries it.
         std_eps = float(getattr(getattr(params, "normalizer_params", None), "std_eps", 0.0))
         if std_eps:
             config_json["normalizer_std_eps"] = std_eps
-        import orbax.checkpoint as ocp
-
-        items = {"config": ocp.args.JsonSave(config_json), "params": ocp.args.StandardSave(params)}
-        if state is not None:
-            items["state"] = ocp.args.StandardSave(state)
-        if env_state is not None:
-            items["env_state"] = ocp.args.StandardSave(_drop_empty(env_state))
-        self._manager.save(int(env_steps), args=ocp.args.Composite(**items), force=True)
-        self._manager.wait_until_finished()
-        step_dir = os.path.join(self.path, step_name(env_steps))
-        # In a multi-process run every process writes its own shards into the one shared directory and orbax
-        # finishes it when all have; the digests are one file, written by one process (two writers would race on
-        # its temporary name), and no process goes on before it exists (a resume or load would find it missing).
-        if jax.process_index() == 0:
-            run_checkpoints.write_manifest(step_dir, "jax", env_steps, [i for i in _CHECKED_ITEMS if i in items])
-        if jax.process_count() > 1:
-            multihost_utils.sync_global_devices(f"brax_core checkpoint at {int(env_steps)} steps")
-        return step_dir
-
-    def close(self) -> None:
-        self._manager.close()
+        return super().save(env_steps, params, state, config_json, env_state)
 
 
 def save(

@@ -29,86 +29,55 @@ arguments (``num_envs must be a positive integer, got 0``); ``error.flag_message
 from __future__ import annotations
 
 import dataclasses
-import difflib
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 from brax_core.training.agents.ppo import adaptive_kl
+from brax_core.training.config import (
+    ACTIVATIONS,
+    Config,
+    EnvSection,
+    RunSection,
+    Section,
+    boolean,
+    choice,
+    field,
+    integer,
+    real,
+)
 from brax_core.training.validation import TRAINERS, ConfigError, FieldSpec, check
 
-# Activation names both trainers know (brax_core.training.networks and torch_ppo.networks map them alike).
-ACTIVATIONS = (
-    "relu", "tanh", "sigmoid", "swish", "silu", "elu", "gelu", "leaky_relu", "softplus", "selu", "celu",
-    "log_sigmoid", "identity",
-)
 # make_ppo_networks' distribution_type and noise_std_type values (both trainers build the same policies).
 DISTRIBUTION_TYPES = ("normal", "tanh_normal")
 NOISE_STD_TYPES = ("scalar", "log")
 # Running-statistics algorithms (brax_core.training.acme.running_statistics, torch_ppo.normalizer).
 NORMALIZATION_MODES = ("welford", "ema")
-# Learning-rate schedules ('NONE' is the same as None: the constant learning_rate).
-LR_SCHEDULES = (adaptive_kl.NAME, "NONE")
+# PPO's learning-rate schedules ('NONE' is the same as None: the constant learning_rate).
+PPO_LR_SCHEDULES = (adaptive_kl.NAME, "NONE")
 
 __all__ = [
-    "ACTIVATIONS", "BY_NAME", "DISTRIBUTION_TYPES", "KEYWORD_FIELDS", "LR_SCHEDULES", "NETWORK_FIELDS",
-    "NOISE_STD_TYPES", "NORMALIZATION_MODES", "SECTIONS", "SECTION_OF", "SPECS", "TRAINERS", "AlgorithmConfig",
+    "ACTIVATIONS", "BY_NAME", "DISTRIBUTION_TYPES", "KEYWORD_FIELDS", "NETWORK_FIELDS", "NOISE_STD_TYPES",
+    "NORMALIZATION_MODES", "PPO_LR_SCHEDULES", "SECTIONS", "SECTION_OF", "SPECS", "TRAINERS", "AlgorithmConfig",
     "ConfigError", "EnvConfig", "FieldSpec", "NetworkConfig", "PPOConfig", "RunConfig", "check", "defaults",
     "fields_of_train_kwargs",
 ]
 
-
-def _field(default: Any, help: str, kind: str, **spec: Any) -> Any:
-    metadata = {"help": help, "spec": FieldSpec(kind, help, **spec)}
-    if default is dataclasses.MISSING:
-        return dataclasses.field(metadata=metadata)
-    return dataclasses.field(default=default, metadata=metadata)
-
-
-def _int(default: Any, help: str, minimum: int = 1, **spec: Any) -> Any:
-    return _field(default, help, "int", minimum=minimum, **spec)
-
-
-def _real(default: Any, help: str, minimum: float | None = 0.0, **spec: Any) -> Any:
-    return _field(default, help, "float", minimum=minimum, **spec)
-
-
-def _bool(default: bool, help: str, **spec: Any) -> Any:
-    return _field(default, help, "bool", **spec)
-
-
-def _choice(default: Any, help: str, choices: tuple[str, ...], **spec: Any) -> Any:
-    return _field(default, help, "choice", choices=choices, **spec)
-
-
-class _Section:
-    """A section's fields checked (and normalised) on construction."""
-
-    def __post_init__(self) -> None:
-        for field in dataclasses.fields(self):
-            spec = BY_NAME[field.name]
-            object.__setattr__(self, field.name, check(spec, getattr(self, field.name)))
+_int, _real, _bool, _choice, _field = integer, real, boolean, choice, field
 
 
 @dataclasses.dataclass(frozen=True)
-class EnvConfig(_Section):
+class EnvConfig(EnvSection):
     """What is trained on: the environment and how many of it run at once."""
 
-    name: str | None = _field(
-        None, "the registered environment's name (None: the environment is given to the trainer as an object)",
-        "name", optional=True, command_line=False,
-    )
-    episode_length: int | None = _int(
-        None, "steps per episode before the time limit (None: the env's own default_episode_length)", optional=True
-    )
-    action_repeat: int = _int(1, "env steps per policy action")
-    num_envs: int = _int(1, "parallel training environments (across all devices)")
-    num_eval_envs: int = _int(128, "parallel evaluation environments")
     num_resets_per_eval: int = _int(0, "environment resets between evaluations (0: never reset)", minimum=0,
                                     trainers=("jax",))
 
+
 @dataclasses.dataclass(frozen=True)
-class AlgorithmConfig(_Section):
+class AlgorithmConfig(Section):
     """PPO's hyperparameters: optimiser, losses, batch sizes and observation normalisation."""
+
+    SECTION: ClassVar[str] = "algorithm"
 
     learning_rate: float = _real(1e-4, "Adam learning rate", min_open=True)
     entropy_cost: float = _real(1e-4, "weight of the entropy bonus")
@@ -154,7 +123,7 @@ class AlgorithmConfig(_Section):
         None, f"learning-rate schedule: ADAPTIVE_KL (per minibatch, divide the rate by {adaptive_kl.FACTOR} when the "
         f"KL exceeds 2 * desired_kl, multiply by {adaptive_kl.FACTOR} when it is positive and below desired_kl / 2) or "
         "NONE (constant)",
-        LR_SCHEDULES, optional=True,
+        PPO_LR_SCHEDULES, optional=True,
     )
     learning_rate_schedule_min_lr: float = _real(
         1e-5, "the ADAPTIVE_KL schedule's lowest learning rate", min_open=True
@@ -165,9 +134,11 @@ class AlgorithmConfig(_Section):
 
 
 @dataclasses.dataclass(frozen=True)
-class NetworkConfig(_Section):
+class NetworkConfig(Section):
     """The policy and value networks: ``make_ppo_networks``' arguments (the JAX trainer builds them in a
     ``network_factory``; torch_ppo takes them by name)."""
+
+    SECTION: ClassVar[str] = "network"
 
     policy_hidden_layer_sizes: tuple[int, ...] = _field((32,) * 4, "policy MLP hidden sizes, e.g. 32,32,32,32", "sizes")
     value_hidden_layer_sizes: tuple[int, ...] = _field((256,) * 5, "value MLP hidden sizes, e.g. 256,256,256", "sizes")
@@ -192,21 +163,13 @@ class NetworkConfig(_Section):
 
 
 @dataclasses.dataclass(frozen=True)
-class RunConfig(_Section):
+class RunConfig(RunSection):
     """How a run goes: its length and seed, evaluations, metrics, checkpoints, and where it runs."""
 
-    num_timesteps: int = _int(
-        dataclasses.MISSING, "total environment steps to train; a restored run counts from its checkpoint's steps",
-        minimum=0,
-    )
-    seed: int = _int(0, "random seed", minimum=0, command_line=False)
-    num_evals: int = _int(1, "evaluations (and checkpoints) over the run; 0: none", minimum=0)
-    deterministic_eval: bool = _bool(False, "evaluate the policy's mode instead of sampling")
     log_training_metrics: bool = _bool(False, "stream training metrics between evaluations")
     training_metrics_steps: int | None = _int(
         None, "env steps between training-metric reports (None: every training step)", optional=True
     )
-    max_to_keep: int | None = _int(None, "the most checkpoints kept (None: all)", optional=True)
     use_pmap_on_reset: bool = _bool(
         True, "Brax's choice of pmap over jit(vmap) for resets; resets here always run as one compiled call per "
         "device, so both values train the same"
@@ -217,131 +180,37 @@ class RunConfig(_Section):
         optional=True,
         trainers=("torch",),
     )
-    trainer: str | None = _choice(
-        None, "the trainer that runs this config: jax or torch (None: the one it is given to)", TRAINERS,
-        optional=True, command_line=False,
-    )
-    device: str | None = _field(
-        None, "where the physics and the networks run: cpu, cuda or cuda:<index> (None or auto: JAX's default "
-        "device where torch can reach it, else the CPU)", "device", optional=True, command_line=False,
-    )
-    preset: str | None = _field(
-        None, "the preset the values started from, as a record (None: none)", "name", optional=True,
-        command_line=False,
-    )
 
 
 @dataclasses.dataclass(frozen=True)
-class PPOConfig:
+class PPOConfig(Config):
     """A PPO run's configuration by concern, validated on construction (``ConfigError`` names what is wrong).
 
     Field names, meanings and defaults are those of ``brax_core.training.agents.ppo.train.train``'s keyword
     arguments (the network fields: ``make_ppo_networks``'), each in one section; ``run`` is required because its
-    ``num_timesteps`` is. ``from_flat`` builds one from those keywords, ``flat`` gives them back.
+    ``num_timesteps`` is. ``from_flat`` builds one from those keywords, ``flat`` gives them back (the methods of
+    ``brax_core.training.config.Config``).
     """
+
+    ALGO: ClassVar[str] = "ppo"
 
     run: RunConfig
     env: EnvConfig = dataclasses.field(default_factory=EnvConfig)
     algorithm: AlgorithmConfig = dataclasses.field(default_factory=AlgorithmConfig)
     network: NetworkConfig = dataclasses.field(default_factory=NetworkConfig)
 
-    def __post_init__(self) -> None:
-        for name, section in SECTIONS.items():
-            value = getattr(self, name)
-            if not isinstance(value, section):
-                raise TypeError(f"PPOConfig's {name} must be a {section.__name__}, got {type(value).__name__}")
+    def check_together(self) -> None:
         _check_together(self)
-
-    # ---- construction from other shapes
-
-    @classmethod
-    def from_flat(cls, values: Mapping[str, Any]) -> PPOConfig:
-        """A config from fields given by name, each placed in its section (``{"num_envs": 8, "num_timesteps":
-        1000}``); names the schema does not hold are refused, listing its fields."""
-        _refuse_unknown(values)
-        by_section: dict[str, dict[str, Any]] = {name: {} for name in SECTIONS}
-        for name, value in values.items():
-            by_section[SECTION_OF[name]][name] = value
-        if "num_timesteps" not in values:
-            raise ConfigError("num_timesteps is required", "--num-timesteps is required", ("num_timesteps",))
-        return cls(**{name: SECTIONS[name](**fields) for name, fields in by_section.items()})
 
     @classmethod
     def from_train_kwargs(cls, kwargs: Mapping[str, Any]) -> PPOConfig:
         """A config from ``ppo.train`` keyword arguments, e.g. a preset (see ``fields_of_train_kwargs``)."""
         return cls.from_flat(fields_of_train_kwargs(kwargs))
 
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> PPOConfig:
-        """A config from ``to_json``'s form: a mapping of sections, each a mapping of its fields (a field left out
-        takes its default). A section or key the schema does not hold is refused by name, with a close match."""
-        unknown = sorted(set(data) - set(SECTIONS))
-        if unknown:
-            raise ConfigError(
-                f"PPOConfig has no sections {unknown}; its sections: {', '.join(SECTIONS)}",
-                f"{unknown} are no configuration sections; the sections: {', '.join(SECTIONS)}",
-                tuple(unknown),
-            )
-        sections: dict[str, Any] = {}
-        for name, section in SECTIONS.items():
-            fields = data.get(name, {})
-            if not isinstance(fields, Mapping):
-                raise ConfigError(
-                    f"{name} must be a mapping of its fields to values, got {fields!r}",
-                    f"{name} must be a mapping of its fields to values; got {fields!r}",
-                    (name,),
-                )
-            own = {f.name for f in dataclasses.fields(section)}
-            stray = [key for key in fields if key not in own]
-            if stray:
-                raise ConfigError(*_stray_messages(name, stray, own), tuple(stray))
-            if name == "run" and "num_timesteps" not in fields:
-                raise ConfigError("run.num_timesteps is required", "--num-timesteps is required", ("num_timesteps",))
-            sections[name] = section(**fields)
-        return cls(**sections)
 
-    def replace(self, **changes: Any) -> PPOConfig:
-        """A copy with fields changed by name, each in its section (validated again): ``config.replace(seed=1)``."""
-        _refuse_unknown(changes)
-        sections = {name: getattr(self, name) for name in SECTIONS}
-        for name in SECTIONS:
-            own = {key: value for key, value in changes.items() if SECTION_OF[key] == name}
-            if own:
-                sections[name] = dataclasses.replace(sections[name], **own)
-        return PPOConfig(**sections)
-
-    # ---- to other shapes
-
-    def flat(self) -> dict[str, Any]:
-        """Every field by name, section by section (sizes as tuples, a callable activation as it is)."""
-        return {spec.name: getattr(getattr(self, spec.section), spec.name) for spec in SPECS}
-
-    def to_json(self) -> dict[str, dict[str, Any]]:
-        """The config as JSON-ready sections (sizes as lists); ``from_json`` reads it back. A callable activation
-        has no JSON form and is refused: give its name."""
-        if callable(self.network.activation):
-            raise ConfigError(
-                f"activation={self.network.activation!r} is a callable, which JSON cannot hold; give its name, one "
-                f"of {', '.join(ACTIVATIONS)}",
-                f"--activation must be one of: {', '.join(ACTIVATIONS)}",
-                ("activation",),
-            )
-        return {
-            name: {key: list(value) if isinstance(value, tuple) else value
-                   for key, value in dataclasses.asdict(getattr(self, name)).items()}
-            for name in SECTIONS
-        }
-
-
-SECTIONS: dict[str, type] = {
-    "env": EnvConfig, "algorithm": AlgorithmConfig, "network": NetworkConfig, "run": RunConfig,
-}
-SPECS: tuple[FieldSpec, ...] = tuple(
-    dataclasses.replace(f.metadata["spec"], name=f.name, section=section)
-    for section, cls in SECTIONS.items()
-    for f in dataclasses.fields(cls)
-)
-BY_NAME: dict[str, FieldSpec] = {spec.name: spec for spec in SPECS}
+SECTIONS: dict[str, type] = PPOConfig.sections()
+SPECS: tuple[FieldSpec, ...] = PPOConfig.specs()
+BY_NAME: dict[str, FieldSpec] = PPOConfig.by_name()
 SECTION_OF: dict[str, str] = {spec.name: spec.section for spec in SPECS}
 NETWORK_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(NetworkConfig))
 # The fields the trainers' keyword signatures take (Brax's and torch_ppo's); the rest are the command line's own
@@ -349,30 +218,6 @@ NETWORK_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(Netwo
 KEYWORD_FIELDS: tuple[str, ...] = tuple(
     spec.name for spec in SPECS if spec.name not in ("name", "trainer", "device", "preset")
 )
-
-
-def _refuse_unknown(values: Mapping[str, Any]) -> None:
-    unknown = sorted(set(values) - set(BY_NAME))
-    if unknown:
-        raise ConfigError(
-            f"PPOConfig has no fields {unknown}; its fields: {', '.join(BY_NAME)}",
-            f"{unknown} cannot be set from the command line; its hyperparameters: {', '.join(BY_NAME)}",
-            tuple(unknown),
-        )
-
-
-def _stray_messages(section: str, stray: list[str], own: set[str]) -> tuple[str, str]:
-    hints = []
-    for key in stray:
-        elsewhere = SECTION_OF.get(key)
-        if elsewhere is not None:
-            hints.append(f"{key!r} (it belongs in {elsewhere})")
-        elif match := difflib.get_close_matches(key, sorted(own), 1):
-            hints.append(f"{key!r} (did you mean {match[0]!r}?)")
-        else:
-            hints.append(repr(key))
-    message = f"{section} has no field {', '.join(hints)}; its fields: {', '.join(sorted(own))}"
-    return message, message
 
 
 def fields_of_train_kwargs(kwargs: Mapping[str, Any]) -> dict[str, Any]:
@@ -403,18 +248,13 @@ def fields_of_train_kwargs(kwargs: Mapping[str, Any]) -> dict[str, Any]:
                 ("network_factory",),
             )
         values.update(keywords)
-    _refuse_unknown(values)
+    PPOConfig.refuse_unknown(values)
     return values
 
 
 def defaults() -> dict[str, Any]:
     """Each field's default by name (``num_timesteps`` has none: it is absent)."""
-    return {
-        f.name: f.default
-        for cls in SECTIONS.values()
-        for f in dataclasses.fields(cls)
-        if f.default is not dataclasses.MISSING
-    }
+    return PPOConfig.defaults()
 
 
 def _check_together(config: PPOConfig) -> None:

@@ -1,8 +1,10 @@
-"""Hyperparameters that train each environment quickly on a CPU (keyword arguments of ``ppo.train``).
+"""Hyperparameters that train each environment quickly on a CPU.
 
-``PRESETS[name]`` holds everything but the environment: ``ppo.train(env, **PRESETS[name])``. Network sizes live in
-the ``network_factory`` partial; ``network_kwargs(name)`` returns them as plain data for trainers that build their
-own networks (the torch trainer reuses these presets). How each was tuned and what it reaches are in
+``PRESETS[name]`` is a ``PPOConfig`` (the env's name left unset): ``ppo.train_from_config(PRESETS[name], env)`` and
+``torch_ppo.train_from_config(PRESETS[name], env)``. The same values as Brax's keyword arguments are
+``TRAIN_KWARGS[name]``, everything but the environment: ``ppo.train(env, **TRAIN_KWARGS[name])``, network sizes in
+the ``network_factory`` partial (``network_kwargs(name)`` returns them as plain data). ``GPU_PRESETS`` and
+``GPU_TRAIN_KWARGS`` hold Brax's GPU recipes alike. How each was tuned and what it reaches are in
 benchmarks/results/learning.md ("Preset tuning").
 """
 
@@ -12,6 +14,7 @@ import functools
 from typing import Any
 
 from brax_core.training.agents.ppo import networks as ppo_networks
+from brax_core.training.agents.ppo.config import PPOConfig
 
 
 def _networks(policy: tuple[int, ...], value: tuple[int, ...], activation: str = "swish") -> functools.partial:
@@ -44,7 +47,7 @@ def _locomotion(**overrides: Any) -> dict[str, Any]:
     return {**recipe, **overrides}
 
 
-PRESETS: dict[str, dict[str, Any]] = {
+TRAIN_KWARGS: dict[str, dict[str, Any]] = {
     # The no-physics test env: sized for tests that train it to the most a 100-step episode pays (68.7).
     "fast": dict(
         num_timesteps=61_440,
@@ -149,7 +152,7 @@ def _brax_gpu(**overrides: Any) -> dict[str, Any]:
 
 
 # Brax's training-notebook recipes with Brax's default networks, sized for a GPU (``--preset <env>-gpu``).
-GPU_PRESETS: dict[str, dict[str, Any]] = {
+GPU_TRAIN_KWARGS: dict[str, dict[str, Any]] = {
     "ant": _brax_gpu(
         num_envs=4096,
         batch_size=2048,
@@ -191,11 +194,16 @@ PLAYGROUND_CPU: dict[str, Any] = dict(
 )
 
 
+# The presets as configurations: the fields the keyword arguments set, Brax's defaults for the rest.
+PRESETS: dict[str, PPOConfig] = {name: PPOConfig.from_train_kwargs(kw) for name, kw in TRAIN_KWARGS.items()}
+GPU_PRESETS: dict[str, PPOConfig] = {name: PPOConfig.from_train_kwargs(kw) for name, kw in GPU_TRAIN_KWARGS.items()}
+
+
 def network_kwargs(name: str) -> dict[str, Any]:
     """The network keyword arguments of a preset (hidden layer sizes, activation name)."""
-    if name not in PRESETS:
-        raise ValueError(f"no PPO preset named {name!r}; presets: {sorted(PRESETS)}")
-    return dict(PRESETS[name]["network_factory"].keywords)
+    if name not in TRAIN_KWARGS:
+        raise ValueError(f"no PPO preset named {name!r}; presets: {sorted(TRAIN_KWARGS)}")
+    return dict(TRAIN_KWARGS[name]["network_factory"].keywords)
 
 
 def from_playground(config: Any) -> dict[str, Any]:

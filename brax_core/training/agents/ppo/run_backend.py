@@ -150,7 +150,7 @@ def current_params(ts: TrainingState) -> PPOTrainingParams:
     return PPOTrainingParams(ts.normalizer_params, ts.params.policy, ts.params.value)
 
 
-class JaxRun:
+class PPOBackend:
     """The run's training state and what the run driver does with it: the compiled training call steps it, the
     evaluation reads its parameters, and checkpoints are written from it into ``args.save_checkpoint_path``.
 

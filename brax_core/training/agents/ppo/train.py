@@ -15,7 +15,6 @@ whole run and drives it: a call of training steps at a time, saving, evaluating 
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import inspect
 import logging
@@ -49,6 +48,7 @@ from brax_core.training.agents.ppo.training_step import (
     steps_to_pair,
 )
 from brax_core.training.run.driver import RunDriver
+from brax_core.training.run.schedule import plan_run
 
 __all__ = [
     "PPOTrainingParams",
@@ -167,15 +167,8 @@ def train_from_config(
         if name in RUN_OPTIONS
     }
     given = {**defaults, "network_factory": None, **options, "environment": environment}
-    with _placed(config.run.device):
+    with devices.placed(config.run.device):
         return _train(arguments.validated(given, training_devices, config))
-
-
-def _placed(device: str | None) -> contextlib.AbstractContextManager[Any]:
-    """Training on ``device`` ('cpu', 'cuda' or 'cuda:<index>'; ``None``: where JAX places arrays now)."""
-    if device is None:
-        return contextlib.nullcontext()
-    return devices.on_device(devices.named_device(device, "config.run.device"))
 
 
 def _train(args: arguments.Arguments) -> tuple[Callable[..., types.Policy], PPOTrainingParams, dict[str, float]]:
@@ -221,8 +214,13 @@ def _train(args: arguments.Arguments) -> tuple[Callable[..., types.Policy], PPOT
         training_state, key_run, env_steps = run_backend.restore_training(
             args.restore_checkpoint_path, training_state, key_run
         )
-    run = run_backend.JaxRun(args, config, training_state, key_run)
-    driver = RunDriver(run, args, make_policy=make_policy, env_steps=env_steps)
+    run = run_backend.PPOBackend(args, config, training_state, key_run)
+    driver = RunDriver(
+        run, num_evals=hp.run.num_evals, log_training_metrics=hp.run.log_training_metrics,
+        progress_fn=args.progress_fn, policy_params_fn=args.policy_params_fn,
+        save_checkpoint_path=args.save_checkpoint_path, restore_checkpoint_path=args.restore_checkpoint_path,
+        make_policy=make_policy, env_steps=env_steps,
+    )
 
     if remaining <= 0:
         if hp.run.num_timesteps > 0 and args.restore_checkpoint_path is not None:
@@ -252,7 +250,7 @@ def _train(args: arguments.Arguments) -> tuple[Callable[..., types.Policy], PPOT
     eval_env, eval_run = programs.make_evaluation(
         args, acting_policy, key_randomize, mesh, cached.jit("evaluation", jit)
     )
-    schedule = driver.plan(env_steps_per_training_step)
+    schedule = plan_run(hp, driver.env_steps, env_steps_per_training_step)
     training_jit = cached.jit(f"training/{schedule.steps_per_call}", jit)  # steps per call: part of the program
     training_fn = programs.make_training_fn(training_step, schedule.steps_per_call, mesh, training_jit)
 

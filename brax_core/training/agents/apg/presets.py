@@ -1,0 +1,24 @@
+"""APG's presets, for both of its trainers: ``PRESETS[name]`` is the ``APGConfig`` a run of the env ``name`` starts
+from (the env's name left unset), built from ``PRESET_FIELDS[name]``, the fields it sets over Brax's defaults:
+``apg.train_from_config(PRESETS[name], name)``, ``torch_analytic.apg.train_from_config(PRESETS[name], name)``, or
+``brax-bridge train --algo apg --env NAME``. How they were chosen and what they reach:
+benchmarks/results/gradients.md."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from brax_core.training.agents.apg.config import APGConfig
+
+# Brax's APG with 64 envs and the policy gradient clipped to norm 1 (Brax's 1e9 lets one stiff contact take the
+# whole step), at a CPU's budget of env steps; evaluations every 10,000 env steps.
+_LOCOMOTION: dict[str, Any] = dict(
+    num_timesteps=200_000, episode_length=1000, num_envs=64, max_grad_norm=1.0, learning_rate=1e-3, num_evals=21,
+    num_eval_envs=16,
+)
+
+PRESET_FIELDS: dict[str, dict[str, Any]] = {
+    "halfcheetah": dict(_LOCOMOTION),
+    "ant": dict(_LOCOMOTION),
+}
+PRESETS: dict[str, APGConfig] = {name: APGConfig.from_flat(fields) for name, fields in PRESET_FIELDS.items()}

@@ -1,0 +1,1 @@
+"""SHAC's configuration (``config.SHACConfig``); the trainer is ``torch_analytic.shac``."""
