@@ -10,11 +10,20 @@ not finite (accumulated until reported), and copies "any marked" to pinned host 
 and the CUDA context stays usable. The error arrives a few calls after the bad step (as soon as the GPU has run it;
 ``check()`` after ``torch.cuda.synchronize()`` is exact), and the physics of those envs has taken the non-finite
 action: reset them (``env.reset(mask=...)``).
+
+``ActionInput`` is the whole way of an action into JAX: its type, dtype, shape and device checked, then this check,
+then a view of it as a JAX array (a copy, with a warning the first time, where JAX cannot view it).
 """
 
 from __future__ import annotations
 
+import warnings
+from typing import Any
+
+import jax
 import torch
+
+from brax_bridge import convert as _convert
 
 
 class NonFiniteActionCheck:
@@ -71,6 +80,40 @@ class NonFiniteActionCheck:
                 "for the device, so it reports a few calls late); the physics of those envs took that action: reset "
                 "them with env.reset(mask=...) or reset every env"
             )
+
+
+class ActionInput:
+    """A ``TorchEnv``'s actions into JAX (see the module docstring): ``expected`` is ``(num_envs, action_size)``."""
+
+    def __init__(self, expected: tuple[int, int], device: torch.device, finite: NonFiniteActionCheck):
+        self._expected, self._device, self._finite = expected, device, finite
+        self._warned_copy = False
+
+    def to_jax(self, action: Any, stacklevel: int = 2) -> jax.Array:
+        """``action`` checked and viewed as a JAX array; ``stacklevel`` places the copy warning at the caller's
+        call of the env."""
+        if not isinstance(action, torch.Tensor):
+            raise TypeError(f"action must be a torch.Tensor or a TensorDict with 'action'; got {type(action).__name__}")
+        if action.dtype != torch.float32:
+            raise TypeError(f"action has dtype {action.dtype}; expected torch.float32 (the bridge never casts)")
+        if tuple(action.shape) != self._expected:
+            raise ValueError(
+                f"action has shape {tuple(action.shape)}; expected {self._expected} (num_envs, action_size)"
+            )
+        if action.device != self._device:
+            raise ValueError(f"action is on {action.device}; expected {self._device} (the env's device)")
+        self._finite.step(action)
+        copies = _convert.copies_made()
+        array = _convert.tensor_to_array(action)
+        if not self._warned_copy and _convert.copies_made() != copies:  # the reason only once it copied
+            self._warned_copy = True
+            warnings.warn(
+                f"TorchEnv.step copies this action to hand it to JAX ({_convert.why_not_shareable(action)}); an "
+                "action JAX can view (contiguous and 64-byte aligned: a tensor of its own rather than a slice) steps "
+                "without a copy (warned once per env; brax_bridge.stats() counts the copies)",
+                stacklevel=stacklevel,
+            )
+        return array
 
 
 def _listed(values: list[int]) -> str:

@@ -328,12 +328,12 @@ def torch_to_jax(tree: Any, copy: bool | None = None, allow_cast: bool = False) 
     return jax.tree.map(leaf, tree, is_leaf=lambda x: isinstance(x, (torch.Tensor, TensorDictBase)))
 
 
-def _host_tensor(array: Any) -> torch.Tensor:
+def host_tensor(array: Any) -> torch.Tensor:
     """A CPU tensor holding its own copy of ``array`` (a host array; nothing shares its buffer)."""
     return torch.from_numpy(np.array(array, copy=True))
 
 
-def _tensordict(source: dict, batch_size: torch.Size, device: torch.device) -> TensorDict:
+def unchecked_tensordict(source: dict, batch_size: torch.Size, device: torch.device) -> TensorDict:
     """A TensorDict of ``source`` built without validating its entries, for outputs whose shapes are known."""
     # _new_unsafe skips the per-entry validation, which costs more than the rest of building the TensorDict; the
     # jitted step guarantees the shapes it would check.

@@ -7,9 +7,11 @@ anything torch holds, so torch may write into returned tensors without touching 
 can be donated to the next step without invalidating earlier outputs.
 
 The JAX functions that step runs, their compiled forms and the cache that shares them between envs of one
-configuration are in ``brax_bridge.programs``; the specs in ``brax_bridge.specs``; the checks of the training
-wrappers in ``brax_bridge.wrapper_checks``; reading and replacing physics fields in ``brax_bridge.physics_fields``;
-resets and restoring a saved state in ``brax_bridge.resets`` (``EnvResets``, which ``TorchEnv`` subclasses).
+configuration are in ``brax_bridge.programs``; the constructor's checks in ``brax_bridge.arguments``; the specs in
+``brax_bridge.specs``; the checks of the training wrappers in ``brax_bridge.wrapper_checks``; reading and replacing
+physics fields in ``brax_bridge.physics_fields``; the model's fields (``system``, ``set_system``) and how they enter
+the step in ``brax_bridge.system``; resets and restoring a saved state in ``brax_bridge.resets`` (``EnvResets``,
+which ``TorchEnv`` subclasses).
 """
 
 from __future__ import annotations
@@ -18,7 +20,6 @@ import contextlib
 import functools
 import itertools
 import threading
-import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
@@ -31,22 +32,21 @@ from brax_bridge import _device
 from brax_bridge import convert as _convert
 from brax_bridge import differentiable as _diff
 from brax_bridge import programs as _programs
-from brax_bridge.action_check import NonFiniteActionCheck
-from brax_bridge.convert import _host_tensor, _tensordict
-from brax_bridge.physics_fields import _fields_to_tensordict, _replace_field
-from brax_bridge.programs import RewardFn, _check_reverse_mode, _compile, _Compiled, _copy_tree, _hashable
+from brax_bridge.action_check import ActionInput, NonFiniteActionCheck
+from brax_bridge.arguments import check_arguments, resolve_env
+from brax_bridge.convert import host_tensor, unchecked_tensordict
+from brax_bridge.physics_fields import fields_to_tensordict, replace_field
+from brax_bridge.programs import RewardFn, check_reverse_mode, copy_tree, programs_for, zeros_like_tree
 
 # Public names of brax_bridge.env, defined with the programs.
 from brax_bridge.programs import StepOutputs as StepOutputs
 from brax_bridge.programs import compiler_options as compiler_options
 from brax_bridge.programs import reset_compiler_options as reset_compiler_options
 from brax_bridge.resets import EnvResets
-from brax_bridge.specs import EnvSpecs, TensorSpec, _env_specs
-from brax_bridge.wrapper_checks import _check_wrapped, _refuse_training_wrappers, _wrapper
+from brax_bridge.specs import EnvSpecs, TensorSpec, env_specs
+from brax_bridge.system import SystemValues
 from brax_core import compile as compile_options
-from brax_core import envs as _envs
 from brax_core.envs.base import Env, State
-from brax_core.envs.wrappers import training as _training
 
 
 class TorchEnv(EnvResets):
@@ -66,7 +66,8 @@ class TorchEnv(EnvResets):
       seed: seeds resets and domain randomisation.
       randomization_fn: Brax-style ``fn(sys, rng) -> (batched_sys, in_axes)``; ``rng`` is ``num_envs`` keys.
       differentiable: ``step`` becomes a ``torch.autograd.Function`` whose backward is ``jax.vjp`` of the step,
-        so gradients flow from observations and rewards back to earlier actions through the physics.
+        so gradients flow from observations and rewards back to earlier actions through the physics, of every
+        brax_core env (``brax_core.envs.reversible``); a step running a loop JAX cannot reverse is refused here.
       full_reset: auto-resets draw fresh random initial states (False: back to each slot's first state).
       reward_fn: optional JAX ``fn(state, action) -> reward [num_envs]`` computed inside the jitted step from
         the wrapped env's post-step ``State`` (``state.info['final_obs']`` is the observation reached). Useful
@@ -97,9 +98,10 @@ class TorchEnv(EnvResets):
 
     ``physics`` returns read-only snapshots: torch copies of the physics fields, so writing into them never
     touches the simulation. To change the simulation on purpose, ``set_physics(qpos=..., qvel=...)`` replaces
-    fields of the carried state, and the next ``step`` starts from them.
+    fields of the carried state, and the next ``step`` starts from them. ``system`` and ``set_system`` do the same
+    for the model's fields (masses, damping, friction, ...), shared or per env, with gradients in differentiable mode.
 
-    Not thread-safe, and checked: a call of ``step``/``reset``/``set_physics``/``load_state_dict``/
+    Not thread-safe, and checked: a call of ``step``/``reset``/``set_physics``/``set_system``/``load_state_dict``/
     ``set_episode_steps`` while another thread is inside one of them on the same env raises ``RuntimeError``
     (their donated buffers would otherwise corrupt each other). Use one ``TorchEnv`` per thread, or a lock.
     """
@@ -120,48 +122,10 @@ class TorchEnv(EnvResets):
         cpu_opt_level: int | None = None,
         **env_kwargs: Any,
     ):
-        if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
-            raise ValueError(f"num_envs must be a positive integer, got {num_envs!r}")
-        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-            raise ValueError(f"seed must be a non-negative integer (as the trainers' seeds), got {seed!r}")
-        for name, flag in (("differentiable", differentiable), ("full_reset", full_reset)):
-            if not isinstance(flag, bool):
-                raise ValueError(f"{name} must be True or False, got {flag!r}")
-        if randomization_fn is not None and not callable(randomization_fn):
-            raise ValueError(f"randomization_fn must be callable fn(sys, rng) or None, got {randomization_fn!r}")
-        if cpu_opt_level is not None and (
-            isinstance(cpu_opt_level, bool) or not isinstance(cpu_opt_level, int) or not 0 <= cpu_opt_level <= 3
-        ):
-            raise ValueError(f"cpu_opt_level must be one of 0, 1, 2, 3 or None, got {cpu_opt_level!r}")
-        if reward_fn is not None and not callable(reward_fn):
-            raise ValueError(f"reward_fn must be callable fn(state, action) or None, got {reward_fn!r}")
-        wrap_env_fn = _wrapper(wrap_env_fn)
-        if wrap_env_fn is not None and not full_reset:
-            raise ValueError(
-                "full_reset=False applies to brax_core's auto-reset wrapper; with wrap_env_fn the given wrapper "
-                "decides how envs reset: leave full_reset at True"
-            )
-        if isinstance(env, str):
-            env_class = _envs.get_environment_class(env)  # unknown names fail here, listing the registered ones
-            base = None
-        elif _envs.is_env(env):
-            if env_kwargs:
-                raise ValueError(f"env_kwargs {sorted(env_kwargs)} only apply when env is a name, not an Env object")
-            base = _envs.as_env(env)  # a Playground MjxEnv gets brax_core's State through PlaygroundEnv
-            env_class = base
-        else:
-            raise TypeError(
-                "env must be a registered name (or 'playground:<task>'), a brax_core Env or a MuJoCo Playground "
-                f"MjxEnv, got {type(env).__name__}"
-            )
-        if base is not None:
-            _refuse_training_wrappers(base)
-        if isinstance(env_class, _envs.playground.PlaygroundTask):
-            # The task's config may set the time limit (config_overrides={"episode_length": n}).
-            episode_length = env_class.episode_length(episode_length, **env_kwargs)
-        elif episode_length is None:
-            episode_length = int(getattr(env_class, "default_episode_length", 1000))
-
+        wrap_env_fn = check_arguments(
+            num_envs, seed, differentiable, full_reset, randomization_fn, cpu_opt_level, reward_fn, wrap_env_fn
+        )
+        base, episode_length = resolve_env(env, env_kwargs, episode_length)
         self._jax_device = _device.jax_device(device)
         self._device = _device.torch_device(self._jax_device)
         self._num_envs = num_envs
@@ -169,7 +133,11 @@ class TorchEnv(EnvResets):
         self._action_repeat = action_repeat
         self._differentiable = differentiable
         self._cpu_opt_level = 1 if cpu_opt_level is None else cpu_opt_level
-        self._compiled = self._build(env, base, env_kwargs, seed, randomization_fn, full_reset, reward_fn, wrap_env_fn)
+        self._compiled = programs_for(
+            env, base, env_kwargs, num_envs=num_envs, episode_length=episode_length, action_repeat=action_repeat,
+            device=self._jax_device, cpu_opt_level=self._cpu_opt_level, differentiable=differentiable, seed=seed,
+            randomization_fn=randomization_fn, full_reset=full_reset, reward_fn=reward_fn, wrap_env_fn=wrap_env_fn,
+        )
         self._action_size = int(self._compiled.env.action_size)
         self._key = jax.device_put(jax.random.PRNGKey(seed), self._jax_device)
         self._state: State | None = None
@@ -181,59 +149,11 @@ class TorchEnv(EnvResets):
         self._zero_ct = None
         self._cuts = _diff.CutCount(jax.device_put(jnp.zeros((), jnp.float32), self._jax_device))
         self._specs_made: EnvSpecs | None = None  # at first use: after a reset, without a trace of its own
-        self._warned_copy = False
         self._action_check = NonFiniteActionCheck(num_envs, self._device)
+        self._actions = ActionInput((num_envs, self._action_size), self._device, self._action_check)
+        self._system = SystemValues(self._compiled, num_envs, self._device, differentiable)
         if differentiable:
-            _check_reverse_mode(self._compiled, self._key, num_envs, self._action_size, env)
-
-    def _build(self, env, base, env_kwargs, seed, randomization_fn, full_reset, reward_fn, wrap_env_fn) -> _Compiled:
-        """The compiled programs of this configuration: shared through ``programs._COMPILED`` when the env is given
-        by name, without a randomisation function, and its kwargs, reward_fn and wrap_env_fn are hashable."""
-        key = None
-        kwargs_key = tuple(sorted(env_kwargs.items()))
-        if isinstance(env, str) and randomization_fn is None and _hashable((kwargs_key, reward_fn, wrap_env_fn)):
-            key = (
-                env,
-                kwargs_key,
-                self._num_envs,
-                self._episode_length,
-                self._jax_device,
-                self._step_level_key(),
-                self._action_repeat,
-                full_reset,
-                reward_fn,
-                wrap_env_fn,
-                self._differentiable,
-            )
-            if key in _programs._COMPILED:
-                return _programs._COMPILED[key]
-        if base is None:
-            base = _envs.get_environment(env, **env_kwargs)
-        rand = None
-        if randomization_fn is not None:
-            rng = jax.random.split(jax.random.fold_in(jax.random.PRNGKey(seed), 1), self._num_envs)
-            rand = functools.partial(randomization_fn, rng=rng)
-        if wrap_env_fn is None:
-            wrapped = _training.wrap(base, self._episode_length, self._action_repeat, rand, full_reset)
-        else:
-            wrapped = wrap_env_fn(
-                base, episode_length=self._episode_length, action_repeat=self._action_repeat, randomization_fn=rand
-            )
-            _check_wrapped(wrapped, self._num_envs)
-        # Differentiable mode keeps state buffers alive as VJP residuals, so they must never be donated.
-        compiled = _compile(
-            wrapped, base, self._num_envs, reward_fn, not self._differentiable, self._jax_device, self._cpu_opt_level
-        )
-        compiled.keeps_observations = wrap_env_fn is None
-        if key is not None:
-            _programs._COMPILED[key] = compiled
-        return compiled
-
-    def _step_level_key(self) -> str | int:
-        """What decides the step's CPU level: ``BRAX_CORE_CPU_OPT_LEVEL`` when set, else ``cpu_opt_level`` (so that
-        envs differing only in an overridden ``cpu_opt_level`` share their programs)."""
-        setting = compile_options.cpu_opt_level_setting()
-        return self._cpu_opt_level if setting == "auto" else setting
+            check_reverse_mode(self._compiled, self._key, num_envs, self._action_size, env, self._jax_device)
 
     # ------------------------------------------------------------------ properties
 
@@ -343,7 +263,7 @@ class TorchEnv(EnvResets):
         and later steps do not change them. Costs one device copy of the physics state per call.
         """
         self._require_reset()
-        return _fields_to_tensordict(self._state.pipeline_state, self._num_envs, self._device)
+        return fields_to_tensordict(self._state.pipeline_state, self._num_envs, self._device)
 
     def set_physics(self, fields: Mapping[str, torch.Tensor] | None = None, **named: torch.Tensor) -> None:
         """Replaces fields of the carried physics state; the next ``step`` starts from them.
@@ -372,13 +292,51 @@ class TorchEnv(EnvResets):
         with self._exclusive("set_physics"):
             pipeline = self._state.pipeline_state
             for name, value in updates.items():
-                pipeline = _replace_field(
+                pipeline = replace_field(
                     pipeline, (name,) if isinstance(name, str) else tuple(name), value, self._num_envs, self._jax_device
                 )
             self._state = self._state.replace(pipeline_state=pipeline)
             self._state_read = False
             self._link = _diff.Link()
             self._token = torch.zeros((), device=self._device)
+
+    @property
+    def system(self) -> TensorDict:
+        """A snapshot of the model's fields that ``set_system`` takes (``brax_bridge.system.FIELDS``): masses
+        ``body_mass``, inertias ``body_inertia``, centres of mass ``body_ipos``, joint damping ``dof_damping``,
+        armature ``dof_armature``, joint stiffness ``jnt_stiffness``, friction ``geom_friction``, actuator gear
+        ``actuator_gear`` and ``gravity`` (the model's ``opt.gravity``), as torch copies on the env's device.
+
+        A field shared by every env has the model's shape; one set per env (by ``set_system`` or, per env,
+        by ``randomization_fn``) shows ``[num_envs, *shape]``. Writing into the snapshot changes nothing.
+        """
+        return self._system.snapshot()
+
+    def set_system(self, **fields: torch.Tensor | None) -> None:
+        """Sets fields of the model the physics simulates (names as in ``system``) from torch tensors: domain
+        randomisation driven from torch, or parameters to identify by gradient.
+
+        Each value: a tensor of the model's shape (shared by every env) or ``[num_envs, *shape]`` (one value per
+        env), of the model's dtype (``torch.float32``; nothing is cast), on the env's device; or None to return
+        the field to the model's own value. Fields not named keep what they had. The values are copied (the fields
+        are small): writing into the tensor later changes nothing until the next ``set_system``. What MuJoCo
+        precomputes from the masses, inertias, centres of mass and armature (subtree masses, the constraints'
+        inverse weights) is recomputed from them in the step (``brax_bridge.system``).
+
+        The next ``reset`` or ``step`` runs with them, and every later one until they are set again: they persist
+        across resets (auto-resets included) and ``state_dict`` records them. They enter the compiled programs as
+        an argument: new values of the same fields, each shared or per env as before, compile nothing; the first
+        call with a new layout compiles that layout's programs once. Under ``randomization_fn`` a field set here
+        replaces the randomised values of that field in every env; the others stay randomised.
+
+        With ``differentiable=True``, a tensor that requires grad makes every later step's outputs differentiable
+        with respect to it: ``backward`` reaches it through the step's VJP, as it reaches the actions (gradients of
+        an env whose reverse pass is not finite are cut, as ``gradient_cuts`` counts). Without it such a tensor is
+        refused. An unknown field, a wrong type, dtype, shape or device raises before anything changes or compiles.
+        """
+        checked = self._system.check(fields)
+        with self._exclusive("set_system"):
+            self._system.set(checked)
 
     def episode_info(self, copy: bool = True) -> TensorDict:
         """The episode bookkeeping: ``episode_done``, ``steps``, ``episode_metrics``.
@@ -396,16 +354,18 @@ class TorchEnv(EnvResets):
 
     @property
     def num_compiles(self) -> int:
-        """Compiled variants of this configuration's step (stays 1 while stepping)."""
-        step = self._compiled.diff_forward if self._differentiable else self._compiled.step
-        return step._cache_size()
+        """Compiled variants of this configuration's step (stays 1 while stepping; each layout of ``set_system``'s
+        fields adds one)."""
+        name = "diff_forward" if self._differentiable else "step"
+        programs = [self._compiled] + ([self._compiled.system] if self._compiled.system is not None else [])
+        return sum(getattr(p, name)._cache_size() for p in programs)
 
     # ------------------------------------------------------------------ specs
 
     @property
     def _specs(self) -> EnvSpecs:
         if self._specs_made is None:
-            self._specs_made = _env_specs(self._num_envs, self.observation_size, self._action_size, self._device)
+            self._specs_made = env_specs(self._num_envs, self.observation_size, self._action_size, self._device)
         return self._specs_made
 
     # ------------------------------------------------------------------ reset / step
@@ -436,10 +396,18 @@ class TorchEnv(EnvResets):
         compile_envs(self)
 
     def _lower(self) -> Iterator[jax.stages.Lowered]:
-        """Lowers this env's reset, then its step (``programs._lower``), yielding each when lowered."""
-        return _programs._lower(
-            self._compiled, self._key, self._num_envs, self._action_size, self._jax_device, self._differentiable
+        """Lowers this env's reset, then its step (``programs.lower``), yielding each when lowered."""
+        return _programs.lower(
+            self._compiled, self._key, self._num_envs, self._action_size, self._jax_device, self._differentiable,
+            self._system.args,
         )
+
+    def _run(self, program: str, *args: Any) -> Any:
+        """Runs the compiled ``program`` (``reset``, ``step``, ``held_step``, ``partial_reset``, ``diff_forward``):
+        the one taking the system fields when ``set_system`` set any."""
+        if self._system.args is None:
+            return getattr(self._compiled, program)(*args)
+        return getattr(self._compiled.system, program)(*args, self._system.args)
 
     def detach(self) -> None:
         """Cuts the autograd chain at the current state (truncated backpropagation through time).
@@ -473,7 +441,9 @@ class TorchEnv(EnvResets):
         if not isinstance(action, torch.Tensor):
             raise TypeError(f"action must be a torch.Tensor or a TensorDict with 'action'; got {type(action).__name__}")
         with self._exclusive("step"):
-            if self._differentiable and torch.is_grad_enabled() and (action.requires_grad or self._token.requires_grad):
+            if self._differentiable and torch.is_grad_enabled() and (
+                action.requires_grad or self._token.requires_grad or self._system.requires_grad()
+            ):
                 next_td = self._step_differentiable(action)
             else:
                 if self._differentiable:
@@ -482,7 +452,7 @@ class TorchEnv(EnvResets):
             prev_obs, self._obs = self._obs, next_td.get("observation")
         if td is None:
             root = {"observation": prev_obs, "action": action, "next": next_td}
-            return _tensordict(root, self.batch_size, self._device)
+            return unchecked_tensordict(root, self.batch_size, self._device)
         td.set("next", next_td)
         return td
 
@@ -501,14 +471,14 @@ class TorchEnv(EnvResets):
         carried = self._state
         if self._state_read:
             # A State handed out by `state` keeps its buffers; the step donates a copy of them instead.
-            carried, self._state_read = _copy_tree(carried), False
+            carried, self._state_read = copy_tree(carried), False
         if hold is None:
-            state, out = self._compiled.step(carried, action_jax)
+            state, out = self._run("step", carried, action_jax)
         else:
-            state, out = self._compiled.held_step(carried, action_jax, _convert.tensor_to_array(hold.contiguous()))
+            state, out = self._run("held_step", carried, action_jax, _convert.tensor_to_array(hold.contiguous()))
         self._state = state
         t = _convert.array_to_tensor
-        return _tensordict(
+        return unchecked_tensordict(
             {
                 "observation": self._obs_to_torch(out.obs),
                 "final_observation": self._obs_to_torch(out.final_obs),
@@ -523,24 +493,28 @@ class TorchEnv(EnvResets):
 
     def _step_differentiable(self, action: torch.Tensor) -> TensorDictBase:
         action_jax = self._action_to_jax(action.detach())  # validates before anything changes
-        state, out, vjp_fn = self._compiled.diff_forward(self._state, action_jax)
+        state, out, vjp_fn = self._run("diff_forward", self._state, action_jax)
         link_in, self._link = self._link, _diff.Link()
         self._state = state
+        backward = self._compiled.diff_backward
+        if self._system.args is not None:
+            backward = functools.partial(self._compiled.system.diff_backward, shared=self._system.shared_names)
         record = _diff.ForwardRecord(
             out=out,
             vjp_fn=vjp_fn,
             link_in=link_in,
             link_out=self._link,
-            backward_fn=self._compiled.diff_backward,
+            backward_fn=backward,
             zero_state_cotangent=self._zero_state_cotangent,
             device=self._device,
             cuts=self._cuts,
+            param_names=self._system.param_names,
         )
-        outs = _diff.DifferentiableStep.apply(record, self._token, action)
+        outs = _diff.DifferentiableStep.apply(record, self._token, action, *self._system.params)
         self._token = outs[0]
         n = len(jax.tree.leaves(self.observation_size)) if isinstance(self.observation_size, Mapping) else 1
         obs, final, (reward, done, terminated, truncated) = outs[1 : 1 + n], outs[1 + n : 1 + 2 * n], outs[1 + 2 * n :]
-        return _tensordict(
+        return unchecked_tensordict(
             {
                 "observation": self._obs_tree_to_torch(list(obs)),
                 "final_observation": self._obs_tree_to_torch(list(final)),
@@ -556,47 +530,28 @@ class TorchEnv(EnvResets):
     # ------------------------------------------------------------------ conversions
 
     def _action_to_jax(self, action: Any) -> jax.Array:
-        if not isinstance(action, torch.Tensor):
-            raise TypeError(f"action must be a torch.Tensor or a TensorDict with 'action'; got {type(action).__name__}")
-        expected = (self._num_envs, self._action_size)
-        if action.dtype != torch.float32:
-            raise TypeError(f"action has dtype {action.dtype}; expected torch.float32 (the bridge never casts)")
-        if tuple(action.shape) != expected:
-            raise ValueError(f"action has shape {tuple(action.shape)}; expected {expected} (num_envs, action_size)")
-        if action.device != self._device:
-            raise ValueError(f"action is on {action.device}; expected {self._device} (the env's device)")
-        self._action_check.step(action)
-        copies = _convert.copies_made()
-        array = _convert.tensor_to_array(action)
-        if not self._warned_copy and _convert.copies_made() != copies:  # the reason only once it copied
-            self._warned_copy = True
-            warnings.warn(
-                f"TorchEnv.step copies this action to hand it to JAX ({_convert.why_not_shareable(action)}); an "
-                "action JAX can view (contiguous and 64-byte aligned: a tensor of its own rather than a slice) steps "
-                "without a copy (warned once per env; brax_bridge.stats() counts the copies)",
-                stacklevel=4,
-            )
-        return array
+        return self._actions.to_jax(action, stacklevel=5)
 
     def _obs_to_torch(self, obs: Any) -> torch.Tensor | TensorDictBase:
         if isinstance(obs, Mapping):
-            return _tensordict({k: self._obs_to_torch(v) for k, v in obs.items()}, self.batch_size, self._device)
+            return unchecked_tensordict({k: self._obs_to_torch(v) for k, v in obs.items()}, self.batch_size,
+                                        self._device)
         return _convert.array_to_tensor(obs)
 
     def _obs_copy(self, obs: Any) -> torch.Tensor | TensorDictBase:
         if isinstance(obs, Mapping):
-            return _tensordict({k: self._obs_copy(v) for k, v in obs.items()}, self.batch_size, self._device)
-        return _host_tensor(jax.device_get(obs)).to(self._device)
+            return unchecked_tensordict({k: self._obs_copy(v) for k, v in obs.items()}, self.batch_size, self._device)
+        return host_tensor(jax.device_get(obs)).to(self._device)
 
     def _obs_tree_to_torch(self, leaves: list[torch.Tensor]) -> torch.Tensor | TensorDictBase:
         obs_size = self.observation_size
         if not isinstance(obs_size, Mapping):
             return leaves[0]
-        return _tensordict(dict(zip(sorted(obs_size), leaves, strict=True)), self.batch_size, self._device)
+        return unchecked_tensordict(dict(zip(sorted(obs_size), leaves, strict=True)), self.batch_size, self._device)
 
     def _zero_state_cotangent(self) -> Any:
         if self._zero_ct is None:
-            self._zero_ct = jax.tree.map(jnp.zeros_like, _diff.float_part(self._state))
+            self._zero_ct = zeros_like_tree(_diff.float_part(self._state))
         return self._zero_ct
 
     def __repr__(self) -> str:

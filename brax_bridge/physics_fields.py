@@ -20,7 +20,7 @@ def _field_items(data: Any) -> list[tuple[str, Any]]:
     return list(vars(data).items())
 
 
-def _replace_field(data: Any, path: tuple[str, ...], value: Any, num_envs: int, jax_device: Any) -> Any:
+def replace_field(data: Any, path: tuple[str, ...], value: Any, num_envs: int, jax_device: Any) -> Any:
     """``data`` with the batched field at ``path`` (names as ``physics`` shows them) replaced by a copy of ``value``."""
     by_name = {name.lstrip("_"): (name, current) for name, current in _field_items(data)}
     shown = "/".join(path)
@@ -30,7 +30,7 @@ def _replace_field(data: Any, path: tuple[str, ...], value: Any, num_envs: int, 
     if len(path) > 1:
         if not (dataclasses.is_dataclass(current) and not isinstance(current, type)):
             raise KeyError(f"set_physics: physics field {path[0]!r} has no nested field {shown!r}")
-        new = _replace_field(current, path[1:], value, num_envs, jax_device)
+        new = replace_field(current, path[1:], value, num_envs, jax_device)
     else:
         if not isinstance(current, jax.Array) or current.ndim < 1 or current.shape[0] != num_envs:
             raise KeyError(f"set_physics: {shown!r} is not a per-env tensor field of physics (see env.physics)")
@@ -47,7 +47,7 @@ def _replace_field(data: Any, path: tuple[str, ...], value: Any, num_envs: int, 
     return data.replace(**{name: new}) if hasattr(data, "replace") else dataclasses.replace(data, **{name: new})
 
 
-def _fields_to_tensordict(data: Any, num_envs: int, device: torch.device) -> TensorDict:
+def fields_to_tensordict(data: Any, num_envs: int, device: torch.device) -> TensorDict:
     source = {}
     for name, value in _field_items(data):
         if isinstance(value, jax.Array):
@@ -55,7 +55,7 @@ def _fields_to_tensordict(data: Any, num_envs: int, device: torch.device) -> Ten
                 # A copy: a snapshot that torch may write into without touching the simulation.
                 source[name.lstrip("_")] = _convert.array_to_tensor(value, copy=True)
         elif dataclasses.is_dataclass(value) and not isinstance(value, type):
-            nested = _fields_to_tensordict(value, num_envs, device)
+            nested = fields_to_tensordict(value, num_envs, device)
             if len(nested.keys()):
                 source[name.lstrip("_")] = nested
     return TensorDict(source, batch_size=[num_envs], device=device)

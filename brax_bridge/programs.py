@@ -1,9 +1,10 @@
 """The JAX side of the bridge: what ``TorchEnv`` runs, compiled once per configuration.
 
 The traced functions (reset, step, the held step and the partial reset, and what a step hands to torch), the
-bundle of their jitted forms for one configuration (``_Compiled``), the XLA options they compile with, their
-lowering (through ``brax_core.program_cache`` where the configuration can be described) and the module-level cache
-that lets every ``TorchEnv`` of a configuration share one compiled bundle.
+bundle of their jitted forms for one configuration (``Programs``; its ``SystemPrograms`` are the same programs
+taking ``set_system``'s fields as an argument, see ``brax_bridge.system``), the XLA options they compile with,
+their lowering (through ``brax_core.program_cache`` where the configuration can be described) and the module-level
+cache that lets every ``TorchEnv`` of a configuration share one bundle (``programs_for``).
 """
 
 from __future__ import annotations
@@ -19,9 +20,12 @@ from flax import struct
 from jax.sharding import SingleDeviceSharding
 
 from brax_bridge import differentiable as _diff
+from brax_bridge import system as _system
+from brax_bridge.wrapper_checks import check_wrapped
 from brax_core import compile as compile_options
+from brax_core import envs as _envs
 from brax_core import program_cache as _program_cache
-from brax_core.envs.base import Env, State
+from brax_core.envs.base import Env, PipelineEnv, State
 from brax_core.envs.wrappers import training as _training
 
 RewardFn = Callable[[State, jax.Array], jax.Array]
@@ -77,41 +81,35 @@ def _held_step(
     return new_state, out
 
 
-def _check_reverse_mode(compiled: _Compiled, key: jax.Array, num_envs: int, action_size: int, env: Any) -> None:
-    """``differentiable=True`` needs a step JAX can differentiate in reverse mode. MJX's constraint solver runs a
-    ``while_loop`` when the model asks for more than one Newton iteration, and JAX cannot reverse that: found here
-    from shapes alone (nothing compiles), so the env is refused now rather than at the first ``backward``."""
-    state = jax.eval_shape(compiled.reset_fn, key)[1]
-    sys = getattr(getattr(compiled.base, "unwrapped", compiled.base), "sys", None)
-    iterations = getattr(getattr(sys, "opt", None), "iterations", None)
-    name = env if isinstance(env, str) else type(compiled.base).__name__
-    refusal = ValueError(
-        f"differentiable=True: {name}'s step cannot be differentiated in reverse mode: its physics runs a "
-        f"while_loop (MJX's constraint solver with iterations={iterations}; JAX reverses only a solver with one "
-        "Newton iteration, as inverted_pendulum, halfcheetah, ant and humanoid have). Give TorchEnv an env whose "
-        "model solves in one iteration (env.sys = env.sys.replace(opt=env.sys.opt.replace(iterations=1)), a "
-        "less exact solve), or step it without differentiable=True"
-    )
-    # MJX's own rule (mujoco/mjx/_src/forward.py, solver.py): with constraint rows, the solver loops when the model
-    # asks for more than one iteration. Known from the reset's shapes without tracing the step's gradient, which
-    # takes many seconds for a model with contacts.
-    constraint_rows = getattr(getattr(getattr(state, "pipeline_state", None), "_impl", None), "efc_J", None)
-    if constraint_rows is not None and constraint_rows.size > 0 and isinstance(iterations, int) and iterations > 1:
-        raise refusal
+def check_reverse_mode(
+    compiled: Programs, key: jax.Array, num_envs: int, action_size: int, env: Any, device: jax.Device
+) -> None:
+    """``differentiable=True`` needs a step JAX can differentiate in reverse mode. MJX's constraint solver is traced
+    for it as a loop JAX can reverse (``brax_core.envs.reversible``), whatever the model's solver iterations; a
+    step that still holds a loop JAX cannot reverse (a ``while_loop`` of a user's own step over the state or the
+    action) is found here, when its backward is traced from shapes (nothing compiles), and refused now rather than
+    at the first ``backward``. The traces are those of the jitted forward and backward, laid out as the real calls'
+    are (``lower``), so those calls reuse them instead of tracing the physics again."""
+    on_device = SingleDeviceSharding(device)
 
-    # Any other env: its step's gradient traced, which meets every while_loop a reverse pass cannot take.
-    action = jax.ShapeDtypeStruct((num_envs, action_size), jnp.float32)
+    def abstract(x: Any) -> jax.ShapeDtypeStruct:
+        return jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=on_device, weak_type=x.weak_type)
 
-    def forward_and_back(state: State, action: jax.Array) -> Any:
-        new_state, out, vjp_fn = _diff.forward(compiled.step_fn, state, action)
-        return vjp_fn((_diff.float_part(new_state), _diff.float_part(out)))
-
+    state = jax.tree.map(abstract, compiled.reset.trace(abstract(key)).out_info[1])
+    action = jax.ShapeDtypeStruct((num_envs, action_size), jnp.float32, sharding=on_device)
     try:
-        jax.eval_shape(forward_and_back, state, action)
+        new_state, out, vjp_fn = jax.tree.map(abstract, compiled.diff_forward.trace(state, action).out_info)
+        cuts = jax.ShapeDtypeStruct((), jnp.float32, sharding=on_device)
+        compiled.diff_backward.trace(vjp_fn, _diff.float_part(new_state), _diff.float_part(out), cuts)
     except ValueError as err:
         if "Reverse-mode differentiation does not work" not in str(err):
             raise
-        raise refusal from None
+        name = env if isinstance(env, str) else type(compiled.base).__name__
+        raise ValueError(
+            f"differentiable=True: {name}'s step cannot be differentiated in reverse mode: it runs a loop JAX cannot "
+            "reverse (a jax.lax.while_loop, or a fori_loop with traced bounds, over the state or the action). "
+            "Write that loop as a jax.lax.scan of a fixed length, or step the env without differentiable=True"
+        ) from None
 
 
 def _reset(env: Env, num_envs: int, key: jax.Array) -> tuple[jax.Array, State, Any]:
@@ -138,12 +136,43 @@ def _partial_reset(
     return key, state, state.obs
 
 
+def _with_system(
+    wrapper: _system.SystemWrapper,
+    randomized: tuple[Any, Any] | None,
+    num_envs: int,
+    fn: Callable[..., Any],
+    *args: Any,
+) -> Any:
+    """``fn(*args[:-1])`` traced with ``args[-1]``, the system fields, applied inside ``wrapper`` (with what derives
+    from them, computed once here: ``system.with_derived``)."""
+    *given, fields = args
+    fields = _system.with_derived(fields, wrapper.env.sys, randomized, num_envs)
+    with _system.applying(wrapper, fields):
+        return fn(*given)
+
+
 @dataclasses.dataclass
-class _Compiled:
+class SystemPrograms:
+    """The programs of ``Programs`` with one more argument, last: the system fields (``brax_bridge.system``). jit
+    traces each once per layout of the fields; new values of a layout run the same compiled program."""
+
+    wrapper: _system.SystemWrapper
+    reset: Any
+    step: Any
+    held_step: Any
+    partial_reset: Any
+    diff_forward: Any
+    diff_backward: Any  # (vjp_fn, ct_state, ct_out, cuts, shared field names)
+
+
+@dataclasses.dataclass
+class Programs:
     """The jitted functions of one configuration, shared by every TorchEnv built with it.
 
-    ``reset`` and ``step`` are replaced when first lowered (``_lower``) by the programs kept on disk by
+    ``reset`` and ``step`` are replaced when first lowered (``lower``) by the programs kept on disk by
     ``brax_core.program_cache`` where the configuration can be described, so that a later run of it skips tracing.
+    ``system``: the same programs taking ``set_system``'s fields (None for an env that takes none);
+    ``randomized``: what ``randomization_fn`` returned, ``(batched_sys, in_axes)``, or None.
     """
 
     env: Env
@@ -161,11 +190,13 @@ class _Compiled:
     reward_fn: RewardFn | None = None
     lowered: bool = False
     keeps_observations: bool = False  # brax_core's wrappers: the batched reset shows the env's observation size
+    system: SystemPrograms | None = None
+    randomized: tuple[Any, Any] | None = None
 
 
-# Configuration (the key ``TorchEnv._build`` makes) -> its compiled programs, shared by every TorchEnv of it in
-# this process.
-_COMPILED: dict[tuple, _Compiled] = {}
+# Configuration (the key ``programs_for`` makes) -> its compiled programs, shared by every TorchEnv of it in this
+# process.
+_COMPILED: dict[tuple, Programs] = {}
 # The packages whose code the bridge's reset and step run: part of their program-cache key.
 _PACKAGES = ("brax_core", "brax_bridge")
 
@@ -184,7 +215,7 @@ def reset_compiler_options(device: jax.Device) -> dict[str, Any] | None:
     return compile_options.reset_compiler_options(device.platform)
 
 
-def _compile(
+def compile_programs(
     env: Env,
     base: Env,
     num_envs: int,
@@ -192,20 +223,42 @@ def _compile(
     donate: bool,
     device: jax.Device,
     cpu_opt_level: int | None,
-) -> _Compiled:
+    system_wrapper: _system.SystemWrapper | None = None,
+    randomized: tuple[Any, Any] | None = None,
+) -> Programs:
+    """The jitted programs of a wrapped env (traced at their first call or lowering); ``system_wrapper``, the
+    ``SystemWrapper`` inside ``env``'s wrappers, adds ``SystemPrograms``; ``randomized``: what the env's
+    ``randomization_fn`` returned, ``(batched_sys, in_axes)``, or None."""
     step = functools.partial(_step, env, reward_fn)
     reset = functools.partial(_reset, env, num_envs)
+    held_step = functools.partial(_held_step, env, reward_fn)
+    partial_reset = functools.partial(_partial_reset, env, num_envs)
     jit = functools.partial(jax.jit, compiler_options=compiler_options(device, cpu_opt_level))
     step_jit = functools.partial(jit, donate_argnums=(0,) if donate else ())
     reset_jit = functools.partial(jax.jit, compiler_options=reset_compiler_options(device))
-    partial_reset = reset_jit(functools.partial(_partial_reset, env, num_envs), donate_argnums=(1,) if donate else ())
-    return _Compiled(
+    partial_reset_jit = functools.partial(reset_jit, donate_argnums=(1,) if donate else ())
+    system = None
+    if system_wrapper is not None:
+
+        def applied(fn: Callable[..., Any]) -> Callable[..., Any]:
+            return functools.partial(_with_system, system_wrapper, randomized, num_envs, fn)
+
+        system = SystemPrograms(
+            wrapper=system_wrapper,
+            reset=reset_jit(applied(reset)),
+            step=step_jit(applied(step)),
+            held_step=step_jit(applied(held_step)),
+            partial_reset=partial_reset_jit(applied(partial_reset)),
+            diff_forward=jit(functools.partial(_diff.forward_with_system, applied(step))),
+            diff_backward=jit(_diff.backward_with_system, static_argnames="shared"),
+        )
+    return Programs(
         env=env,
         base=base,
         reset=reset_jit(reset),
         step=step_jit(step),
-        held_step=step_jit(functools.partial(_held_step, env, reward_fn)),
-        partial_reset=partial_reset,
+        held_step=step_jit(held_step),
+        partial_reset=partial_reset_jit(partial_reset),
         diff_forward=jit(functools.partial(_diff.forward, step)),
         diff_backward=jit(_diff.backward),
         reset_fn=reset,
@@ -213,7 +266,72 @@ def _compile(
         reset_jit=reset_jit,
         step_jit=step_jit,
         reward_fn=reward_fn,
+        system=system,
+        randomized=randomized,
     )
+
+
+def programs_for(
+    env: str | Env,
+    base: Env | None,
+    env_kwargs: dict[str, Any],
+    *,
+    num_envs: int,
+    episode_length: int,
+    action_repeat: int,
+    device: jax.Device,
+    cpu_opt_level: int,
+    differentiable: bool,
+    seed: int,
+    randomization_fn: Callable[..., Any] | None,
+    full_reset: bool,
+    reward_fn: RewardFn | None,
+    wrap_env_fn: Callable[..., Env] | None,
+) -> Programs:
+    """The compiled programs of a ``TorchEnv``'s configuration (its arguments, checked): shared through the
+    in-process cache when the env is given by name, without a randomisation function, and its kwargs, reward_fn
+    and wrap_env_fn are hashable. ``base``: the env object given (None for a name, built here)."""
+    key = None
+    kwargs_key = tuple(sorted(env_kwargs.items()))
+    if isinstance(env, str) and randomization_fn is None and _hashable((kwargs_key, reward_fn, wrap_env_fn)):
+        setting = compile_options.cpu_opt_level_setting()
+        # What decides the step's CPU level: BRAX_CORE_CPU_OPT_LEVEL when set, else cpu_opt_level (so that envs
+        # differing only in an overridden cpu_opt_level share their programs).
+        level_key = cpu_opt_level if setting == "auto" else setting
+        key = (env, kwargs_key, num_envs, episode_length, device, level_key, action_repeat, full_reset, reward_fn,
+               wrap_env_fn, differentiable)
+        if key in _COMPILED:
+            return _COMPILED[key]
+    if base is None:
+        base = _envs.get_environment(env, **env_kwargs)
+    rand, randomized = None, []
+    if randomization_fn is not None:
+        rng = jax.random.split(jax.random.fold_in(jax.random.PRNGKey(seed), 1), num_envs)
+
+        def rand(sys: Any) -> Any:
+            result = randomization_fn(sys, rng=rng)
+            randomized.append(result)  # kept for TorchEnv.system: the fields it batched, per env
+            return result
+
+    # set_system's fields reach the physics through a wrapper innermost in brax_core's training wrappers; a custom
+    # wrap_env_fn gets the env itself, as it always has.
+    system_wrapper = None
+    if wrap_env_fn is None and isinstance(base, PipelineEnv):
+        system_wrapper = _system.SystemWrapper(base)
+    if wrap_env_fn is None:
+        wrapped = _training.wrap(system_wrapper or base, episode_length, action_repeat, rand, full_reset)
+    else:
+        wrapped = wrap_env_fn(base, episode_length=episode_length, action_repeat=action_repeat, randomization_fn=rand)
+        check_wrapped(wrapped, num_envs)
+    # Differentiable mode keeps state buffers alive as VJP residuals, so they must never be donated.
+    compiled = compile_programs(
+        wrapped, base, num_envs, reward_fn, not differentiable, device, cpu_opt_level, system_wrapper,
+        randomized[-1] if randomized else None,
+    )
+    compiled.keeps_observations = wrap_env_fn is None
+    if key is not None:
+        _COMPILED[key] = compiled
+    return compiled
 
 
 def _hashable(value: Any) -> bool:
@@ -225,9 +343,17 @@ def _hashable(value: Any) -> bool:
 
 
 @jax.jit
-def _copy_tree(tree: Any) -> Any:
+def copy_tree(tree: Any) -> Any:
+    """``tree`` with every leaf in a fresh buffer."""
     # Outputs of a jitted function never alias its (undonated) inputs: every leaf lands in a fresh buffer.
     return jax.tree.map(jnp.copy, tree)
+
+
+@jax.jit
+def zeros_like_tree(tree: Any) -> Any:
+    """Zeros of ``tree``'s structure, shapes and dtypes."""
+    # One program for the whole tree: leaf by leaf, each zeros_like of a new shape compiles a program of its own.
+    return jax.tree.map(jnp.zeros_like, tree)
 
 
 def _describe(wrapped: Env, reward_fn: RewardFn | None, num_envs: int, differentiable: bool) -> dict[str, Any] | None:
@@ -248,18 +374,28 @@ def _describe(wrapped: Env, reward_fn: RewardFn | None, num_envs: int, different
         return None
 
 
-def _lower(
-    compiled: _Compiled, key: jax.Array, num_envs: int, action_size: int, device: jax.Device, differentiable: bool
+def lower(
+    compiled: Programs,
+    key: jax.Array,
+    num_envs: int,
+    action_size: int,
+    device: jax.Device,
+    differentiable: bool,
+    system: _system.SystemArgs | None = None,
 ) -> Iterator[jax.stages.Lowered]:
     """Traces and lowers reset, then step, for abstract arguments laid out as the real calls' are (committed to
     ``device``, the env's), so that those calls find the compiled programs in jit's cache; yields each when
-    lowered, so that reset can compile while step is traced."""
+    lowered, so that reset can compile while step is traced. With ``system`` (the fields ``set_system`` set), the
+    ``SystemPrograms`` for them."""
     on_device = SingleDeviceSharding(device)
 
     def abstract(x: Any) -> jax.ShapeDtypeStruct:
         return jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=on_device, weak_type=x.weak_type)
 
     key = abstract(key)
+    if system is not None:
+        yield from _lower_system(compiled, key, system, num_envs, action_size, differentiable, abstract)
+        return
     description = None if compiled.lowered else _describe(compiled.env, compiled.reward_fn, num_envs, differentiable)
     if description is not None:
         platform = device.platform
@@ -280,3 +416,25 @@ def _lower(
     compiled.lowered = True
     step = compiled.diff_forward if differentiable else compiled.step
     yield step.trace(state, action).lower()
+
+
+def _lower_system(
+    compiled: Programs,
+    key: jax.ShapeDtypeStruct,
+    system: Any,
+    num_envs: int,
+    action_size: int,
+    differentiable: bool,
+    abstract: Callable[[Any], jax.ShapeDtypeStruct],
+) -> Iterator[jax.stages.Lowered]:
+    """``lower`` for the ``SystemPrograms`` (never kept on disk: the fields' layouts vary)."""
+    programs = compiled.system
+    system = jax.tree.map(abstract, system)
+    reset = programs.reset.trace(key, system)
+    yield reset.lower()
+    if compiled.keeps_observations:
+        compiled.base.remember_observation_size(reset.out_info[2])
+    state = jax.tree.map(abstract, reset.out_info[1])
+    action = jax.ShapeDtypeStruct((num_envs, action_size), jnp.float32, sharding=key.sharding)
+    step = programs.diff_forward if differentiable else programs.step
+    yield step.trace(state, action, system).lower()

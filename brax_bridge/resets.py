@@ -2,8 +2,9 @@
 ``load_state_dict`` and ``set_episode_steps``.
 
 ``EnvResets`` is the half of ``TorchEnv`` that starts episodes; ``TorchEnv`` subclasses it and owns the state these
-methods read and replace (``_state``, ``_key``, ``_obs``, the compiled programs in ``_compiled``, the autograd link
-and the lock behind ``_exclusive``), so the class is used only through ``TorchEnv``.
+methods read and replace (``_state``, ``_key``, ``_obs``, the programs it runs through ``_run``, the system fields
+in ``_system``, the autograd link and the lock behind ``_exclusive``), so the class is used only through
+``TorchEnv``.
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ from tensordict import TensorDict, TensorDictBase
 
 from brax_bridge import convert as _convert
 from brax_bridge import differentiable as _diff
-from brax_bridge.convert import _host_tensor, _tensordict
-from brax_bridge.programs import _copy_tree
+from brax_bridge.convert import host_tensor, unchecked_tensordict
+from brax_bridge.programs import copy_tree
 
 
 class EnvResets:
@@ -50,11 +51,11 @@ class EnvResets:
             self._key = jax.device_put(jax.random.PRNGKey(seed), self._jax_device)
         if mask is not None and self._state is not None:
             return self._reset_masked(mask)
-        if not self._compiled.lowered:
+        if not self._compiled.lowered and self._system.args is None:
             # Reset and step compile together (side by side), through the program cache when it applies.
             self.compile()
         with self._exclusive("reset"):
-            self._key, self._state, obs = self._compiled.reset(self._key)
+            self._key, self._state, obs = self._run("reset", self._key)
             self._state_read = False
             self._obs = self._obs_to_torch(obs)
             self._link = _diff.Link()
@@ -75,10 +76,8 @@ class EnvResets:
             carried = self._state
             if self._state_read:
                 # A State handed out by `state` keeps its buffers; the reset donates a copy of them instead.
-                carried, self._state_read = _copy_tree(carried), False
-            self._key, self._state, obs = self._compiled.partial_reset(
-                self._key, carried, _convert.tensor_to_array(mask)
-            )
+                carried, self._state_read = copy_tree(carried), False
+            self._key, self._state, obs = self._run("partial_reset", self._key, carried, _convert.tensor_to_array(mask))
             self._obs = self._obs_to_torch(obs)
             self._link = _diff.Link()
             self._token = torch.zeros((), device=self._device)
@@ -86,7 +85,7 @@ class EnvResets:
 
     def _reset_outputs(self) -> TensorDict:
         false = torch.zeros((self._num_envs, 1), dtype=torch.bool, device=self._device)
-        return _tensordict(
+        return unchecked_tensordict(
             {"observation": self._obs, "done": false, "terminated": false.clone(), "truncated": false.clone()},
             self.batch_size,
             self._device,
@@ -97,12 +96,14 @@ class EnvResets:
 
         ``{"leaves": [...], "key": key}``: the carried JAX state as its flattened leaves (torch CPU tensors,
         so the dict saves with ``torch.save(..., weights_only=True)``-loadable content) and the PRNG key the
-        next ``reset`` draws from. The current observation is part of the state (``state.obs``).
+        next ``reset`` draws from; and ``"system.<name>"`` for each field ``set_system`` set (none when no field is
+        set). The current observation is part of the state (``state.obs``).
         """
         self._require_reset()
         return {
-            "leaves": [_host_tensor(x) for x in jax.tree.leaves(jax.device_get(self._state))],
-            "key": _host_tensor(jax.device_get(self._key)),
+            "leaves": [host_tensor(x) for x in jax.tree.leaves(jax.device_get(self._state))],
+            "key": host_tensor(jax.device_get(self._key)),
+            **self._system.state_items(),
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> torch.Tensor | TensorDictBase:
@@ -110,9 +111,12 @@ class EnvResets:
 
         Call ``reset`` first: the reset state gives the structure the saved leaves are put back into. A saved
         state of a different structure (other env, other ``num_envs``) raises ``ValueError`` and changes nothing.
-        Gradients never flow across a restore (as across ``reset``).
+        The system becomes the one saved: the fields it records take their saved values (without gradients) and
+        every other field its model's value, as after ``set_system(name=None)``. Gradients never flow across a
+        restore (as across ``reset``).
         """
         self._require_reset()
+        system = self._system.check_state(state)  # checked before anything changes
         leaves, treedef = jax.tree.flatten(self._state)
         stored = list(state["leaves"])
         if len(stored) != len(leaves) or any(
@@ -125,6 +129,7 @@ class EnvResets:
         put = lambda t: jax.device_put(jnp.array(t.cpu().numpy(), copy=True), self._jax_device)
         with self._exclusive("load_state_dict"):
             self._state = jax.tree.unflatten(treedef, [put(t) for t in stored])
+            self._system.set(system, replace_all=True)
             self._state_read = False
             self._key = put(state["key"])
             # A copy, not a view: the carried state is donated to the next step and must not be shared with torch.

@@ -34,7 +34,7 @@ def _action_bounds(action_size: int) -> tuple[torch.Tensor, torch.Tensor]:
     return -torch.ones(action_size), torch.ones(action_size)
 
 
-def _env_specs(num_envs: int, observation_size: Any, action_size: int, device: torch.device) -> EnvSpecs:
+def env_specs(num_envs: int, observation_size: Any, action_size: int, device: torch.device) -> EnvSpecs:
     """The specs of ``num_envs`` batched envs with these observation and action sizes, bounds on ``device``."""
     n = num_envs
     if isinstance(observation_size, Mapping):

@@ -14,7 +14,7 @@ from brax_core.envs.base import Env
 from brax_core.envs.wrappers import training as _training
 
 
-def _wrapper(wrap_env_fn: Any) -> Callable[..., Env] | None:
+def checked_wrap_env_fn(wrap_env_fn: Any) -> Callable[..., Env] | None:
     """``wrap_env_fn`` checked; None for brax_core's own wrappers (also what Playground's wrapper means)."""
     if wrap_env_fn is None or _envs.playground.is_playground_training_wrapper(wrap_env_fn):
         return None
@@ -26,7 +26,7 @@ def _wrapper(wrap_env_fn: Any) -> Callable[..., Env] | None:
     return wrap_env_fn
 
 
-def _check_wrapped(env: Any, num_envs: int) -> None:
+def check_wrapped(env: Any, num_envs: int) -> None:
     """The env a custom ``wrap_env_fn`` returned has what the bridge's step reads (found by tracing its reset)."""
     if not isinstance(env, Env):
         raise ValueError(f"wrap_env_fn must return a brax_core Env, returned {type(env).__name__}")
@@ -44,7 +44,7 @@ def _check_wrapped(env: Any, num_envs: int) -> None:
         )
 
 
-def _refuse_training_wrappers(env: Env) -> None:
+def refuse_training_wrappers(env: Env) -> None:
     """TorchEnv adds the training wrappers itself; an env that already has them would be wrapped twice."""
     if _training.training_wrappers(env):
         raise ValueError(

@@ -21,6 +21,7 @@ from flax import struct
 from mujoco import mjx
 
 from brax_core import _quiet, base  # noqa: F401
+from brax_core.envs import reversible
 from brax_core.io import image, mjcf
 
 ObservationSize = int | Mapping[str, tuple[int, ...] | int]
@@ -183,7 +184,7 @@ class PipelineEnv(Env):
         self, q: jax.Array, qd: jax.Array, act: jax.Array | None = None, ctrl: jax.Array | None = None
     ) -> base.State:
         """Initialises the pipeline state at positions ``q`` and velocities ``qd``."""
-        return _traced_init(self.sys, q, qd, act, ctrl)
+        return _traced_init(self.sys, q, qd, act, ctrl, reversible.trace_key())
 
     def perturbed_init(
         self, rng: jax.Array, scale: float, qpos: jax.Array | None = None, qvel_noise: str = "uniform"
@@ -213,7 +214,7 @@ class PipelineEnv(Env):
 
     def pipeline_step(self, pipeline_state: mjx.Data, action: jax.Array) -> mjx.Data:
         """Takes ``n_frames`` physics steps holding ``action`` as the control."""
-        return _traced_step(self.sys, pipeline_state, action, self._n_frames)
+        return _traced_step(self.sys, pipeline_state, action, self._n_frames, reversible.trace_key())
 
     def action_to_ctrl(self, action: jax.Array) -> jax.Array:
         """Maps an action in ``[-1, 1]`` onto the actuators' control range.
@@ -293,9 +294,11 @@ class PipelineEnv(Env):
 # (observation size, reset, training with auto-reset, evaluation). A jitted function is traced once per argument
 # shapes and its trace reused by every later caller, under vmap (domain randomisation too: the model is an
 # argument, never a captured tracer) and inside other jits; XLA inlines it, so the compiled program is unchanged.
-@functools.partial(jax.jit, inline=True)
+# ``solve`` (``brax_core.envs.reversible.trace_key()``, static, so part of the trace's key) says which constraint
+# solve the trace holds: a trace made for a differentiated program is never reused by an ordinary one.
+@functools.partial(jax.jit, static_argnums=5, inline=True)
 def _traced_init(
-    sys: mjx.Model, q: jax.Array, qd: jax.Array, act: jax.Array | None, ctrl: jax.Array | None
+    sys: mjx.Model, q: jax.Array, qd: jax.Array, act: jax.Array | None, ctrl: jax.Array | None, solve: tuple[bool, bool]
 ) -> mjx.Data:
     data = base.from_data(mjx.make_data(sys))
     data = data.replace(qpos=q, qvel=qd)
@@ -303,15 +306,19 @@ def _traced_init(
         data = data.replace(act=act)
     if ctrl is not None:
         data = data.replace(ctrl=ctrl)
-    return mjx.forward(sys, data)
+    with reversible.reversible_physics(solve[0]):
+        return mjx.forward(sys, data)
 
 
-@functools.partial(jax.jit, static_argnums=3, inline=True)
-def _traced_step(sys: mjx.Model, pipeline_state: mjx.Data, action: jax.Array, n_frames: int) -> mjx.Data:
+@functools.partial(jax.jit, static_argnums=(3, 4), inline=True)
+def _traced_step(
+    sys: mjx.Model, pipeline_state: mjx.Data, action: jax.Array, n_frames: int, solve: tuple[bool, bool]
+) -> mjx.Data:
     def one_frame(data: mjx.Data, _: None) -> tuple[mjx.Data, None]:
         return mjx.step(sys, data.replace(ctrl=action)), None
 
-    return jax.lax.scan(one_frame, pipeline_state, (), n_frames)[0]
+    with reversible.reversible_physics(solve[0]):
+        return jax.lax.scan(one_frame, pipeline_state, (), n_frames)[0]
 
 
 @functools.partial(jax.jit, static_argnums=2, inline=True)

@@ -24,6 +24,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from brax_core.envs.reversible import reversible_physics
+
 
 def _is_float(x: Any) -> bool:
     return hasattr(x, "dtype") and jnp.issubdtype(x.dtype, jnp.inexact)
@@ -94,7 +96,8 @@ def finite_gradient_step(step: Callable[[Any, jax.Array], Any]) -> Callable[[Any
             out = step(merge(floats_in, others), act)
             return float_part(out), other_part(out)
 
-        out_floats, vjp_fn, out_others = jax.vjp(float_step, floats, action, has_aux=True)
+        with reversible_physics():  # the forward of a step that is differentiated: a solve JAX can reverse
+            out_floats, vjp_fn, out_others = jax.vjp(float_step, floats, action, has_aux=True)
         return merge(out_floats, out_others), (vjp_fn, others)
 
     def run_backward(residuals: Any, out_cotangent: Any):

@@ -22,6 +22,7 @@ from flax import struct
 from mujoco import mjx
 
 from brax_core.envs.base import Env, PipelineEnv, State, Wrapper, validate_action
+from brax_core.envs.reversible import ENV_AXIS
 
 RandomizationFn = Callable[[mjx.Model], tuple[mjx.Model, mjx.Model]]
 
@@ -119,11 +120,11 @@ class VmapWrapper(Wrapper):
             rng = jax.random.split(rng, self.batch_size)
         else:
             _check_batched_keys(rng, None)
-        return jax.vmap(self.env.reset)(rng)
+        return jax.vmap(self.env.reset, axis_name=ENV_AXIS)(rng)
 
     def step(self, state: State, action: jax.Array) -> State:
         validate_action(action, self.action_size, tuple(state.done.shape))
-        return jax.vmap(self.env.step)(state, action)
+        return jax.vmap(self.env.step, axis_name=ENV_AXIS)(state, action)
 
 
 class EpisodeWrapper(Wrapper):
@@ -373,7 +374,7 @@ class DomainRandomizationVmapWrapper(Wrapper):
                 return self.env.reset(rng)
 
         _check_batched_keys(rng, self.batch_size)
-        return jax.vmap(reset_one, in_axes=[self._in_axes, 0])(self._sys_v, rng)
+        return jax.vmap(reset_one, in_axes=[self._in_axes, 0], axis_name=ENV_AXIS)(self._sys_v, rng)
 
     def step(self, state: State, action: jax.Array) -> State:
         validate_action(action, self.action_size, tuple(state.done.shape))
@@ -382,7 +383,7 @@ class DomainRandomizationVmapWrapper(Wrapper):
             with self._env_with(sys):
                 return self.env.step(s, a)
 
-        return jax.vmap(step_one, in_axes=[self._in_axes, 0, 0])(self._sys_v, state, action)
+        return jax.vmap(step_one, in_axes=[self._in_axes, 0, 0], axis_name=ENV_AXIS)(self._sys_v, state, action)
 
 
 def _leading_batch_size(sys_v: mjx.Model, in_axes: Any) -> int | None:
