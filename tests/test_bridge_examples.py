@@ -32,8 +32,9 @@ def test_differentiable_simulation_improves_the_policy_by_gradient():
 def test_gradients_through_physics_trains_apg_and_shac_on_a_users_env():
     result = _load("gradients_through_physics").main(["--tiny"])
     assert len(result["apg"]) == 3 and len(result["shac"]) == 3  # an evaluation before training and after each epoch
-    assert result["apg"][-1] > result["apg"][0] + 5.0, result["apg"]  # the analytic gradient improves the policy
-    assert np.isfinite(result["shac"]).all() and result["metrics"]["training/critic_loss"] >= 0.0
+    assert result["apg"][-1] > result["apg"][0] + 10.0, result["apg"]  # the analytic gradient improves the policy
+    assert result["shac"][-1] > result["shac"][0] + 10.0, result["shac"]  # and SHAC's, its windows closed by the critic
+    assert np.isfinite(result["metrics"]["training/critic_loss"]) and result["metrics"]["training/critic_loss"] >= 0.0
     action = result["action"]
     assert action.shape == (1, 2) and bool((action.abs() <= 1.0).all())
 

@@ -53,14 +53,7 @@ def checked_options(config: Config, config_type: type, environment: Any, options
     """``train_from_config``'s arguments checked before anything is built: ``config`` of ``config_type``, the env
     (``None``: ``config.env.name``) and ``options`` by name (``OPTIONS``; a config field among them is refused,
     naming how to set it)."""
-    if not isinstance(config, config_type):
-        raise TypeError(f"config must be a{'n' if config_type.__name__[0] in 'AS' else ''} {config_type.__name__}, "
-                        f"got {type(config).__name__}")
-    unknown = sorted(set(options) - set(OPTIONS))
-    if unknown:
-        fields = sorted(set(unknown) & set(config_type.by_name()))
-        hint = f" ({', '.join(fields)}: set in config, e.g. config.replace({fields[0]}=...))" if fields else ""
-        raise TypeError(f"train_from_config got unknown options {unknown}{hint}; its options: {', '.join(OPTIONS)}")
+    config_type.check_train_options(config, options, OPTIONS)
     if environment is None:
         environment = config.env.name
     if environment is None:

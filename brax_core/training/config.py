@@ -29,7 +29,7 @@ import dataclasses
 import difflib
 import functools
 import typing
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, TypeVar
 
 from brax_core.training.validation import TRAINERS, ConfigError, FieldSpec, check
@@ -272,6 +272,21 @@ class Config:
                 f"{cls.__name__} has no fields {unknown}; its fields: {', '.join(cls.by_name())}",
                 f"{unknown} cannot be set from the command line; its hyperparameters: {', '.join(cls.by_name())}",
                 tuple(unknown),
+            )
+
+    @classmethod
+    def check_train_options(cls, config: Any, options: Mapping[str, Any], accepted: Sequence[str]) -> None:
+        """``train_from_config``'s check of its arguments: ``config`` is a ``cls``, and every option is one of
+        ``accepted`` (a config field among them is refused, naming how to set it)."""
+        if not isinstance(config, cls):
+            article = "an" if cls.__name__[0] in "AEIOS" else "a"
+            raise TypeError(f"config must be {article} {cls.__name__}, got {type(config).__name__}")
+        unknown = sorted(set(options) - set(accepted))
+        if unknown:
+            fields = sorted(set(unknown) & set(cls.by_name()))
+            hint = f" ({', '.join(fields)}: set in config, e.g. config.replace({fields[0]}=...))" if fields else ""
+            raise TypeError(
+                f"train_from_config got unknown options {unknown}{hint}; its options: {', '.join(accepted)}"
             )
 
     @classmethod

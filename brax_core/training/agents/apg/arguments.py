@@ -132,13 +132,7 @@ def validated(
     """The arguments of a run of ``config`` on ``environment`` (``None``: ``config.env.name``), checked before
     anything compiles; ``options`` are ``OPTIONS`` by name; ``find_devices(max_devices_per_host)`` lists the
     devices to train on."""
-    if not isinstance(config, APGConfig):
-        raise TypeError(f"config must be an APGConfig, got {type(config).__name__}")
-    unknown = sorted(set(options) - set(OPTIONS))
-    if unknown:
-        fields = sorted(set(unknown) & set(APGConfig.by_name()))
-        hint = f" ({', '.join(fields)}: set in config, e.g. config.replace({fields[0]}=...))" if fields else ""
-        raise TypeError(f"train_from_config got unknown options {unknown}{hint}; its options: {', '.join(OPTIONS)}")
+    APGConfig.check_train_options(config, options, OPTIONS)
     if environment is None:
         environment = config.env.name
     if environment is None:

@@ -78,18 +78,9 @@ def updates_per_epoch(policy_updates: int, num_evals: int) -> int:
     return round(policy_updates / epochs_of(num_evals))
 
 
-@dataclasses.dataclass(frozen=True)
-class APGConfig(Config):
-    """An APG run's configuration by concern, validated on construction (``ConfigError`` names what is wrong)."""
-
-    ALGO: ClassVar[str] = "apg"
-
-    run: RunSection
-    env: EnvSection = dataclasses.field(default_factory=EnvSection)
-    algorithm: APGAlgorithm = dataclasses.field(default_factory=APGAlgorithm)
-    network: APGNetwork = dataclasses.field(default_factory=APGNetwork)
-
-    # ---- what the run's length and sizes make
+class UnrolledUpdates:
+    """What a gradient algorithm's run length and sizes make, for a config whose update differentiates through an
+    unroll of ``algorithm.horizon_length`` env steps of every env (APG's update, SHAC's window)."""
 
     @property
     def policy_steps_per_update(self) -> int:
@@ -116,6 +107,18 @@ class APGConfig(Config):
     def check_together(self) -> None:
         check_horizon(self.algorithm.horizon_length, self.env.action_repeat)
         check_updates(self.policy_updates, self.run.num_evals)
+
+
+@dataclasses.dataclass(frozen=True)
+class APGConfig(UnrolledUpdates, Config):
+    """An APG run's configuration by concern, validated on construction (``ConfigError`` names what is wrong)."""
+
+    ALGO: ClassVar[str] = "apg"
+
+    run: RunSection
+    env: EnvSection = dataclasses.field(default_factory=EnvSection)
+    algorithm: APGAlgorithm = dataclasses.field(default_factory=APGAlgorithm)
+    network: APGNetwork = dataclasses.field(default_factory=APGNetwork)
 
     # ---- Brax's keyword signature
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 from typing import ClassVar
 
-from brax_core.training.agents.apg.config import check_horizon, check_updates, epochs_of, updates_per_epoch
+from brax_core.training.agents.apg.config import UnrolledUpdates
 from brax_core.training.config import (
     ACTIVATIONS,
     Config,
@@ -107,7 +107,7 @@ class SHACNetwork(Section):
 
 
 @dataclasses.dataclass(frozen=True)
-class SHACConfig(Config):
+class SHACConfig(UnrolledUpdates, Config):
     """A SHAC run's configuration by concern, validated on construction (``ConfigError`` names what is wrong)."""
 
     ALGO: ClassVar[str] = "shac"
@@ -117,31 +117,8 @@ class SHACConfig(Config):
     algorithm: SHACAlgorithm = dataclasses.field(default_factory=SHACAlgorithm)
     network: SHACNetwork = dataclasses.field(default_factory=SHACNetwork)
 
-    @property
-    def policy_steps_per_update(self) -> int:
-        """Policy steps in one window (each repeated ``action_repeat`` times in the env)."""
-        return self.algorithm.horizon_length // self.env.action_repeat
-
-    @property
-    def env_steps_per_update(self) -> int:
-        return self.env.num_envs * self.policy_steps_per_update * self.env.action_repeat
-
-    @property
-    def policy_updates(self) -> int:
-        """Windows (actor and critic updates) the run's ``num_timesteps`` pay for (at least one)."""
-        return max(self.run.num_timesteps // self.env_steps_per_update, 1)
-
-    @property
-    def num_epochs(self) -> int:
-        return epochs_of(self.run.num_evals)
-
-    @property
-    def updates_per_epoch(self) -> int:
-        return updates_per_epoch(self.policy_updates, self.run.num_evals)
-
     def check_together(self) -> None:
-        check_horizon(self.algorithm.horizon_length, self.env.action_repeat)
-        check_updates(self.policy_updates, self.run.num_evals)
+        super().check_together()
         states = self.policy_steps_per_update * self.env.num_envs
         if self.algorithm.adaptive_horizon and self.algorithm.horizon_min > self.policy_steps_per_update:
             raise ConfigError(
