@@ -1,6 +1,7 @@
 """One setting's walk from its flag to each trainer goes one way, for every algorithm: the command line resolves its
 flags into one config (PPOConfig, APGConfig, SHACConfig), writes it to config.json and hands that same object to the
-trainer, which builds its optimiser and its envs from it; nothing reads the config back from config.json or rebuilds it from keyword arguments on the way."""
+trainer, which builds its optimiser and its envs from it; nothing reads the config back from config.json or rebuilds
+it from keyword arguments on the way."""
 
 import json
 
