@@ -141,7 +141,7 @@ def main(argv: list[str] | None = None) -> None:
         compiled_update.compile_options = lambda device: {**default_options(device), "mode": args.compile_mode}
     overrides = {k: ast.literal_eval(v) for k, _, v in (x.partition("=") for x in args.set)}
     trainer = _trainer(args.env, args.torch_compile == "true", overrides)
-    hp = trainer.hp
+    config = trainer.config
     result: dict[str, Any] = {
         "env": args.env,
         "device": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu",
@@ -165,7 +165,7 @@ def main(argv: list[str] | None = None) -> None:
     result["collect_s"], result["update_s"] = statistics.median(collect_s), statistics.median(update_s)
 
     # Collection's parts, the same env steps as one training step's collection.
-    env, steps = trainer.env, trainer.num_unrolls * hp.algorithm.unroll_length
+    env, steps = trainer.env, trainer.num_unrolls * config.algorithm.unroll_length
     action = torch.zeros(env.num_envs, env.action_size, device=env.device)
 
     def env_only() -> None:
@@ -183,7 +183,7 @@ def main(argv: list[str] | None = None) -> None:
 
     result["env_only_s"] = statistics.median(_timed(env_only) for _ in range(args.repeats))
     result["policy_only_s"] = statistics.median(_timed(policy_only) for _ in range(args.repeats))
-    result["fused_rollout_s"] = _fused_seconds(args.env, env.num_envs, hp.env.episode_length, steps)
+    result["fused_rollout_s"] = _fused_seconds(args.env, env.num_envs, config.env.episode_length, steps)
     trainer.reset_envs(0)
 
     # One profiled training step, each phase synchronised at its end so that its kernels fall inside its window.
@@ -210,7 +210,7 @@ def main(argv: list[str] | None = None) -> None:
     with open(path, "rb") as f, gzip.open(path + ".gz", "wb") as out:
         out.write(f.read())
     os.remove(path)
-    algorithm = hp.algorithm
+    algorithm = config.algorithm
     result["minibatch_steps_per_training_step"] = algorithm.num_minibatches * algorithm.num_updates_per_batch
     result["metric_names"] = list(update.METRIC_NAMES)
     with open(args.json, "w") as f:

@@ -156,13 +156,13 @@ def _check_device(device: str) -> str:
 
 
 def _resolve(
-    env: str, preset: str | None, hp: dict[str, Any], configured: dict[str, Any] | None = None, **settings: Any
+    env: str, preset: str | None, flag_values: dict[str, Any], configured: dict[str, Any] | None = None, **settings: Any
 ) -> Any:
     """The run's configuration of ``settings["algo"]`` (``configuration.resolve``), or the flag's error."""
     from brax_bridge_app import configuration
 
     try:
-        return configuration.resolve(env, preset, hp, configured, **settings)
+        return configuration.resolve(env, preset, flag_values, configured, **settings)
     except hparams.HParamError as err:
         raise _fail(str(err)) from None
 
@@ -286,7 +286,7 @@ def train_command(
         "the run folder's", "summaries, --resume and compare"))] = "jsonl",
     wandb_project: WandbProjectOption = None,
     wandb_entity: WandbEntityOption = None,
-    hp: dict = None,
+    flag_values: dict = None,
 ) -> None:
     """Train one algorithm with one trainer on one environment, with a live progress bar; writes a run folder.
 
@@ -309,7 +309,7 @@ def train_command(
                         "leave out --out, --seed, --device and --config")
         run_dir = str(resume)
         try:
-            spec = resume_rules.resumed(run_dir, algo, env, trainer, preset, hp, allow_changes)
+            spec = resume_rules.resumed(run_dir, algo, env, trainer, preset, flag_values, allow_changes)
         except rundir.RunDirError as err:
             raise _fail(f"--resume: {err}") from None
         except resume_rules.ResumeError as err:
@@ -323,7 +323,7 @@ def train_command(
         env = _check_env(settings["env"])
         seed = 0 if settings["seed"] is None else settings["seed"]
         device = _check_device(settings["device"] or "auto")
-        config = _resolve(env, settings["preset"], hp, configured, algo=algo, trainer=trainer, seed=seed,
+        config = _resolve(env, settings["preset"], flag_values, configured, algo=algo, trainer=trainer, seed=seed,
                           device=device)
         if algo in algorithms.GRADIENT_ALGOS:
             _check_differentiable(env, config)
@@ -399,7 +399,7 @@ def compare_command(
         "each run folder's", "the summaries and the report"))] = "jsonl",
     wandb_project: WandbProjectOption = None,
     wandb_entity: WandbEntityOption = None,
-    hp: dict = None,
+    flag_values: dict = None,
 ) -> None:
     """Train both trainers (or, with --algos, several algorithms) with the same hyperparameters and seeds, each
     run in a process of its own; write compare.json, compare.png and report.md.
@@ -432,7 +432,7 @@ def compare_command(
         device = _check_device(settings["device"] or "auto")
         try:
             configs, contestants = comparison.plan_algorithms(
-                algos or settings["algo"], trainer_list, env, settings["preset"], hp, configured, device)
+                algos or settings["algo"], trainer_list, env, settings["preset"], flag_values, configured, device)
         except (algorithms.AlgorithmError, hparams.HParamError) as err:
             raise _fail(str(err)) from None
         for algo in configs:

@@ -177,7 +177,7 @@ class Plan:
 
 
 def plan_algorithms(
-    algos_text: str | None, trainers: Sequence[str], env: str, preset: str | None, hp: Mapping[str, Any],
+    algos_text: str | None, trainers: Sequence[str], env: str, preset: str | None, flag_values: Mapping[str, Any],
     configured: Mapping[str, Any] | None, device: str,
 ) -> tuple[dict[str, Config], list[tuple[str, str]]]:
     """Each algorithm of ``algos_text`` (comma-separated; ``None``: ppo, or the config file's algorithm) resolved
@@ -199,14 +199,14 @@ def plan_algorithms(
             raise algorithms.AlgorithmError(
                 f"--algos {algo} trains with --trainers {' or '.join(algorithms.TRAINERS_OF[algo])}; --trainers "
                 f"gives {','.join(trainers)}")
-    strays = sorted(algorithms.flag(k) for k, v in {**hp, **configured}.items()
+    strays = sorted(algorithms.flag(k) for k, v in {**flag_values, **configured}.items()
                     if v is not None and not any(k in algorithms.command_line_fields(a) for a in names))
     if strays:
         raise algorithms.AlgorithmError(f"{', '.join(strays)}: flags of no algorithm of --algos {','.join(names)}")
     configs: dict[str, Config] = {}
     for algo in names:
         own = algorithms.command_line_fields(algo)
-        flags = {k: v for k, v in hp.items() if k in own}
+        flags = {k: v for k, v in flag_values.items() if k in own}
         if "ppo" in configs and flags.get("num_timesteps") is None:
             flags["num_timesteps"] = configs["ppo"].run.num_timesteps  # every algorithm at PPO's length
         configs[algo] = configuration.resolve(

@@ -116,14 +116,14 @@ def _parameters() -> list[inspect.Parameter]:
 
 
 def with_hparams(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Adds the hyperparameter flags to a command; the command receives them as one dict ``hp``."""
+    """Adds the hyperparameter flags to a command; the command receives them as one dict ``flag_values``."""
     signature = inspect.signature(fn, eval_str=True)
-    own = [p for name, p in signature.parameters.items() if name != "hp"]
+    own = [p for name, p in signature.parameters.items() if name != "flag_values"]
 
     @functools.wraps(fn)
     def command(**kwargs: Any) -> Any:
         overrides = {spec.name: kwargs.pop(spec.name) for spec in hparams.FIELDS}
-        return fn(hp=overrides, **kwargs)
+        return fn(flag_values=overrides, **kwargs)
 
     command.__signature__ = signature.replace(parameters=own + _parameters())
     command.__annotations__ = {p.name: p.annotation for p in command.__signature__.parameters.values()}

@@ -200,5 +200,5 @@ def check(name: str, value: Any, algo: str = "ppo") -> Any:
         raise HParamError(err.flag_message) from None
 
 
-def to_json(hp: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: list(v) if isinstance(v, tuple) else v for k, v in hp.items()}
+def to_json(flag_values: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in flag_values.items()}

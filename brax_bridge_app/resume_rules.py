@@ -22,7 +22,7 @@ class ResumeError(ValueError):
 
 
 def resumed(run_dir: str, algo: str | None, env: str | None, trainer: str | None, preset: str | None,
-            hp: dict[str, Any], allow_changes: bool) -> RunSpec:
+            flag_values: dict[str, Any], allow_changes: bool) -> RunSpec:
     """The spec of the run in ``run_dir`` with the flags' changes; ``rundir.RunDirError`` for a folder without a
     valid config.json, ``ResumeError`` naming a flag that cannot change."""
     spec = configuration.read_run(run_dir)
@@ -37,17 +37,17 @@ def resumed(run_dir: str, algo: str | None, env: str | None, trainer: str | None
         raise ResumeError(f"--allow-changes: a resumed {spec.algo.upper()} run continues the saved one exactly; "
                           f"--resume changes {MAY_CHANGE[spec.algo]}")
     try:
-        algorithms.refuse_foreign(spec.algo, hp)
+        algorithms.refuse_foreign(spec.algo, flag_values)
     except algorithms.AlgorithmError as err:
         raise ResumeError(str(err)) from None
-    changed = sorted(k for k, v in hp.items() if v is not None and k != "num_timesteps")
+    changed = sorted(k for k, v in flag_values.items() if v is not None and k != "num_timesteps")
     if (changed and not allow_changes) or preset is not None:
         flags = [hparams.BY_NAME[k].flag for k in changed] + (["--preset"] if preset else [])
         raise ResumeError(f"{', '.join(flags)} cannot change on --resume (the checkpoint fixes them); for "
                           f"{spec.algo.upper()} runs --resume changes {MAY_CHANGE[spec.algo]}")
     try:
-        given = [name for name in [*changed, "num_timesteps"] if hp.get(name) is not None]
-        values = {name: hparams.check(name, hp[name], spec.algo) for name in given}
+        given = [name for name in [*changed, "num_timesteps"] if flag_values.get(name) is not None]
+        values = {name: hparams.check(name, flag_values[name], spec.algo) for name in given}
         spec = spec.replace(**values)  # the rules between fields, for the changed values
     except hparams.HParamError as err:
         raise ResumeError(str(err)) from None

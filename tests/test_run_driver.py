@@ -56,7 +56,7 @@ def _args(log, training_steps, progress_fn=None, save_path="ckpt", restored=None
         log.append(("progress", step, "eval/episode_reward" in metrics))
 
     return types.SimpleNamespace(
-        hp=PPOConfig.from_flat({"num_timesteps": training_steps * STEP, "num_evals": 3, **hyperparameters}),
+        config=PPOConfig.from_flat({"num_timesteps": training_steps * STEP, "num_evals": 3, **hyperparameters}),
         progress_fn=progress_fn or record_progress,
         policy_params_fn=lambda step, make_policy, params: log.append(("params", step, params["steps"])),
         save_checkpoint_path=save_path,
@@ -66,17 +66,17 @@ def _args(log, training_steps, progress_fn=None, save_path="ckpt", restored=None
 
 def _driver(backend, args, env_steps=0, **options):
     driver = RunDriver(
-        backend, num_evals=args.hp.run.num_evals, log_training_metrics=args.hp.run.log_training_metrics,
+        backend, num_evals=args.config.run.num_evals, log_training_metrics=args.config.run.log_training_metrics,
         progress_fn=args.progress_fn, policy_params_fn=args.policy_params_fn,
         save_checkpoint_path=args.save_checkpoint_path, restore_checkpoint_path=args.restore_checkpoint_path,
         make_policy=None, env_steps=env_steps, **options,
     )
-    driver.hp = args.hp  # what the tests plan the run from
+    driver.config = args.config  # what the tests plan the run from
     return driver
 
 
 def _plan(driver):
-    return plan_run(driver.hp, driver.env_steps, STEP)
+    return plan_run(driver.config, driver.env_steps, STEP)
 
 
 def _run(driver, **options):

@@ -63,29 +63,29 @@ def _trainer(overrides: dict) -> TorchPPOBackend:
 
 def _reference_update(trainer, data: TensorDict) -> None:
     """One training update written plainly, with the trainer's own networks, draws and loss settings."""
-    hp, modules = trainer.hp, trainer.modules
+    config, modules = trainer.config, trainer.modules
     adaptive = trainer.update.adaptive_kl
     optimizer = (
         trainer.update.optimizer
         if adaptive
-        else torch.optim.Adam(modules.parameters(), lr=hp.algorithm.learning_rate, eps=1e-8, foreach=False)
+        else torch.optim.Adam(modules.parameters(), lr=config.algorithm.learning_rate, eps=1e-8, foreach=False)
     )
-    if hp.algorithm.clipping_epsilon_value is not None:
+    if config.algorithm.clipping_epsilon_value is not None:
         with torch.no_grad():
             data.set("state_value", modules.value(data.get("observation")))
     if not adaptive:
         modules.normalizer.update(data.get("observation"))
-    m = hp.algorithm.num_minibatches
-    for _ in range(hp.algorithm.num_updates_per_batch):
+    m = config.algorithm.num_minibatches
+    for _ in range(config.algorithm.num_updates_per_batch):
         shuffled = data[trainer.update.minibatch_order(ROWS)].reshape(m, ROWS // m, T)
         for i in range(m):
-            noise = trainer.update.entropy_noise((T, hp.algorithm.batch_size, ACT))
-            terms = torch_ppo_loss(modules, shuffled[i], noise, **loss_config(hp)._asdict())
+            noise = trainer.update.entropy_noise((T, config.algorithm.batch_size, ACT))
+            terms = torch_ppo_loss(modules, shuffled[i], noise, **loss_config(config)._asdict())
             optimizer.zero_grad()
             terms.total_loss.backward()
             grads = [p.grad for p in modules.parameters() if p.grad is not None]
             norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))
-            limit = hp.algorithm.max_grad_norm
+            limit = config.algorithm.max_grad_norm
             scale = torch.where(norm < limit, torch.ones_like(norm), limit / norm)
             for g in grads:
                 g.mul_(scale)
@@ -185,12 +185,12 @@ def _jax_trainer_parts(start, overrides: dict):
         jax_train.training_devices,
     )
     nets, _, _ = jax_train._make_networks(args, None)
-    hp = args.hp
-    algorithm = hp.algorithm
+    config = args.config
+    algorithm = config.algorithm
     optimizer = jax_optimizer.make_optimizer(
         algorithm.learning_rate, algorithm.max_grad_norm, algorithm.learning_rate_schedule
     )
-    update = jax_training_step.make_update(hp, nets, optimizer, args.augment_pixels)
+    update = jax_training_step.make_update(config, nets, optimizer, args.augment_pixels)
     net_params = jax_losses.PPONetworkParams(start.policy_params, start.value_params)
     state = jax_training_step.TrainingState(
         optimizer_state=optimizer.init(net_params),

@@ -132,7 +132,7 @@ _KERNEL_INITS = ("policy_network_kernel_init", "value_network_kernel_init", "mea
 class TrainArguments:
     """``train``'s arguments once checked: the hyperparameters as the schema validated them, and how to run."""
 
-    hp: PPOConfig
+    config: PPOConfig
     environment: str | Env | TorchEnv
     eval_env: Env | TorchEnv | None
     eval_backend: str | None
@@ -154,7 +154,7 @@ class TrainArguments:
     @property
     def network_options(self) -> dict[str, Any]:
         """``PPOModules``' keyword arguments beyond sizes, activation and normalisation."""
-        fields = self.hp.flat()
+        fields = self.config.flat()
         return {
             **{name: fields[name] for name in _SCHEMA_NETWORK_OPTIONS},
             **self.kernel_inits,
@@ -204,7 +204,7 @@ def parse(
     recorded = {"trainer": "torch", "device": str(device)}
     if isinstance(environment, str) and config.env.name is None:
         recorded["name"] = environment
-    hp = config.replace(**recorded)
+    config = config.replace(**recorded)
     # Kernel initialisers are outside the schema (a name and its keyword arguments): resolved once here so a bad
     # one fails before any env compiles.
     kernel_inits = {}
@@ -223,12 +223,14 @@ def parse(
         _callable("randomization_fn", randomization_fn)
     wrap_env_fn = _checked_wrap_env_fn(arguments["wrap_env_fn"], environment)
     eval_backend, eval_env = _checked_evaluation(arguments["eval_backend"], arguments["eval_env"])
-    network_factory = _checked_network_factory(arguments, hp, eval_backend)
-    if hp.env.num_envs % world_size != 0:
-        raise ValueError(f"num_envs ({hp.env.num_envs}) must be divisible by the number of processes ({world_size})")
-    if hp.algorithm.batch_size % world_size != 0:
+    network_factory = _checked_network_factory(arguments, config, eval_backend)
+    if config.env.num_envs % world_size != 0:
         raise ValueError(
-            f"batch_size ({hp.algorithm.batch_size}) must be divisible by the number of processes ({world_size})"
+            f"num_envs ({config.env.num_envs}) must be divisible by the number of processes ({world_size})"
+        )
+    if config.algorithm.batch_size % world_size != 0:
+        raise ValueError(
+            f"batch_size ({config.algorithm.batch_size}) must be divisible by the number of processes ({world_size})"
         )
     num_threads = arguments["num_threads"]
     if num_threads is not None:
@@ -237,7 +239,7 @@ def parse(
         arguments["save_checkpoint_path"], arguments["restore_checkpoint_path"]
     )
     return TrainArguments(
-        hp=hp,
+        config=config,
         environment=environment,
         eval_env=eval_env,
         eval_backend=eval_backend,
@@ -273,7 +275,7 @@ def _checked_wrap_env_fn(wrap_env_fn: Any, environment: Any) -> Callable[..., An
 
 
 def _checked_network_factory(
-    arguments: Mapping[str, Any], hp: PPOConfig, eval_backend: str | None
+    arguments: Mapping[str, Any], config: PPOConfig, eval_backend: str | None
 ) -> custom_networks.NetworkFactory | None:
     """``network_factory``, refused beside an option of torch_ppo's own networks set away from its default (it
     would be ignored) and beside what its modules cannot give (see ``torch_ppo.network_factory``)."""
@@ -281,7 +283,7 @@ def _checked_network_factory(
     if network_factory is None:
         return None
     custom_networks.check_factory(network_factory)
-    fields, defaults = hp.flat(), schema_defaults()
+    fields, defaults = config.flat(), schema_defaults()
     for name in custom_networks.BUILT_IN_OPTIONS:
         value = fields[name] if name in BY_NAME else arguments[name]
         default = defaults[name] if name in BY_NAME else KERNEL_INIT_DEFAULTS[name]

@@ -171,7 +171,7 @@ def checkpoint_config(
     settings = {
         **{
             k: v
-            for k, v in args.hp.flat().items()
+            for k, v in args.config.flat().items()
             if isinstance(v, plain) and k in KEYWORD_FIELDS and k != "num_timesteps"
         },
         **{k: v for k, v in args.kernel_inits.items() if isinstance(v, plain)},
@@ -181,7 +181,7 @@ def checkpoint_config(
         "action_repeat": int(action_repeat),  # a ready TorchEnv brings its own
     }
     for name in ("policy_hidden_layer_sizes", "value_hidden_layer_sizes"):
-        settings[name] = list(getattr(args.hp.network, name))
+        settings[name] = list(getattr(args.config.network, name))
     return {
         "format": FORMAT,
         "environment": environment,

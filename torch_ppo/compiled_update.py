@@ -48,13 +48,13 @@ def compile_options(device: torch.device) -> dict[str, Any]:
     return options
 
 
-def run_minibatch_steps(hp: Any, env_steps_per_training_step: int) -> int:
-    """The minibatch steps of the whole run the hyperparameters ``hp`` (a ``PPOConfig``) plan
+def run_minibatch_steps(config: Any, env_steps_per_training_step: int) -> int:
+    """The minibatch steps of the whole run the hyperparameters ``config`` (a ``PPOConfig``) plan
     (``brax_core.training.run.schedule.plan_run``); 0 for a run with nothing to train."""
-    if hp.run.num_timesteps <= 0:
+    if config.run.num_timesteps <= 0:
         return 0
-    training_steps = plan_run(hp, 0, env_steps_per_training_step).training_steps
-    return training_steps * hp.algorithm.num_minibatches * hp.algorithm.num_updates_per_batch
+    training_steps = plan_run(config, 0, env_steps_per_training_step).training_steps
+    return training_steps * config.algorithm.num_minibatches * config.algorithm.num_updates_per_batch
 
 
 def use_compiled_update(
@@ -175,22 +175,22 @@ class CompiledPPOUpdate(PPOUpdate):
 
     def _apply(self, params, grads, terms, kl_mean, exp_avgs, exp_avg_sqs, steps, beta_powers, metric_sums, lr) -> None:
         """Clipping, the learning-rate rule and Adam (``torch.optim.Adam``'s arithmetic), in place."""
-        hp = self.hp
+        config = self.config
         with torch.no_grad():
             # The norm as sums of squares, which the compiler fuses into few loops; _foreach_norm compiles to
             # slower code here (benchmarks/results/training-speed.md, "Training speed across the diagnostics").
             norm = torch.stack([g.square().sum() for g in grads]).sum().sqrt()
-            if hp.algorithm.max_grad_norm is not None:
-                scale = global_norm_scale(norm, hp.algorithm.max_grad_norm)
+            if config.algorithm.max_grad_norm is not None:
+                scale = global_norm_scale(norm, config.algorithm.max_grad_norm)
                 grads = [g * scale for g in grads]
             if self.adaptive_kl:
                 lr.copy_(
                     adapt_learning_rate(
                         lr,
                         kl_mean,
-                        hp.algorithm.desired_kl,
-                        hp.algorithm.learning_rate_schedule_min_lr,
-                        hp.algorithm.learning_rate_schedule_max_lr,
+                        config.algorithm.desired_kl,
+                        config.algorithm.learning_rate_schedule_min_lr,
+                        config.algorithm.learning_rate_schedule_max_lr,
                     )
                 )
             group = self.optimizer.param_groups[0]

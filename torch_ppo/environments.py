@@ -79,26 +79,26 @@ def make_evaluator(args: TrainArguments, env: TorchEnv, modules: PPOModules, dev
     """The evaluation of ``args`` for the training env ``env``: the JAX trainer's compiled rollout with the actor's
     weights unless ``eval_backend='torch'``, a ready ``TorchEnv`` as ``eval_env`` or an actor brax_core's networks
     cannot express asks for the bridge."""
-    hp = args.hp
+    config = args.config
     if args.eval_env is not None:
         source, randomization = args.eval_env, None  # used as it is, never randomised
     else:
         source = args.environment.unwrapped_env if isinstance(args.environment, TorchEnv) else args.environment
         randomization = args.randomization_fn
     # The level the JAX trainer would choose for the run.
-    eval_level = cpu_opt_level(env.unwrapped_env, hp.run.num_timesteps, step_only=False)
+    eval_level = cpu_opt_level(env.unwrapped_env, config.run.num_timesteps, step_only=False)
     if args.eval_backend != "torch" and not isinstance(source, TorchEnv):
         try:
             return JaxEvaluator(
                 env.unwrapped_env if args.eval_env is None else source,
                 modules,
-                num_eval_envs=hp.env.num_eval_envs,
+                num_eval_envs=config.env.num_eval_envs,
                 episode_length=env.episode_length,
                 action_repeat=env.action_repeat,
-                deterministic=hp.run.deterministic_eval,
+                deterministic=config.run.deterministic_eval,
                 wrap_env_fn=args.wrap_env_fn,
                 randomization_fn=randomization,
-                seed=hp.run.seed + 104_729,
+                seed=config.run.seed + 104_729,
                 jax_device=env.jax_device,
                 cpu_opt_level=eval_level,
             )
@@ -110,17 +110,17 @@ def make_evaluator(args: TrainArguments, env: TorchEnv, modules: PPOModules, dev
     if not isinstance(source, TorchEnv):
         eval_env = TorchEnv(
             source,
-            hp.env.num_eval_envs,
+            config.env.num_eval_envs,
             episode_length=env.episode_length,
             action_repeat=env.action_repeat,
             device=device,
-            seed=hp.run.seed + 104_729,
+            seed=config.run.seed + 104_729,
             randomization_fn=randomization,
             wrap_env_fn=args.wrap_env_fn,  # as the JAX trainer wraps its evaluation env
             cpu_opt_level=eval_level,
         )
     num_steps = -(-env.episode_length // env.action_repeat)
-    return BridgeEvaluator(eval_env, num_steps, env.action_repeat, hp.run.seed)
+    return BridgeEvaluator(eval_env, num_steps, env.action_repeat, config.run.seed)
 
 
 def compile_programs(env: TorchEnv, evaluator: Evaluator | None) -> None:

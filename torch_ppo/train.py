@@ -161,12 +161,12 @@ def _train(
 
 def _run(trainer: TorchPPOBackend) -> tuple[Callable[..., Any], TorchPPOParams, Metrics]:
     """The run of one process: nothing to train past a restored checkpoint's steps, else the schedule."""
-    hp, dist = trainer.hp, trainer.dist
+    config, dist = trainer.config, trainer.dist
     args = trainer.args
     driver = RunDriver(
         trainer,
-        num_evals=hp.run.num_evals,
-        log_training_metrics=hp.run.log_training_metrics,
+        num_evals=config.run.num_evals,
+        log_training_metrics=config.run.log_training_metrics,
         progress_fn=args.progress_fn,
         policy_params_fn=args.policy_params_fn,
         save_checkpoint_path=args.save_checkpoint_path,
@@ -178,10 +178,10 @@ def _run(trainer: TorchPPOBackend) -> tuple[Callable[..., Any], TorchPPOParams, 
         # is what a failing callback leaves.
         save_before_failing_callback=not dist.enabled,
     )
-    if hp.run.num_timesteps <= trainer.env_steps:
+    if config.run.num_timesteps <= trainer.env_steps:
         driver.save()
         return trainer.make_policy, params_of(trainer.modules), {}
     trainer.build_envs()
-    schedule = plan_run(hp, driver.env_steps, trainer.steps_per_training_step)
+    schedule = plan_run(config, driver.env_steps, trainer.steps_per_training_step)
     metrics = driver.run(schedule, evaluate=trainer.evaluator is not None)
     return trainer.make_policy, params_of(trainer.modules), metrics

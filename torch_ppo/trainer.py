@@ -26,39 +26,39 @@ class TorchPPOBackend:
     """One process's training run (see the module docstring); ``env_steps`` is where it starts."""
 
     def __init__(self, args: TrainArguments, dist: distributed.DistributedContext):
-        hp = self.hp = args.hp
+        config = self.config = args.config
         self.args, self.dist, self.device = args, dist, args.device
-        self.local_envs = hp.env.num_envs // dist.world_size
-        self.num_unrolls = hp.algorithm.batch_size * hp.algorithm.num_minibatches // hp.env.num_envs
-        self.env_seed = hp.run.seed + 7919 * dist.rank
+        self.local_envs = config.env.num_envs // dist.world_size
+        self.num_unrolls = config.algorithm.batch_size * config.algorithm.num_minibatches // config.env.num_envs
+        self.env_seed = config.run.seed + 7919 * dist.rank
         self.env = environments.make_env(
             args.environment,
             self.local_envs,
-            hp.env.episode_length,
-            hp.env.action_repeat,
+            config.env.episode_length,
+            config.env.action_repeat,
             self.device,
             self.env_seed,
             args.randomization_fn,
             args.wrap_env_fn,
-            hp.run.num_timesteps,
+            config.run.num_timesteps,
         )
         self.action_repeat = self.env.action_repeat  # a ready TorchEnv brings its own
-        algorithm = hp.algorithm
+        algorithm = config.algorithm
         self.steps_per_training_step = (
             algorithm.batch_size * algorithm.unroll_length * algorithm.num_minibatches * self.action_repeat
         )
         obs_size, action_size = self._sizes()
         with torch.random.fork_rng(devices=[]):  # initial weights from the seed alone, same on every rank
-            torch.manual_seed(hp.run.seed)
+            torch.manual_seed(config.run.seed)
             self.modules = PPOModules(
                 obs_size,
                 action_size,
-                hp.network.policy_hidden_layer_sizes,
-                hp.network.value_hidden_layer_sizes,
-                hp.network.activation,
-                hp.algorithm.normalize_observations,
-                use_distributional_critic=hp.algorithm.use_distributional_critic,
-                num_quantiles=hp.network.num_quantiles,
+                config.network.policy_hidden_layer_sizes,
+                config.network.value_hidden_layer_sizes,
+                config.network.activation,
+                config.algorithm.normalize_observations,
+                use_distributional_critic=config.algorithm.use_distributional_critic,
+                num_quantiles=config.network.num_quantiles,
                 **args.network_options,
             ).to(self.device)
             self.modules.normalizer.set_update_rule(
@@ -66,15 +66,15 @@ class TorchPPOBackend:
                 algorithm.normalize_observations_std_eps,
                 algorithm.normalize_until_count,
             )
-        self.generator = torch.Generator(device=self.device).manual_seed(hp.run.seed * 1_000_003 + dist.rank)
-        self.eval_generator = torch.Generator(device=self.device).manual_seed(hp.run.seed * 1_000_003 + 999_983)
-        loss_module: nn.Module = update.LossModule(self.modules, update.loss_config(hp))
+        self.generator = torch.Generator(device=self.device).manual_seed(config.run.seed * 1_000_003 + dist.rank)
+        self.eval_generator = torch.Generator(device=self.device).manual_seed(config.run.seed * 1_000_003 + 999_983)
+        loss_module: nn.Module = update.LossModule(self.modules, update.loss_config(config))
         if dist.enabled:
             loss_module = nn.parallel.DistributedDataParallel(
                 loss_module, broadcast_buffers=False, process_group=dist.group
             )
-        minibatch_steps = compiled_update.run_minibatch_steps(hp, self.steps_per_training_step)
-        compiled = compiled_update.use_compiled_update(hp.run.torch_compile, obs_size, minibatch_steps, self.device)
+        minibatch_steps = compiled_update.run_minibatch_steps(config, self.steps_per_training_step)
+        compiled = compiled_update.use_compiled_update(config.run.torch_compile, obs_size, minibatch_steps, self.device)
         logging.info("torch_ppo's minibatch step: %s", "compiled" if compiled else "eager")
         update_class = compiled_update.CompiledPPOUpdate if compiled else update.PPOUpdate
         self.update = update_class(
@@ -83,11 +83,11 @@ class TorchPPOBackend:
             _adam(
                 self.modules, algorithm.learning_rate, algorithm.learning_rate_schedule == adaptive_kl.NAME, self.device
             ),
-            hp,
-            local_batch=hp.algorithm.batch_size // dist.world_size,
+            config,
+            local_batch=config.algorithm.batch_size // dist.world_size,
             generator=self.generator,
             dist=dist,
-            **({"fall_back": hp.run.torch_compile is None} if compiled else {}),
+            **({"fall_back": config.run.torch_compile is None} if compiled else {}),
         )
         self.make_policy = make_inference_fn(self.modules)
         self.env_steps = 0
@@ -105,17 +105,17 @@ class TorchPPOBackend:
     def _sizes(self) -> tuple[int | dict[str, Any], int]:
         """The training env's observation and action sizes, checked against the observation keys and the
         evaluation env's size before anything compiles (the size comes from tracing the env's reset)."""
-        hp, eval_env = self.hp, self.args.eval_env
+        config, eval_env = self.config, self.args.eval_env
         obs_size = self.env.observation_size
         if isinstance(obs_size, Mapping):
             for name in ("policy_obs_key", "value_obs_key"):
-                key = getattr(hp.network, name)
+                key = getattr(config.network, name)
                 if key not in obs_size:
                     raise ValueError(f"{name}={key!r} is not among the env's observation keys {sorted(obs_size)}")
             obs_size = dict(obs_size)
         else:
             obs_size = int(obs_size)
-        if eval_env is not None and hp.run.num_evals > 0:
+        if eval_env is not None and config.run.num_evals > 0:
             size = checkpoint.size_json(eval_env.observation_size)
             if size != checkpoint.size_json(obs_size):
                 raise ValueError(
@@ -190,7 +190,7 @@ class TorchPPOBackend:
 
     def build_envs(self) -> None:
         """Builds the evaluator (rank 0), compiles the envs and the evaluation, and resets (or restores) the envs."""
-        if self.hp.run.num_evals > 0 and self.dist.is_main:
+        if self.config.run.num_evals > 0 and self.dist.is_main:
             self.evaluator = environments.make_evaluator(self.args, self.env, self.modules, self.device)
         environments.compile_programs(self.env, self.evaluator)
         self.obs = self.env.reset(seed=self.env_seed).get("observation")
@@ -200,7 +200,7 @@ class TorchPPOBackend:
             except ValueError:
                 pass  # saved from another env layout: training continues from the fresh reset
         self.actor = make_actor(self.modules, deterministic=False, generator=self.generator)
-        self.tracker = update.EpisodeTracker(self.env) if self.hp.run.log_training_metrics else None
+        self.tracker = update.EpisodeTracker(self.env) if self.config.run.log_training_metrics else None
 
     # ---------------------------------------------------------------- the run driver's backend
 
@@ -212,7 +212,7 @@ class TorchPPOBackend:
             self.actor.module[-1],
             self.obs,
             num_unrolls=self.num_unrolls,
-            unroll_length=self.hp.algorithm.unroll_length,
+            unroll_length=self.config.algorithm.unroll_length,
             keep_distribution=self.update.adaptive_kl,
             tracker=self.tracker,
         )
@@ -252,7 +252,7 @@ class TorchPPOBackend:
 
     def evaluate(self, training_metrics: Mapping[str, float]) -> dict[str, float]:
         self.modules.eval()
-        metrics = self.evaluator.run(self.modules, self.hp.run.deterministic_eval, self.eval_generator)
+        metrics = self.evaluator.run(self.modules, self.config.run.deterministic_eval, self.eval_generator)
         self.modules.train()
         return {**training_metrics, **metrics}
 
@@ -277,7 +277,7 @@ class TorchPPOBackend:
                     "env_state": env_state,
                     **({"env_states": env_states} if env_states is not None else {}),
                 },
-                max_to_keep=self.hp.run.max_to_keep,
+                max_to_keep=self.config.run.max_to_keep,
             )
         if self.dist.enabled:
             # No rank goes on until the checkpoint exists: a rank that resumes from this folder next must find it.

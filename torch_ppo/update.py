@@ -136,9 +136,9 @@ class LossModule(nn.Module):
         return ppo_loss(self.modules_, self.config, minibatch, entropy_noise)
 
 
-def loss_config(hp: PPOConfig) -> LossConfig:
-    """The loss settings of the hyperparameters ``hp``."""
-    fields = hp.flat()
+def loss_config(config: PPOConfig) -> LossConfig:
+    """The loss settings of the hyperparameters ``config``."""
+    fields = config.flat()
     return LossConfig(**{name: fields[name] for name in LossConfig._fields})
 
 
@@ -178,17 +178,18 @@ class PPOUpdate:
         modules: PPOModules,
         loss_module: nn.Module,
         optimizer: torch.optim.Optimizer,
-        hp: PPOConfig,
+        config: PPOConfig,
         *,
         local_batch: int,
         generator: torch.Generator,
         dist: DistributedContext,
     ):
-        self.modules, self.loss_module, self.optimizer, self.hp = modules, loss_module, optimizer, hp
+        self.modules, self.loss_module, self.optimizer, self.config = modules, loss_module, optimizer, config
         self.local_batch, self.generator, self.dist = local_batch, generator, dist
         self.device = generator.device
-        self.adaptive_kl = hp.algorithm.learning_rate_schedule == adaptive_kl.NAME
-        self.old_values = hp.algorithm.clipping_epsilon_value is not None and not hp.algorithm.use_distributional_critic
+        self.adaptive_kl = config.algorithm.learning_rate_schedule == adaptive_kl.NAME
+        algorithm = config.algorithm
+        self.old_values = algorithm.clipping_epsilon_value is not None and not algorithm.use_distributional_critic
         self.metric_names = METRIC_NAMES + (("kl_mean", "learning_rate") if self.adaptive_kl else ())
         self.metric_sums = torch.zeros(len(self.metric_names), device=self.device)
         self.metric_count = 0  # minibatch steps since the last read (a count of the static loop, not a tensor)
@@ -203,7 +204,7 @@ class PPOUpdate:
                 batch = dataclasses.replace(batch, old_value=self.modules.value(batch.observation).squeeze(-1))
         if not self.adaptive_kl:
             self.modules.normalizer.update(batch.observation, group)
-        algorithm, rows = self.hp.algorithm, batch.reward.shape[0]
+        algorithm, rows = self.config.algorithm, batch.reward.shape[0]
         minibatches = algorithm.num_minibatches
         minibatch_rows = rows // minibatches
         for _ in range(algorithm.num_updates_per_batch):
@@ -223,15 +224,15 @@ class PPOUpdate:
 
     def sgd_step(self, minibatch: Batch, noise: torch.Tensor) -> None:
         """One Adam step on a time-major minibatch; adds its metrics to ``metric_sums``."""
-        hp = self.hp
+        config = self.config
         terms = self.loss_module(minibatch, noise)
         self.optimizer.zero_grad(set_to_none=True)
         terms.total_loss.backward()
         with torch.no_grad():
             grads = [p.grad for p in self._params if p.grad is not None]
             norm = global_norm(grads)
-            if hp.algorithm.max_grad_norm is not None:
-                torch._foreach_mul_(grads, global_norm_scale(norm, hp.algorithm.max_grad_norm))
+            if config.algorithm.max_grad_norm is not None:
+                torch._foreach_mul_(grads, global_norm_scale(norm, config.algorithm.max_grad_norm))
         learning_rate = self.adapt_learning_rate(terms.kl_mean) if self.adaptive_kl else None
         self.optimizer.step()
         with torch.no_grad():  # one stacked sum for all names: two ops per minibatch, not two per name
@@ -261,14 +262,14 @@ class PPOUpdate:
             torch.distributed.all_reduce(kl, group=self.dist.group)
             kl = kl / self.dist.world_size
         lr = self.optimizer.param_groups[0]["lr"]
-        hp = self.hp
+        config = self.config
         lr.copy_(
             adapt_learning_rate(
                 lr,
                 kl,
-                hp.algorithm.desired_kl,
-                hp.algorithm.learning_rate_schedule_min_lr,
-                hp.algorithm.learning_rate_schedule_max_lr,
+                config.algorithm.desired_kl,
+                config.algorithm.learning_rate_schedule_min_lr,
+                config.algorithm.learning_rate_schedule_max_lr,
             )
         )
         return lr.detach().clone()

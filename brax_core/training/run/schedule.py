@@ -66,8 +66,8 @@ class Schedule:
         return sum(1 for p in self.evaluation_points(initial) if p < self.calls_done)
 
 
-def plan_run(hp: Any, env_steps: int, env_steps_per_training_step: int) -> Schedule:
-    """The schedule of the run the hyperparameters ``hp`` (a ``PPOConfig``: ``num_timesteps``, ``num_evals``,
+def plan_run(config: Any, env_steps: int, env_steps_per_training_step: int) -> Schedule:
+    """The schedule of the run the hyperparameters ``config`` (a ``PPOConfig``: ``num_timesteps``, ``num_evals``,
     ``num_resets_per_eval``, ``log_training_metrics``, ``training_metrics_steps``) ask for, starting at
     ``env_steps`` (a restored checkpoint's).
 
@@ -75,14 +75,14 @@ def plan_run(hp: Any, env_steps: int, env_steps_per_training_step: int) -> Sched
     between training steps comes from another batch size: then the remaining steps are planned on their own.
     """
     done, rest = divmod(env_steps, env_steps_per_training_step)
-    steps_to_plan = hp.run.num_timesteps if rest == 0 else hp.run.num_timesteps - env_steps
+    steps_to_plan = config.run.num_timesteps if rest == 0 else config.run.num_timesteps - env_steps
     steps_between_reports = None
-    if hp.run.log_training_metrics:
-        steps_between_reports = max(1, (hp.run.training_metrics_steps or 0) // env_steps_per_training_step)
+    if config.run.log_training_metrics:
+        steps_between_reports = max(1, (config.run.training_metrics_steps or 0) // env_steps_per_training_step)
     schedule = make_schedule(
         -(-steps_to_plan // env_steps_per_training_step),
-        num_evals=hp.run.num_evals,
-        num_resets_per_eval=hp.env.num_resets_per_eval,
+        num_evals=config.run.num_evals,
+        num_resets_per_eval=config.env.num_resets_per_eval,
         steps_between_reports=steps_between_reports,
         steps_done=done if rest == 0 else 0,
     )

@@ -142,7 +142,7 @@ Returns:
 class Arguments:
     """``train``'s arguments once checked: the hyperparameters as the schema validated them, and how to run."""
 
-    hp: PPOConfig
+    config: PPOConfig
     environment: Env
     eval_env: Env | None
     wrap_env: bool | Callable[..., Env]
@@ -164,11 +164,11 @@ class Arguments:
     @property
     def env_options(self) -> dict[str, Any]:
         """The keyword arguments of ``environments.wrap_for`` shared by the training and the evaluation envs."""
-        hp = self.hp
+        config = self.config
         return dict(
             wrap_env=self.wrap_env,
-            episode_length=hp.env.episode_length,
-            action_repeat=hp.env.action_repeat,
+            episode_length=config.env.episode_length,
+            action_repeat=config.env.action_repeat,
             randomization_fn=self.randomization_fn,
         )
 
@@ -214,7 +214,7 @@ def validated(
         resolved["episode_length"] = int(getattr(environment.unwrapped, "default_episode_length", 1000))
     if config.env.name is None and name is not None:
         resolved["name"] = name
-    hp = config.replace(**resolved)
+    config = config.replace(**resolved)
     run_evals = _bool("run_evals", arguments["run_evals"])
     max_devices_per_host = arguments["max_devices_per_host"]
     if max_devices_per_host is not None:
@@ -222,10 +222,10 @@ def validated(
     restore_value_fn = _bool("restore_value_fn", arguments["restore_value_fn"])
     # Not schema fields: like run_evals they say how to run, and the command line has no image environments.
     vision, augment_pixels = _bool("vision", arguments["vision"]), _bool("augment_pixels", arguments["augment_pixels"])
-    if vision and hp.env.action_repeat != 1:
+    if vision and config.env.action_repeat != 1:
         # Brax's rule: repeated actions would render frames no policy sees; a pixel env repeats physics itself.
         raise ValueError(
-            f"vision=True needs action_repeat=1 (got {hp.env.action_repeat}); repeat physics steps inside the env "
+            f"vision=True needs action_repeat=1 (got {config.env.action_repeat}); repeat physics steps inside the env "
             "instead"
         )
     madrona_backend = arguments["madrona_backend"]
@@ -233,7 +233,7 @@ def validated(
         raise ValueError(f"madrona_backend must be False: brax_core has no batch renderer, got {madrona_backend!r}")
     progress_fn, policy_params_fn = resume.checked_callbacks(arguments["progress_fn"], arguments["policy_params_fn"])
     allow_config_changes = resume.check_allow("allow_config_changes", arguments["allow_config_changes"])
-    network_factory = _checked_network_factory(network_factory, hp.algorithm.use_distributional_critic)
+    network_factory = _checked_network_factory(network_factory, config.algorithm.use_distributional_critic)
     randomization_fn = arguments["randomization_fn"]
     if randomization_fn is not None:
         _callable("randomization_fn", randomization_fn)
@@ -247,8 +247,8 @@ def validated(
     if eval_env is not None:
         check_wrapping("eval_env", eval_env, wrap_env)
     devices = find_devices(max_devices_per_host)
-    evaluate = hp.run.num_evals > 0 and run_evals
-    _check_device_split(hp, len(devices), evaluate)
+    evaluate = config.run.num_evals > 0 and run_evals
+    _check_device_split(config, len(devices), evaluate)
     restore_params = arguments["restore_params"]
     if restore_params is not None:
         restore_params = PPOTrainingParams(*_three_params(restore_params))
@@ -259,7 +259,7 @@ def validated(
         int(checkpoint.load_config_json(restore_checkpoint_path)["env_steps"]) if restore_checkpoint_path else 0
     )
     return Arguments(
-        hp=hp,
+        config=config,
         environment=environment,
         eval_env=eval_env,
         wrap_env=wrap_env,
@@ -341,17 +341,19 @@ def check_wrapping(name: str, env: Env, wrap_env: bool | Callable[..., Env]) -> 
         )
 
 
-def _check_device_split(hp: PPOConfig, device_count: int, evaluate: bool) -> None:
+def _check_device_split(config: PPOConfig, device_count: int, evaluate: bool) -> None:
     """Refuses env and batch counts that the training devices cannot share equally."""
-    if hp.env.num_envs % device_count != 0:
-        raise ValueError(f"num_envs ({hp.env.num_envs}) must be divisible by the number of devices ({device_count})")
-    if hp.algorithm.batch_size % device_count != 0:
+    if config.env.num_envs % device_count != 0:
         raise ValueError(
-            f"batch_size ({hp.algorithm.batch_size}) must be divisible by the number of devices ({device_count})"
+            f"num_envs ({config.env.num_envs}) must be divisible by the number of devices ({device_count})"
         )
-    if evaluate and hp.env.num_eval_envs % device_count != 0:
+    if config.algorithm.batch_size % device_count != 0:
         raise ValueError(
-            f"num_eval_envs ({hp.env.num_eval_envs}) must be divisible by the number of devices ({device_count})"
+            f"batch_size ({config.algorithm.batch_size}) must be divisible by the number of devices ({device_count})"
+        )
+    if evaluate and config.env.num_eval_envs % device_count != 0:
+        raise ValueError(
+            f"num_eval_envs ({config.env.num_eval_envs}) must be divisible by the number of devices ({device_count})"
         )
 
 

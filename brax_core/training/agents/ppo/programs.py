@@ -59,20 +59,20 @@ class Programs:
         self.platform = args.devices[0].platform
         if program_cache.folder() is None or jax.process_count() > 1:
             return
-        hp = dataclasses.asdict(args.hp)
+        config = dataclasses.asdict(args.config)
         # Records that reach no program: the env's name (the environment describes itself), which trainer runs the
         # config and the preset it came from; the device is the platform's, below.
-        hp["env"].pop("name")
+        config["env"].pop("name")
         for record in ("trainer", "device", "preset"):
-            hp["run"].pop(record)
+            config["run"].pop(record)
         if args.randomization_fn is None:
             # The seed reaches the programs only through the randomised models; otherwise its keys are arguments,
             # so every seed of a configuration shares its programs.
-            hp["run"].pop("seed")
+            config["run"].pop("seed")
         try:
             self.description = dict(
                 owner="brax_core.training.agents.ppo.train",
-                hp=program_cache.describe(hp),
+                config=program_cache.describe(config),
                 environment=program_cache.describe(args.environment),
                 eval_env=program_cache.describe(args.eval_env),
                 wrap_env=program_cache.describe(args.wrap_env),
@@ -147,7 +147,7 @@ def make_training_env(
     """One device's training envs, their jitted reset and its abstract output (``None``s with nothing to train)."""
     if remaining <= 0:
         return None, None, None
-    local_envs = args.hp.env.num_envs // len(args.devices)
+    local_envs = args.config.env.num_envs // len(args.devices)
     env = wrap_for(args.environment, local_envs, key_randomize, **args.env_options)
     reset_options = compile_options.reset_compiler_options(args.devices[0].platform)
     reset_jit = programs.jit("reset", functools.partial(jax.jit, compiler_options=reset_options))
@@ -204,15 +204,15 @@ def make_evaluation(
     """The evaluation envs of one device and their jitted evaluation run (``None``s when nothing is evaluated)."""
     if not args.evaluate:
         return None, None
-    hp = args.hp
-    local_eval_envs = hp.env.num_eval_envs // len(args.devices)
+    config = args.config
+    local_eval_envs = config.env.num_eval_envs // len(args.devices)
     if args.eval_env is None:
         eval_key = jax.random.fold_in(key_randomize, 1)
         eval_env = make_eval_env(args.environment, local_eval_envs, eval_key, **args.env_options)
     else:
         eval_env = make_eval_env(args.eval_env, local_eval_envs, None, **args.env_options)
-    eval_steps = -(-hp.env.episode_length // hp.env.action_repeat)
-    eval_policy = functools.partial(make_policy, deterministic=hp.run.deterministic_eval)
+    eval_steps = -(-config.env.episode_length // config.env.action_repeat)
+    eval_policy = functools.partial(make_policy, deterministic=config.run.deterministic_eval)
     return eval_env, make_eval_run(eval_env, eval_policy, local_eval_envs, eval_steps, mesh, jit)
 
 

@@ -159,7 +159,7 @@ class PPOBackend:
 
     def __init__(self, args: Arguments, config: dict[str, Any] | None, training_state: TrainingState, key_run: Any):
         path = args.save_checkpoint_path
-        self._saver = checkpoint.Saver(path, max_to_keep=args.hp.run.max_to_keep) if path else None
+        self._saver = checkpoint.Saver(path, max_to_keep=args.config.run.max_to_keep) if path else None
         self._args, self._config = args, config
         self.training_state, self.env_state, self.key_run = training_state, None, key_run
         self._reset_fn = self._training_fn = self._make_evaluator = self._evaluator = None
@@ -235,13 +235,13 @@ def make_evaluator(
 ) -> acting.Evaluator:
     """Brax's ``Evaluator`` over the compiled evaluation run ``run_fn``, its key past the ``skipped_evaluations``
     an unbroken run made before a resumed one starts."""
-    hp = args.hp
+    config = args.config
     return acting.Evaluator(
         eval_env,
-        functools.partial(make_policy, deterministic=hp.run.deterministic_eval),
-        num_eval_envs=hp.env.num_eval_envs,
-        episode_length=hp.env.episode_length,
-        action_repeat=hp.env.action_repeat,
+        functools.partial(make_policy, deterministic=config.run.deterministic_eval),
+        num_eval_envs=config.env.num_eval_envs,
+        episode_length=config.env.episode_length,
+        action_repeat=config.env.action_repeat,
         key=acting.key_after_evaluations(key, skipped_evaluations),
         run_fn=run_fn,
     )

@@ -173,18 +173,18 @@ def train_from_config(
 
 def _train(args: arguments.Arguments) -> tuple[Callable[..., types.Policy], PPOTrainingParams, dict[str, float]]:
     """The run of checked arguments: Brax's flow as a sequence of named steps."""
-    hp = args.hp
-    remaining = hp.run.num_timesteps - args.env_steps_restored
+    config = args.config
+    remaining = config.run.num_timesteps - args.env_steps_restored
     mesh = Mesh(np.asarray(args.devices), (AXIS,))
     options = programs.compiler_options(args.devices, remaining, args.environment)
     jit = functools.partial(jax.jit, compiler_options=options)
     cached = programs.Programs(args)
     replicated = NamedSharding(mesh, P())
-    algorithm = hp.algorithm
+    algorithm = config.algorithm
     optimizer = ppo_optimizer.make_optimizer(
         algorithm.learning_rate, algorithm.max_grad_norm, algorithm.learning_rate_schedule
     )
-    key = jax.random.PRNGKey(hp.run.seed)
+    key = jax.random.PRNGKey(config.run.seed)
     key_init, key_run, key_env, key_eval, key_randomize = jax.random.split(key, 5)
     # One global array over the mesh, as every saved array must be when several processes write one checkpoint.
     key_run = jax.jit(lambda k: k, out_shardings=replicated)(key_run)
@@ -196,12 +196,12 @@ def _train(args: arguments.Arguments) -> tuple[Callable[..., types.Policy], PPOT
     )
 
     # ---- networks, their (checkpoint) configuration, a resumed run's check against it, and the optimiser
-    ppo_network, obs_size, config = _make_networks(args, abstract_env_state)
+    ppo_network, obs_size, saved_config = _make_networks(args, abstract_env_state)
     make_policy = ppo_networks.make_inference_fn(ppo_network)  # the callbacks' and the caller's
     # The rollouts' and evaluations' own: without the distribution parameters, which no unroll needs to carry.
     acting_policy = ppo_networks._inference_fn(ppo_network, False, False, with_distribution=False)
     if args.restore_checkpoint_path is not None:
-        checkpoint.check_resume_config(args.restore_checkpoint_path, config, args.allow_config_changes)
+        checkpoint.check_resume_config(args.restore_checkpoint_path, saved_config, args.allow_config_changes)
     training_state = run_backend.init_training_state(ppo_network, optimizer, obs_size, key_init, jit, replicated)
 
     # ---- restore: parameters to start from, then a checkpoint to resume
@@ -214,18 +214,20 @@ def _train(args: arguments.Arguments) -> tuple[Callable[..., types.Policy], PPOT
         training_state, key_run, env_steps = run_backend.restore_training(
             args.restore_checkpoint_path, training_state, key_run
         )
-    run = run_backend.PPOBackend(args, config, training_state, key_run)
+    run = run_backend.PPOBackend(args, saved_config, training_state, key_run)
     driver = RunDriver(
-        run, num_evals=hp.run.num_evals, log_training_metrics=hp.run.log_training_metrics,
+        run, num_evals=config.run.num_evals, log_training_metrics=config.run.log_training_metrics,
         progress_fn=args.progress_fn, policy_params_fn=args.policy_params_fn,
         save_checkpoint_path=args.save_checkpoint_path, restore_checkpoint_path=args.restore_checkpoint_path,
         make_policy=make_policy, env_steps=env_steps,
     )
 
     if remaining <= 0:
-        if hp.run.num_timesteps > 0 and args.restore_checkpoint_path is not None:
+        if config.run.num_timesteps > 0 and args.restore_checkpoint_path is not None:
             logging.info(
-                "checkpoint is at %d env steps, num_timesteps is %d: nothing to train", env_steps, hp.run.num_timesteps
+                "checkpoint is at %d env steps, num_timesteps is %d: nothing to train",
+                env_steps,
+                config.run.num_timesteps,
             )
         driver.save()
         run.close()
@@ -233,24 +235,24 @@ def _train(args: arguments.Arguments) -> tuple[Callable[..., types.Policy], PPOT
 
     # ---- the compiled functions: training steps (collect unrolls, then the PPO update), reset, evaluation
     env_steps_per_training_step = (
-        algorithm.batch_size * algorithm.unroll_length * algorithm.num_minibatches * hp.env.action_repeat
+        algorithm.batch_size * algorithm.unroll_length * algorithm.num_minibatches * config.env.action_repeat
     )
     training_step = ppo_training_step.make_training_step(
         env,
         acting_policy,
-        ppo_training_step.make_update(hp, ppo_network, optimizer, args.augment_pixels),
+        ppo_training_step.make_update(config, ppo_network, optimizer, args.augment_pixels),
         unroll_length=algorithm.unroll_length,
-        num_unrolls=algorithm.batch_size * algorithm.num_minibatches // hp.env.num_envs,
+        num_unrolls=algorithm.batch_size * algorithm.num_minibatches // config.env.num_envs,
         extra_fields=(
-            ("truncation", "episode_metrics", "episode_done") if hp.run.log_training_metrics else ("truncation",)
+            ("truncation", "episode_metrics", "episode_done") if config.run.log_training_metrics else ("truncation",)
         ),
-        log_training_metrics=hp.run.log_training_metrics,
+        log_training_metrics=config.run.log_training_metrics,
         env_steps_per_training_step=env_steps_per_training_step,
     )
     eval_env, eval_run = programs.make_evaluation(
         args, acting_policy, key_randomize, mesh, cached.jit("evaluation", jit)
     )
-    schedule = plan_run(hp, driver.env_steps, env_steps_per_training_step)
+    schedule = plan_run(config, driver.env_steps, env_steps_per_training_step)
     training_jit = cached.jit(f"training/{schedule.steps_per_call}", jit)  # steps per call: part of the program
     training_fn = programs.make_training_fn(training_step, schedule.steps_per_call, mesh, training_jit)
 
@@ -273,7 +275,8 @@ def _train(args: arguments.Arguments) -> tuple[Callable[..., types.Policy], PPOT
     run.start(compiled[0], compiled[1], env_state, key_env, make_evaluator)
 
     # ---- the run: an epoch of training calls (saved at its end), then report and evaluate
-    metrics = driver.run(schedule, evaluate=args.evaluate, report_training_at_evaluation_points=hp.run.num_evals > 0)
+    at_evaluation_points = config.run.num_evals > 0
+    metrics = driver.run(schedule, evaluate=args.evaluate, report_training_at_evaluation_points=at_evaluation_points)
     run.close()
     return make_policy, run_backend.current_params(run.training_state), metrics
 
@@ -292,7 +295,7 @@ def _make_networks(
             f"{flag} needs dict observations with image views (keys starting with 'pixels/'); the environment's "
             f"observation_size is {obs_size!r}"
         )
-    normalize = args.hp.algorithm.normalize_observations
+    normalize = args.config.algorithm.normalize_observations
     preprocess = running_statistics.normalize if normalize else types.identity_observation_preprocessor
     ppo_network = args.network_factory(obs_size, action_size, preprocess_observations_fn=preprocess)
     if args.evaluate and args.eval_env is not None:
@@ -301,6 +304,6 @@ def _make_networks(
     if args.save_checkpoint_path is not None or args.restore_checkpoint_path is not None:
         # Only a run that saves needs every network argument to be nameable in JSON.
         config = checkpoint.checkpoint_config(
-            obs_size, action_size, normalize, args.network_factory, args.hp, required=args.save_checkpoint_path
+            obs_size, action_size, normalize, args.network_factory, args.config, required=args.save_checkpoint_path
         )
     return ppo_network, obs_size, config

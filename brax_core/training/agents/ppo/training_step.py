@@ -221,28 +221,28 @@ _UPDATE_FIELDS = (
 
 
 def make_update(
-    hp: PPOConfig,
+    config: PPOConfig,
     ppo_network: ppo_networks.PPONetworks,
     optimizer: optax.GradientTransformation,
     augment_pixels: bool = False,
 ) -> Callable[[TrainingState, types.Transition, jax.Array], tuple[TrainingState, dict[str, jax.Array]]]:
-    """The PPO update (``make_ppo_update``) with the loss and the observation statistics ``hp`` ask for."""
-    fields = hp.flat()
+    """The PPO update (``make_ppo_update``) with the loss and the observation statistics ``config`` ask for."""
+    fields = config.flat()
     loss_fn = functools.partial(
         ppo_losses.compute_ppo_loss, ppo_network=ppo_network, **{name: fields[name] for name in _LOSS_FIELDS}
     )
     normalizer_update = functools.partial(
         running_statistics.update,
         pmap_axis_name=AXIS,
-        until_count=hp.algorithm.normalize_until_count,
-        std_eps=hp.algorithm.normalize_observations_std_eps,
-        mode=hp.algorithm.normalize_observations_mode,
+        until_count=config.algorithm.normalize_until_count,
+        std_eps=config.algorithm.normalize_observations_std_eps,
+        mode=config.algorithm.normalize_observations_mode,
     )
     return make_ppo_update(
         ppo_network,
         optimizer,
         loss_fn,
-        normalizer_update=normalizer_update if hp.algorithm.normalize_observations else None,
+        normalizer_update=normalizer_update if config.algorithm.normalize_observations else None,
         augment_pixels=augment_pixels,
         **{name: fields[name] for name in _UPDATE_FIELDS},
     )
