@@ -1,6 +1,6 @@
 """brax_bridge: drive brax_core's JAX (MuJoCo MJX) environments from PyTorch without copying.
 
-Importing this package first configures JAX and torch to share one GPU (see ``brax_bridge._device``): JAX's
+Importing this package first configures JAX and torch to share one GPU (see ``brax_bridge.device_rule``): JAX's
 75% preallocation is turned off unless ``XLA_PYTHON_CLIENT_PREALLOCATE``, ``XLA_PYTHON_CLIENT_MEM_FRACTION`` or
 ``XLA_PYTHON_CLIENT_ALLOCATOR`` is already set.
 
@@ -9,10 +9,10 @@ The adapters are imported explicitly, each needing its extra: ``brax_bridge.torc
 Policy transfer between the two trainers is ``torch_ppo.policy_transfer``; the command line is ``brax_bridge_app.cli``.
 """
 
-from brax_bridge import _device
-from brax_bridge._device import default_device
+from brax_bridge import device_rule
+from brax_bridge.device_rule import default_device
 
-MEMORY_SHARING = _device.configure_memory_sharing()
+MEMORY_SHARING = device_rule.configure_memory_sharing()
 
 __version__ = "0.1.0"
 

@@ -34,7 +34,7 @@ import numpy as np
 import torch
 from tensordict import TensorDict, TensorDictBase
 
-from brax_bridge import _device
+from brax_bridge import device_rule
 
 _ALIGNMENT = 64
 _WIDE_TORCH = {torch.int64: torch.int32, torch.float64: torch.float32, torch.complex128: torch.complex64}
@@ -295,7 +295,7 @@ def _import_copy(tensor: torch.Tensor) -> jax.Array:
     tensor = tensor.detach().resolve_conj().resolve_neg()
     if tensor.device.type in ("cpu", "cuda"):
         try:
-            jdev = _device.jax_device(tensor.device)
+            jdev = device_rule.jax_device(tensor.device)
         except ValueError:
             jdev = None
         if jdev is not None:

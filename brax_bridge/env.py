@@ -28,8 +28,8 @@ import jax.numpy as jnp
 import torch
 from tensordict import TensorDict, TensorDictBase
 
-from brax_bridge import _device
 from brax_bridge import convert as _convert
+from brax_bridge import device_rule
 from brax_bridge import differentiable as _diff
 from brax_bridge import programs as _programs
 from brax_bridge.action_check import ActionInput, NonFiniteActionCheck
@@ -126,8 +126,8 @@ class TorchEnv(EnvResets):
             num_envs, seed, differentiable, full_reset, randomization_fn, cpu_opt_level, reward_fn, wrap_env_fn
         )
         base, episode_length = resolve_env(env, env_kwargs, episode_length)
-        self._jax_device = _device.jax_device(device)
-        self._device = _device.torch_device(self._jax_device)
+        self._jax_device = device_rule.jax_device(device)
+        self._device = device_rule.torch_device(self._jax_device)
         self._num_envs = num_envs
         self._episode_length = episode_length
         self._action_repeat = action_repeat

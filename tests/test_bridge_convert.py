@@ -14,7 +14,7 @@ from flax import struct
 from tensordict import TensorDict
 
 import brax_bridge
-from brax_bridge import _device, jax_to_torch, torch_to_jax
+from brax_bridge import device_rule, jax_to_torch, torch_to_jax
 
 SHARED_DTYPES = [
     (jnp.float16, torch.float16),
@@ -161,22 +161,22 @@ def test_memory_is_aliased_both_ways():
 
 
 def test_memory_sharing_respects_user_settings(monkeypatch):
-    for knob in _device._USER_KNOBS:
+    for knob in device_rule._USER_KNOBS:
         monkeypatch.delenv(knob, raising=False)
-    monkeypatch.setattr(_device, "_jax_backend_started", lambda: False)
-    done = _device.configure_memory_sharing()
+    monkeypatch.setattr(device_rule, "_jax_backend_started", lambda: False)
+    done = device_rule.configure_memory_sharing()
     assert done.preallocate_disabled and os.environ["XLA_PYTHON_CLIENT_PREALLOCATE"] == "false"
 
     monkeypatch.delenv("XLA_PYTHON_CLIENT_PREALLOCATE")
     monkeypatch.setenv("XLA_PYTHON_CLIENT_MEM_FRACTION", "0.5")
-    kept = _device.configure_memory_sharing()
+    kept = device_rule.configure_memory_sharing()
     assert not kept.preallocate_disabled and kept.user_setting == "XLA_PYTHON_CLIENT_MEM_FRACTION"
     assert "XLA_PYTHON_CLIENT_PREALLOCATE" not in os.environ
 
     monkeypatch.delenv("XLA_PYTHON_CLIENT_MEM_FRACTION")
-    monkeypatch.setattr(_device, "_jax_backend_started", lambda: True)
+    monkeypatch.setattr(device_rule, "_jax_backend_started", lambda: True)
     with pytest.warns(RuntimeWarning, match="before the first JAX computation"):
-        late = _device.configure_memory_sharing()
+        late = device_rule.configure_memory_sharing()
     assert late.too_late and "XLA_PYTHON_CLIENT_PREALLOCATE" not in os.environ
 
 
@@ -192,7 +192,7 @@ def test_importing_the_bridge_first_disables_preallocation_and_loads_nothing_opt
         print(heavy, os.environ.get('XLA_PYTHON_CLIENT_PREALLOCATE'), brax_bridge.MEMORY_SHARING.preallocate_disabled)
         """
     )
-    env = {k: v for k, v in os.environ.items() if k not in _device._USER_KNOBS}
+    env = {k: v for k, v in os.environ.items() if k not in device_rule._USER_KNOBS}
     env["JAX_PLATFORMS"] = "cpu"
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
@@ -200,13 +200,13 @@ def test_importing_the_bridge_first_disables_preallocation_and_loads_nothing_opt
 
 
 def test_device_mapping():
-    assert _device.torch_device(_device.jax_device("cpu")) == torch.device("cpu")
-    assert _device.jax_device(None).platform == "cpu"
+    assert device_rule.torch_device(device_rule.jax_device("cpu")) == torch.device("cpu")
+    assert device_rule.jax_device(None).platform == "cpu"
     with pytest.raises(ValueError, match="device must be"):
-        _device.jax_device(3.5)
+        device_rule.jax_device(3.5)
     if not torch.cuda.is_available():
         with pytest.raises(ValueError, match="GPU"):
-            _device.jax_device("cuda:0")
+            device_rule.jax_device("cuda:0")
 
 
 def test_export_waits_for_the_producing_computation():

@@ -40,9 +40,9 @@ def test_jax_on_a_gpu_that_torch_reaches_puts_everything_there(reported_gpu, mon
     assert brax_bridge.default_device() == torch.device("cuda", 0)
     assert arguments.resolve_device(None, "fast") == torch.device("cuda", 0)  # torch_ppo.train's default
     assert runtime.default_device() == "cuda:0"  # the command line's --device auto
-    from brax_bridge import _device
+    from brax_bridge import device_rule
 
-    assert _device.jax_device(None) is reported_gpu  # TorchEnv(device=None) steps its physics there too
+    assert device_rule.jax_device(None) is reported_gpu  # TorchEnv(device=None) steps its physics there too
 
 
 def test_jax_on_a_gpu_beside_a_cpu_only_torch_keeps_both_on_the_cpu(reported_gpu, monkeypatch, capsys):
@@ -51,9 +51,9 @@ def test_jax_on_a_gpu_beside_a_cpu_only_torch_keeps_both_on_the_cpu(reported_gpu
     assert arguments.resolve_device(None, "fast") == torch.device("cpu")
     assert runtime.default_device() == "cpu"
     assert "torch has no CUDA here" in capsys.readouterr().err
-    from brax_bridge import _device
+    from brax_bridge import device_rule
 
-    assert _device.jax_device(None).platform == "cpu"  # TorchEnv(device=None) steps its physics there too
+    assert device_rule.jax_device(None).platform == "cpu"  # TorchEnv(device=None) steps its physics there too
 
 
 def test_a_ready_torch_env_decides_for_torch_ppo():
@@ -65,15 +65,15 @@ def test_a_ready_torch_env_decides_for_torch_ppo():
 
 def test_every_adapter_and_the_bridge_place_their_env_by_the_rule(monkeypatch):
     """Each entry point with no device given asks the rule (here it answers the CPU, and the env lands there)."""
-    from brax_bridge import _device
+    from brax_bridge import device_rule
     from brax_bridge.gymnasium import VectorEnv as GymVectorEnv
     from brax_bridge.rsl_rl import RslRlVecEnv
     from brax_bridge.sb3 import VecEnv as Sb3VecEnv
     from brax_bridge.torchrl import BraxBridgeEnv
 
     asked = []
-    rule = _device.default_jax_device
-    monkeypatch.setattr(_device, "default_jax_device", lambda: asked.append(1) or rule())
+    rule = device_rule.default_jax_device
+    monkeypatch.setattr(device_rule, "default_jax_device", lambda: asked.append(1) or rule())
     makers = {
         "TorchEnv": lambda: brax_bridge.TorchEnv("fast", num_envs=2),
         "torchrl": lambda: BraxBridgeEnv("fast", num_envs=2),
