@@ -112,6 +112,31 @@ def test_training_metrics_are_reported_at_every_call_and_resets_start_segments()
     ]  # fmt: skip
 
 
+def test_a_backend_without_resets_is_refused_a_schedule_with_resets_before_training():
+    class NoResets:
+        """The recorder's operations, all but ``reset_envs``, as the gradient trainers' backends have them."""
+
+        def __init__(self):
+            self._recorder = Recorder()
+            self.log = self._recorder.log
+
+        def __getattr__(self, name):
+            if name == "reset_envs":
+                raise AttributeError(name)
+            return getattr(self._recorder, name)
+
+    backend = NoResets()
+    args = _args(backend.log, 8, num_evals=2, num_resets_per_eval=2)
+    driver = _driver(backend, args)
+    with pytest.raises(TypeError, match="NoResets cannot reset its envs; its schedule must have no resets"):
+        driver.run(_plan(driver), evaluate=True)
+    assert not [entry for entry in backend.log if entry[0] == "train"]
+    quiet = NoResets()
+    driver = _driver(quiet, _args(quiet.log, 8, num_evals=2))
+    driver.run(_plan(driver), evaluate=True)  # without resets it runs
+    assert [entry for entry in quiet.log if entry[0] == "train"]
+
+
 def test_a_resumed_run_continues_the_unbroken_runs_plan_and_evaluation_keys():
     backend = Recorder()
     interval = dict(log_training_metrics=True, training_metrics_steps=3 * STEP)

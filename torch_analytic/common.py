@@ -226,9 +226,6 @@ class AnalyticBackend:
     def skip_evaluations(self, count: int) -> None:
         """Nothing to skip: the evaluations draw from the run's generator, which a checkpoint restores."""
 
-    def reset_envs(self, env_steps: int) -> None:
-        raise NotImplementedError("the gradient trainers' schedule has no resets between evaluations")
-
     def train(self, num_steps: int) -> None:
         """``num_steps`` updates, with no host read: their metrics are summed on the device."""
         env = self._modules.env

@@ -38,9 +38,6 @@ class Backend(Protocol):
         """Moves the evaluation's random stream past the ``count`` evaluations an unbroken run made before this
         process started."""
 
-    def reset_envs(self, env_steps: int) -> None:
-        """Resets the training envs (a new segment of the schedule starts at ``env_steps``)."""
-
     def train(self, num_steps: int) -> None:
         """Runs ``num_steps`` training steps; returns once they have finished, so the time around it is theirs."""
 
@@ -57,6 +54,14 @@ class Backend(Protocol):
 
     def params(self) -> Any:
         """The current parameters as ``make_policy`` takes them: copies that later training leaves alone."""
+
+
+class ResettingBackend(Backend, Protocol):
+    """A backend whose schedules may reset the training envs between evaluations (PPO's ``num_resets_per_eval``);
+    a backend without ``reset_envs`` runs only schedules without resets."""
+
+    def reset_envs(self, env_steps: int) -> None:
+        """Resets the training envs (a new segment of the schedule starts at ``env_steps``)."""
 
 
 def training_metrics(
@@ -106,7 +111,7 @@ class RunDriver:
 
     def __init__(
         self,
-        backend: Backend,
+        backend: Backend | ResettingBackend,
         *,
         num_evals: int,
         progress_fn: Callable[[int, Mapping[str, Any]], None],
@@ -151,6 +156,8 @@ class RunDriver:
         ``report_training_at_evaluation_points``: where nothing is evaluated, an evaluation point reports the
         training metrics instead.
         """
+        if schedule.resets and not hasattr(self.backend, "reset_envs"):
+            raise TypeError(f"{type(self.backend).__name__} cannot reset its envs; its schedule must have no resets")
         initial_evaluation, log_training_metrics = self._num_evals > 1, self._log_training_metrics
         env_steps_per_call = schedule.env_steps_per_call
         start = time.time()

@@ -265,9 +265,6 @@ class APGBackend:
     def skip_evaluations(self, count: int) -> None:
         self._evaluator = self._make_evaluator(count)
 
-    def reset_envs(self, env_steps: int) -> None:
-        raise NotImplementedError("APG's schedule has no resets between evaluations")
-
     def train(self, num_steps: int) -> None:
         self.training_state, self.env_state, self.key_run, metrics = self._epoch_fn(
             self.training_state, self.env_state, self.key_run
