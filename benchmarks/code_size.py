@@ -14,7 +14,7 @@ from _results import replace_section
 
 ROOT = Path(__file__).resolve().parent.parent
 SECTION = "## Package sizes"
-PACKAGES = ("brax_core", "brax_bridge", "torch_ppo", "torch_analytic", "brax_bridge_app")
+PACKAGES = ("brax_core", "brax_bridge", "torch_training", "torch_ppo", "torch_analytic", "brax_bridge_app")
 # The checkpoint modules both trainers use, named as at each commit (the files present there are counted).
 CHECKPOINTS = (
     "brax_core/training/run/checkpoints.py",

@@ -41,12 +41,13 @@ def _trainer(env: str, torch_compile: bool | None, overrides: dict[str, Any]) ->
     from torch_ppo import arguments, distributed
     from torch_ppo.train import DEFAULTS
     from torch_ppo.trainer import TorchPPOBackend
+    from torch_training.device import resolve_device
 
     preset = {k: v for k, v in presets.GPU_TRAIN_KWARGS[env].items() if k != "network_factory"}
     network = dict(presets.GPU_TRAIN_KWARGS[env]["network_factory"].keywords)
     preset.update(num_evals=0, log_training_metrics=True, **overrides)
     given = {**DEFAULTS, "environment": env, **preset, **network, "torch_compile": torch_compile}
-    device = arguments.resolve_device(None, env)
+    device = resolve_device(None, env)
     dist = distributed.setup(device)
     trainer = TorchPPOBackend(arguments.parse(given, device, dist.world_size), dist)
     trainer.build_envs()

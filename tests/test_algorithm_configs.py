@@ -123,7 +123,7 @@ def test_the_jax_apg_saves_resumes_exactly_and_loads_its_policy_from_a_checkpoin
         np.array_equal(a, b) for a, b in zip(jax.tree.leaves(loaded[1]), jax.tree.leaves(params[1]), strict=True))
     from brax_core.training.agents.apg.networks import make_inference_fn
 
-    network = apg_checkpoint._networks(apg_checkpoint._read_config(first, "apg"), None)
+    network = apg_checkpoint.networks_from_config(apg_checkpoint.read_config(first, "apg"), None)
     expected, _ = make_inference_fn(network)(loaded, deterministic=True)(observation, jax.random.PRNGKey(1))
     np.testing.assert_allclose(np.asarray(action), np.asarray(expected), rtol=1e-6)
     from brax_core.training.agents.ppo import checkpoint as ppo_checkpoint

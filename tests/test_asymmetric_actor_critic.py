@@ -19,8 +19,8 @@ from brax_core.training.agents.ppo import networks as ppo_networks
 from brax_core.training.agents.ppo import train as jax_ppo
 from torch_ppo import policy_transfer as transfer
 from torch_ppo.networks import PPOModules
-from torch_ppo.normalizer import DictNormalizer
 from torch_ppo.params import load_params
+from torch_training.normalizer import DictNormalizer
 
 # fast: observation [position, velocity]; privileged: that plus qpos and qvel (4 values).
 SIZES = {"state": 2, "privileged_state": 4}

@@ -10,7 +10,7 @@ import torch
 
 import brax_bridge
 from brax_bridge_app import runtime
-from torch_ppo import arguments
+from torch_training.device import resolve_device
 
 
 class _ReportedGpu:
@@ -31,14 +31,14 @@ def reported_gpu(monkeypatch):
 
 def test_on_a_cpu_machine_every_entry_point_chooses_the_cpu():
     assert brax_bridge.default_device() == torch.device("cpu")
-    assert arguments.resolve_device(None, "fast") == torch.device("cpu")
+    assert resolve_device(None, "fast") == torch.device("cpu")
     assert runtime.default_device() == "cpu"
 
 
 def test_jax_on_a_gpu_that_torch_reaches_puts_everything_there(reported_gpu, monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     assert brax_bridge.default_device() == torch.device("cuda", 0)
-    assert arguments.resolve_device(None, "fast") == torch.device("cuda", 0)  # torch_ppo.train's default
+    assert resolve_device(None, "fast") == torch.device("cuda", 0)  # torch_ppo.train's default
     assert runtime.default_device() == "cuda:0"  # the command line's --device auto
     from brax_bridge import device_rule
 
@@ -48,7 +48,7 @@ def test_jax_on_a_gpu_that_torch_reaches_puts_everything_there(reported_gpu, mon
 def test_jax_on_a_gpu_beside_a_cpu_only_torch_keeps_both_on_the_cpu(reported_gpu, monkeypatch, capsys):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert brax_bridge.default_device() == torch.device("cpu")
-    assert arguments.resolve_device(None, "fast") == torch.device("cpu")
+    assert resolve_device(None, "fast") == torch.device("cpu")
     assert runtime.default_device() == "cpu"
     assert "torch has no CUDA here" in capsys.readouterr().err
     from brax_bridge import device_rule
@@ -58,9 +58,9 @@ def test_jax_on_a_gpu_beside_a_cpu_only_torch_keeps_both_on_the_cpu(reported_gpu
 
 def test_a_ready_torch_env_decides_for_torch_ppo():
     env = brax_bridge.TorchEnv("fast", num_envs=2)
-    assert arguments.resolve_device(None, env) == env.device
+    assert resolve_device(None, env) == env.device
     with pytest.raises(ValueError, match="differs from the TorchEnv's device"):
-        arguments.resolve_device("cuda:3", env)
+        resolve_device("cuda:3", env)
 
 
 def test_every_adapter_and_the_bridge_place_their_env_by_the_rule(monkeypatch):

@@ -134,11 +134,11 @@ from brax_bridge.rsl_rl import RslRlVecEnv
 from brax_bridge.sb3 import VecEnv as Sb3VecEnv
 from brax_bridge.torchrl import BraxBridgeEnv
 from brax_bridge_app import runtime
-from torch_ppo import arguments
+from torch_training.device import resolve_device
 
 assert jax.default_backend() == "gpu", jax.default_backend()
 out = {"default_device": str(brax_bridge.default_device()), "cli_auto": runtime.default_device(),
-       "torch_ppo": str(arguments.resolve_device(None, "fast"))}
+       "torch_ppo": str(resolve_device(None, "fast"))}
 adapters = {"TorchEnv": lambda: TorchEnv("fast", num_envs=4), "torchrl": lambda: BraxBridgeEnv("fast", num_envs=4),
             "gymnasium": lambda: GymVectorEnv("fast", num_envs=4, array="torch"),
             "rsl_rl": lambda: RslRlVecEnv("fast", num_envs=4), "sb3": lambda: Sb3VecEnv("fast", num_envs=4)}
@@ -187,6 +187,7 @@ import json, sys
 import jax, torch
 from torch_ppo import arguments, distributed
 from torch_ppo.train import DEFAULTS
+from torch_training.device import resolve_device
 from torch_ppo.trainer import TorchPPOBackend
 
 assert jax.default_backend() == "gpu", jax.default_backend()
@@ -195,7 +196,7 @@ given = dict(DEFAULTS,
     environment="ant", num_timesteps=10_000_000, num_envs=256, batch_size=128, num_minibatches=4, unroll_length=5,
     num_updates_per_batch=2, episode_length=100, num_evals=0, log_training_metrics=True, normalize_observations=True,
     torch_compile=compile_update, policy_hidden_layer_sizes=(32, 32), value_hidden_layer_sizes=(64, 64), seed=1)
-device = arguments.resolve_device(None, "ant")
+device = resolve_device(None, "ant")
 dist = distributed.setup(device)
 trainer = TorchPPOBackend(arguments.parse(given, device, dist.world_size), dist)
 trainer.build_envs()

@@ -1,7 +1,9 @@
-"""The packages depend in one direction: brax_core -> brax_bridge -> torch_ppo -> torch_analytic -> brax_bridge_app.
+"""The packages depend in one direction: brax_core -> brax_bridge -> torch_training -> torch_ppo, torch_analytic ->
+brax_bridge_app.
 
-One folder per layer, no exceptions: brax_core is JAX only; brax_bridge adds torch; torch_ppo trains through the
-bridge; torch_analytic's gradient trainers build on torch_ppo's normaliser, evaluator and device rule;
+One folder per layer, no exceptions: brax_core is JAX only; brax_bridge adds torch; torch_training holds what every
+torch trainer shares (normaliser, layers, bridge evaluator, device rule, gradient norms, checkpoint files); the torch
+trainers, torch_ppo and torch_analytic, stand beside each other on it and import nothing of each other;
 brax_bridge_app (the command line, its run folders and reports) may import everything. Two checks:
 importing each layer's modules in a fresh interpreter loads nothing from a layer above (or torch, for
 brax_core), and no module of ours hides an import of our packages inside a function.
@@ -19,7 +21,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("brax_core", "brax_bridge", "torch_ppo", "torch_analytic", "brax_bridge_app")
+PACKAGES = ("brax_core", "brax_bridge", "torch_training", "torch_ppo", "torch_analytic", "brax_bridge_app")
 APPLICATION = ("brax_bridge_app",)
 # The adapters' libraries (optional extras) build on torch, so they sit with it: never below the bridge core.
 TORCH = ("torch", "tensordict", "torchrl", "gymnasium", "stable_baselines3", "rsl_rl")
@@ -67,14 +69,16 @@ MODULES = [_module_name(p) for p in _sources()]
 LAYERS = {
     "brax_core": [m for m in MODULES if _within(m, ("brax_core",))],
     "brax_bridge": [m for m in MODULES if _within(m, ("brax_bridge",))],
+    "torch_training": [m for m in MODULES if _within(m, ("torch_training",))],
     "torch_ppo": [m for m in MODULES if _within(m, ("torch_ppo",))],
     "torch_analytic": [m for m in MODULES if _within(m, ("torch_analytic",))],
 }
 FORBIDDEN = {
-    "brax_core": ("brax_bridge", "torch_ppo", "torch_analytic", *TORCH),
-    "brax_bridge": ("torch_ppo", "torch_analytic", *APPLICATION),
+    "brax_core": ("brax_bridge", "torch_training", "torch_ppo", "torch_analytic", *TORCH),
+    "brax_bridge": ("torch_training", "torch_ppo", "torch_analytic", *APPLICATION),
+    "torch_training": ("torch_ppo", "torch_analytic", *APPLICATION),
     "torch_ppo": ("torch_analytic", *APPLICATION),
-    "torch_analytic": APPLICATION,
+    "torch_analytic": ("torch_ppo", *APPLICATION),
 }
 
 # Stages of (modules, forbidden prefixes), imported bottom-up in one fresh interpreter, one module at a time;
@@ -126,13 +130,21 @@ def _probe(*stages: tuple[list[str], tuple[str, ...]]) -> list[dict]:
 
 @pytest.fixture(scope="module")
 def layer_imports() -> dict[str, dict]:
-    reports = _probe(*[(LAYERS[name], (*FORBIDDEN[name], *IMPORTED_ON_USE)) for name in LAYERS])
-    return dict(zip(LAYERS, reports, strict=True))
+    # The two torch trainers sit side by side: each is probed after the layers below in an interpreter of its own,
+    # so that neither's modules are already loaded when the other's imports are checked.
+    below = ["brax_core", "brax_bridge", "torch_training"]
+    reports = {}
+    for trainer in ("torch_ppo", "torch_analytic"):
+        names = [*below, trainer]
+        stages = [(LAYERS[name], (*FORBIDDEN[name], *IMPORTED_ON_USE)) for name in names]
+        reports.update(zip(names, _probe(*stages), strict=True))
+    return reports
 
 
 def test_layers_are_found():
     assert "brax_core.envs.base" in LAYERS["brax_core"]
     assert {"brax_bridge.env", "brax_bridge.differentiable", "brax_bridge.convert"} <= set(LAYERS["brax_bridge"])
+    assert {"torch_training.normalizer", "torch_training.evaluation"} <= set(LAYERS["torch_training"])
     assert "torch_ppo.policy_transfer" in LAYERS["torch_ppo"]
     assert {"torch_analytic.apg", "torch_analytic.networks"} <= set(LAYERS["torch_analytic"])
     assert {"brax_bridge_app.cli", "brax_bridge_app.runs"} <= set(MODULES)
@@ -161,7 +173,8 @@ SCHEMA_MODULES = {
 
 
 def test_the_command_line_module_loads_no_framework():
-    forbidden = ("jax", "mujoco", "flax", *TORCH, "brax_core", "brax_bridge", "torch_ppo")
+    forbidden = ("jax", "mujoco", "flax", *TORCH, "brax_core", "brax_bridge", "torch_training", "torch_ppo",
+                 "torch_analytic")
     (result,) = _probe((["brax_bridge_app.cli"], forbidden))
     loaded = set(result["blame"].get("brax_bridge_app.cli", []))
     # Not even brax_bridge: importing it configures JAX's GPU memory, which the command's help has no business doing.

@@ -21,8 +21,9 @@ from brax_core.training.agents.ppo import networks as ppo_networks
 from brax_core.training.agents.ppo import train as jax_ppo
 from brax_core.training.agents.ppo.config import ConfigError, NetworkConfig, PPOConfig
 from torch_ppo import policy_transfer as transfer
-from torch_ppo.networks import PPOModules, resolve_kernel_init
+from torch_ppo.networks import PPOModules
 from torch_ppo.params import load_params, make_inference_fn, params_of
+from torch_training.layers import resolve_kernel_init
 
 OBS, ACT = 3, 2
 

@@ -12,7 +12,7 @@ import torch
 from brax_core.envs import Env, State
 from brax_core.training.run import checkpoints
 from torch_analytic import apg, common, shac
-from torch_analytic import checkpoint as analytic_checkpoint
+from torch_training.checkpoint import STATE_FILE
 
 
 class Drift(Env):
@@ -94,7 +94,7 @@ def test_resuming_with_other_settings_or_from_a_changed_file_is_refused(tmp_path
                   restore_checkpoint_path=step_dir)
     with pytest.raises(ValueError, match="is of apg, not of shac: restore it with torch_analytic.apg.train"):
         shac.train(Drift(), **{**RUN, "num_evals": 2, "policy_updates": 2}, restore_checkpoint_path=step_dir)
-    state_file = os.path.join(step_dir, analytic_checkpoint.STATE_FILE)
+    state_file = os.path.join(step_dir, STATE_FILE)
     data = bytearray(open(state_file, "rb").read())
     data[len(data) // 2] ^= 0x10
     open(state_file, "wb").write(bytes(data))

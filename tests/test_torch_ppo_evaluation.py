@@ -18,8 +18,9 @@ from brax_core import envs, program_cache
 from brax_core.envs import training
 from brax_core.training import acting
 from brax_core.training.agents.ppo import presets
-from torch_ppo.evaluation import BridgeEvaluator, JaxEvaluator
+from torch_ppo.evaluation import JaxEvaluator
 from torch_ppo.networks import PPOModules
+from torch_training.evaluation import BridgeEvaluator
 
 _NOT_TRAINER_SIZE = ("num_timesteps", "num_evals", "num_eval_envs", "network_factory")
 TINY = {k: v for k, v in presets.TRAIN_KWARGS["fast"].items() if k not in _NOT_TRAINER_SIZE}

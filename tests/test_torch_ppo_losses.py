@@ -381,7 +381,7 @@ def test_normaliser_modes_std_eps_and_until_count_match_brax_core(mode):
     batches = [rng.normal(size=(n, OBS)).astype(np.float32) * 3.0 + 2.0 for n in (16, 24, 8, 40)]
     settings = dict(mode=mode, std_eps=0.05, until_count=50)
     stats = running_statistics.init_state(jax.ShapeDtypeStruct((OBS,), jnp.float32))
-    from torch_ppo.normalizer import RunningNormalizer
+    from torch_training.normalizer import RunningNormalizer
 
     normaliser = RunningNormalizer(OBS, **settings)
     for x in batches:

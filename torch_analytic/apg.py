@@ -30,7 +30,7 @@ from brax_core.training.run.driver import Metrics, ignore
 from torch_analytic import checkpoint, common
 from torch_analytic.common import make_policy
 from torch_analytic.networks import APGPolicy
-from torch_ppo.update import global_norm, global_norm_scale
+from torch_training.gradients import global_norm, global_norm_scale
 
 
 def apg_loss(

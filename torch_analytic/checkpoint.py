@@ -14,7 +14,6 @@ evaluates that epoch again, as the unbroken run did, and goes on from there.
 
 from __future__ import annotations
 
-import io
 import os
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -30,14 +29,13 @@ from brax_core.training.config import Config
 from brax_core.training.run import checkpoints as run_checkpoints
 from brax_core.training.run.checkpoints import CheckpointError, latest_step
 from torch_analytic.networks import APGPolicy
-from torch_ppo import network_factory as network_factory_checks
-from torch_ppo.checkpoint import read_state
+from torch_training import network_factory as network_factory_checks
+from torch_training.checkpoint import check_network_factory, load_modules, read_state, write_state
 
 __all__ = ["CheckpointError", "latest_step", "load", "load_policy", "save"]
 
 FORMAT = "torch_analytic/2"
 TRAINER = "torch_analytic"
-STATE_FILE = "state.pt"
 CONFIGS: dict[str, type[Config]] = {"apg": APGConfig, "shac": SHACConfig}
 
 
@@ -70,14 +68,7 @@ def save(
         "generator": generator.get_state(),
         "env": dict(env_state),
     }
-    buffer = io.BytesIO()
-    torch.save(state, buffer)
-    with run_checkpoints.writing_step_directory(path, env_steps) as step_dir:
-        run_checkpoints.write_file(os.path.join(step_dir, STATE_FILE), buffer.getvalue())
-        run_checkpoints.write_manifest(step_dir, TRAINER, env_steps, (STATE_FILE,))
-    run_checkpoints.prune(path, config.run.max_to_keep)
-    run_checkpoints.remove_stale_temporaries(path)
-    return run_checkpoints.step_directory(path, env_steps)
+    return write_state(path, TRAINER, state, config.run.max_to_keep)
 
 
 def load(path: str | os.PathLike, map_location: Any = "cpu") -> dict[str, Any]:
@@ -140,18 +131,7 @@ def load_policy(
     device = brax_bridge.default_device() if device is None else torch.device(device)
     state = load(path, map_location=device)
     config, sizes = config_of(state), state["network"]
-    recorded = sizes["network_factory"]
-    if recorded is not None and network_factory is None:
-        raise CheckpointError(
-            f"checkpoint {state['path']!r} was trained with network_factory={recorded}, modules of your own that a "
-            "checkpoint holds the weights of but not the code: pass load_policy(path, network_factory=...) that "
-            "function"
-        )
-    if recorded is None and network_factory is not None:
-        raise ValueError(
-            f"network_factory={network_factory!r}: checkpoint {state['path']!r} holds the trainer's own networks, "
-            "which it rebuilds alone; leave network_factory None"
-        )
+    check_network_factory(state, sizes["network_factory"], network_factory, "the trainer's own networks")
     own = None
     if network_factory is not None:
         own = network_factory_checks.build(
@@ -162,10 +142,7 @@ def load_policy(
         sizes["observation_size"], sizes["action_size"], network.policy_hidden_layer_sizes, network.activation,
         network.layer_norm, config.algorithm.normalize_observations, module=own,
     ).to(device)
-    try:
-        policy.load_state_dict(state["modules"]["policy"])
-    except RuntimeError as err:
-        raise ValueError(f"checkpoint {state['path']!r} does not fit these networks: {err}") from err
+    load_modules(state, policy, state["modules"]["policy"])
     policy.eval()
     expected = sizes["observation_size"]
 

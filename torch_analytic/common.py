@@ -23,9 +23,9 @@ from brax_core.training.run.driver import Metrics, RunDriver, ignore
 from brax_core.training.run.schedule import plan_updates
 from torch_analytic import checkpoint
 from torch_analytic.networks import APGPolicy
-from torch_ppo import network_factory as network_factory_checks
-from torch_ppo.arguments import resolve_device
-from torch_ppo.evaluation import BridgeEvaluator
+from torch_training import network_factory as network_factory_checks
+from torch_training.device import resolve_device
+from torch_training.evaluation import BridgeEvaluator
 
 # train_from_config's options: the arguments of the trainers' train that are not configuration fields.
 OPTIONS = (

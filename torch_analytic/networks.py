@@ -19,8 +19,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from torch_ppo.networks import resolve_activation
-from torch_ppo.normalizer import RunningNormalizer
+from torch_training.layers import resolve_activation
+from torch_training.normalizer import RunningNormalizer
 
 # Brax's APG choices (brax_core.training.agents.apg.networks): small outputs at initialisation and little noise.
 KERNEL_INIT_SCALE = 0.01

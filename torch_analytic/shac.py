@@ -49,7 +49,7 @@ from brax_core.training.run.driver import Metrics, ignore
 from torch_analytic import checkpoint, common
 from torch_analytic.common import make_policy
 from torch_analytic.networks import APGPolicy, SHACCritic
-from torch_ppo.update import global_norm, global_norm_scale
+from torch_training.gradients import global_norm, global_norm_scale
 
 # The reference implementation's linear schedule ends here rather than at zero.
 FINAL_LEARNING_RATE = 1e-5

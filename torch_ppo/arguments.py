@@ -16,7 +16,6 @@ from typing import Any
 
 import torch
 
-import brax_bridge
 from brax_bridge import TorchEnv
 from brax_core import envs
 from brax_core.envs.base import Env
@@ -28,9 +27,9 @@ from brax_core.training.run import checkpoints as run_checkpoints
 from brax_core.training.validation import boolean as _bool
 from brax_core.training.validation import callable_arg as _callable
 from brax_core.training.validation import positive_int as _positive_int
-from torch_ppo import network_factory as custom_networks
 from torch_ppo.evaluation import EVAL_BACKENDS
-from torch_ppo.networks import resolve_kernel_init
+from torch_training import network_factory as custom_networks
+from torch_training.layers import resolve_kernel_init
 
 TRAIN_DOC = """Trains a PPO agent with PyTorch on a brax_core environment stepped through ``brax_bridge.TorchEnv``.
 
@@ -51,7 +50,8 @@ its scale before the softplus: the JAX trainer's layout) and the value module ``
 normaliser, the tanh-squashed normal distribution, the losses, DDP, checkpoints and resume stay as they are; a
 module of the wrong output size is refused before training, and the options of torch_ppo's own networks above must
 keep their defaults beside it. Its actor evaluates through the bridge (``eval_backend='jax'`` is refused) and
-``torch_ppo.load_policy(path, network_factory=fn)`` rebuilds it from a checkpoint (see ``torch_ppo.network_factory``).
+``torch_ppo.load_policy(path, network_factory=fn)`` rebuilds it from a checkpoint (see
+``torch_training.network_factory``).
 The ``ADAPTIVE_KL`` learning-rate schedule changes Adam's learning rate (a tensor, so no host read) at every
 minibatch from the minibatch's mean ``KL(behaviour || current)``, averaged over processes, and updates the
 observation statistics after a batch's SGD, as the JAX trainer does; the clipped value loss compares with the
@@ -278,7 +278,7 @@ def _checked_network_factory(
     arguments: Mapping[str, Any], config: PPOConfig, eval_backend: str | None
 ) -> custom_networks.NetworkFactory | None:
     """``network_factory``, refused beside an option of torch_ppo's own networks set away from its default (it
-    would be ignored) and beside what its modules cannot give (see ``torch_ppo.network_factory``)."""
+    would be ignored) and beside what its modules cannot give (see ``torch_training.network_factory``)."""
     network_factory = arguments["network_factory"]
     if network_factory is None:
         return None
@@ -338,20 +338,3 @@ def _unwrapped_env(name: str, env: Env) -> Env:
             "with episode_length, action_repeat and randomization_fn given to train, or a ready brax_bridge.TorchEnv"
         )
     return env
-
-
-def resolve_device(device: Any, environment: Any) -> torch.device:
-    """The device to train on: ``device`` checked; when ``None``, a ready ``TorchEnv``'s own, else the bridge's one
-    device rule (``brax_bridge.default_device``: JAX's default device where torch can reach it, else the CPU)."""
-    if device is not None:
-        try:
-            device = torch.device(device)
-        except (TypeError, RuntimeError) as err:
-            raise ValueError(
-                f"device must be None, 'cpu', 'cuda' or 'cuda:<index>' (or a torch.device); got {device!r}"
-            ) from err
-    if isinstance(environment, TorchEnv):
-        if device is not None and device != environment.device:
-            raise ValueError(f"device={device!r} differs from the TorchEnv's device {environment.device}")
-        return environment.device
-    return brax_bridge.default_device() if device is None else device

@@ -15,8 +15,6 @@ checks both files against the manifest before torch reads them: a checkpoint cha
 
 from __future__ import annotations
 
-import io
-import json
 import os
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -32,13 +30,13 @@ from brax_core.training.run.checkpoints import (
     CheckpointError,
     latest_step,
     resolve,
-    resolve_for,
     step_directories,
 )
 from torch_ppo import distributed
-from torch_ppo.network_factory import NetworkFactory
 from torch_ppo.networks import PPOModules
 from torch_ppo.params import TorchPolicy, make_inference_fn, params_of
+from torch_training.checkpoint import STATE_FILE, check_network_factory, load_modules, read_state, write_state
+from torch_training.network_factory import NetworkFactory
 
 __all__ = [
     "FORMAT",
@@ -54,7 +52,6 @@ __all__ = [
 ]
 
 FORMAT = "torch_ppo/1"
-STATE_FILE = "state.pt"
 CONFIG_FILE = "config.json"
 _REQUIRED = ("format", "config", "modules", "optimizer", "env_steps", "rng_state")
 remove_stale_temporaries = run_checkpoints.remove_stale_temporaries
@@ -64,43 +61,17 @@ def save(directory: str | os.PathLike, state: dict[str, Any], max_to_keep: int |
     """Writes ``state`` as the checkpoint of ``state['env_steps']`` (keeping the newest ``max_to_keep``; ``None``:
     all); returns its step directory."""
     state = {"format": FORMAT, **state}
-    buffer = io.BytesIO()
-    torch.save(state, buffer)
-    config = json.dumps(state["config"], indent=2, sort_keys=True).encode()
-    with run_checkpoints.writing_step_directory(directory, state["env_steps"]) as step_dir:
-        run_checkpoints.write_file(os.path.join(step_dir, STATE_FILE), buffer.getvalue())
-        run_checkpoints.write_file(os.path.join(step_dir, CONFIG_FILE), config)
-        run_checkpoints.write_manifest(step_dir, "torch_ppo", state["env_steps"], (STATE_FILE, CONFIG_FILE))
-    run_checkpoints.prune(directory, max_to_keep)
-    remove_stale_temporaries(directory)
-    return run_checkpoints.step_directory(directory, state["env_steps"])
+    return write_state(directory, "torch_ppo", state, max_to_keep, {CONFIG_FILE: state["config"]})
 
 
 def load(path: str | os.PathLike, map_location: Any = "cpu") -> dict[str, Any]:
     """Loads and validates a checkpoint (a step directory, or the newest under a save path); ``state['path']`` says
     which."""
     state = read_state(path, "torch_ppo", FORMAT, map_location)
-    file = os.path.join(state["path"], STATE_FILE)
     missing = [k for k in _REQUIRED if k not in state]
     if missing:
+        file = os.path.join(state["path"], STATE_FILE)
         raise CheckpointError(f"checkpoint {file!r} is incomplete: missing {missing}")
-    return state
-
-
-def read_state(path: str | os.PathLike, trainer: str, state_format: str, map_location: Any = "cpu") -> dict[str, Any]:
-    """The ``state.pt`` of the checkpoint ``path`` names (a step directory, or the newest under a save path), written
-    by ``trainer`` (its manifest's name) in ``state_format``: the file checked against the manifest before torch
-    reads it (``weights_only``), then its format; ``state['path']`` says which step directory."""
-    found = resolve_for(path, trainer)
-    run_checkpoints.verify_files(found, STATE_FILE)
-    file = os.path.join(found, STATE_FILE)
-    try:
-        state = torch.load(file, map_location=map_location, weights_only=True)
-    except Exception as e:  # truncated, garbage or foreign pickles all land here
-        raise CheckpointError(f"checkpoint {file!r} is corrupt or unreadable: {type(e).__name__}: {e}") from e
-    if not isinstance(state, dict) or state.get("format") != state_format:
-        raise CheckpointError(f"{file!r} is not a {trainer} checkpoint (expected format {state_format!r})")
-    state["path"] = found
     return state
 
 
@@ -124,27 +95,14 @@ def load_policy(
     config = state["config"]
     network = dict(config["network"])
     recorded = network.pop("network_factory", None)
-    if recorded is not None and network_factory is None:
-        raise CheckpointError(
-            f"checkpoint {state['path']!r} was trained with network_factory={recorded}, modules of your own that a "
-            "checkpoint holds the weights of but not the code: pass load_policy(path, network_factory=...) that "
-            "function"
-        )
-    if recorded is None and network_factory is not None:
-        raise ValueError(
-            f"network_factory={network_factory!r}: checkpoint {state['path']!r} holds torch_ppo's own networks, "
-            "which it rebuilds alone; leave network_factory None"
-        )
+    check_network_factory(state, recorded, network_factory, "torch_ppo's own networks")
     if recorded is None and network.get("activation") is None:
         raise CheckpointError(
             f"checkpoint {state['path']!r} was trained with an unnamed activation callable; rebuild the networks "
             "with that callable and load_params instead"
         )
     modules = PPOModules(**network, network_factory=network_factory).to(device)
-    try:
-        modules.load_state_dict(state["modules"])
-    except RuntimeError as err:
-        raise ValueError(f"checkpoint {state['path']!r} does not fit these networks: {err}") from err
+    load_modules(state, modules, state["modules"])
     policy = make_inference_fn(modules)(params_of(modules), deterministic=deterministic)
     expected = network["observation_size"]
 

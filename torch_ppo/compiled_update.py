@@ -25,7 +25,8 @@ from torch.func import functional_call, grad
 
 from brax_core.training.run.schedule import plan_run
 from torch_ppo.losses import Batch, LossTerms
-from torch_ppo.update import PPOUpdate, adapt_learning_rate, global_norm_scale, step_metrics
+from torch_ppo.update import PPOUpdate, adapt_learning_rate, step_metrics
+from torch_training.gradients import global_norm_scale
 
 # Minibatch steps from which ``torch_compile=None`` compiles: below it, compiling costs more than the steps save
 # (benchmarks/results/training-speed.md measures both on a CPU).

@@ -13,8 +13,9 @@ from brax_bridge import TorchEnv, compile_envs
 from brax_core import compile as compile_options
 from brax_core import envs
 from torch_ppo.arguments import TrainArguments
-from torch_ppo.evaluation import BridgeEvaluator, JaxEvaluator, UnsupportedActor
+from torch_ppo.evaluation import JaxEvaluator, UnsupportedActor
 from torch_ppo.networks import PPOModules
+from torch_training.evaluation import BridgeEvaluator
 
 Evaluator = JaxEvaluator | BridgeEvaluator
 

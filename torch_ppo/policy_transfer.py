@@ -37,9 +37,10 @@ from torch import nn
 from brax_core.training.acme import running_statistics
 from brax_core.training.agents.ppo import checkpoint as jax_checkpoint
 from brax_core.training.agents.ppo import networks as ppo_networks
-from torch_ppo.networks import ACTIVATIONS, Activation, PolicyNetwork, PPOModules
-from torch_ppo.normalizer import RunningNormalizer
+from torch_ppo.networks import PolicyNetwork, PPOModules
 from torch_ppo.params import TorchPPOParams, params_of, policy_params_of
+from torch_training.layers import ACTIVATIONS, Activation
+from torch_training.normalizer import RunningNormalizer
 
 _NORMALIZER_FIELDS = ("count", "mean", "summed_variance", "std")
 # The parameter names of torch_ppo's own networks (either distribution's policy, and the value MLP).

@@ -20,9 +20,10 @@ from brax_core.training.agents.ppo.config import KEYWORD_FIELDS, PPOConfig
 from brax_core.training.run.driver import Metrics, RunDriver
 from brax_core.training.run.schedule import plan_run
 from torch_ppo import arguments, distributed
-from torch_ppo import network_factory as custom_networks
 from torch_ppo.params import TorchPPOParams, params_of
 from torch_ppo.trainer import TorchPPOBackend
+from torch_training import network_factory as custom_networks
+from torch_training.device import resolve_device
 
 
 def train(
@@ -146,7 +147,7 @@ def _train(
     given: dict[str, Any], config: PPOConfig | None = None
 ) -> tuple[Callable[..., Any], TorchPPOParams, Metrics]:
     """One process's run of ``train``'s arguments (``config``: the run's config, else built from them)."""
-    resolved_device = arguments.resolve_device(given["device"], given["environment"])
+    resolved_device = resolve_device(given["device"], given["environment"])
     dist = distributed.setup(resolved_device)
     threads_before = torch.get_num_threads()
     try:

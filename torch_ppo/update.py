@@ -23,6 +23,7 @@ from brax_core.training.agents.ppo.config import PPOConfig
 from torch_ppo.distributed import DistributedContext
 from torch_ppo.losses import Batch, LossConfig, LossTerms, ppo_loss
 from torch_ppo.networks import PPOModules
+from torch_training.gradients import global_norm, global_norm_scale
 
 # The JAX trainer's names for the same quantities (its loss and training step); ``grad_norm`` is the gradients' global
 # norm before clipping.
@@ -140,18 +141,6 @@ def loss_config(config: PPOConfig) -> LossConfig:
     """The loss settings of the hyperparameters ``config``."""
     fields = config.flat()
     return LossConfig(**{name: fields[name] for name in LossConfig._fields})
-
-
-def global_norm(grads: Sequence[torch.Tensor]) -> torch.Tensor:
-    """The gradients' global L2 norm (optax.global_norm), a tensor: no host read."""
-    # One call for every per-tensor norm (the same vector_norm per tensor, without a Python call each).
-    return torch.linalg.vector_norm(torch.stack(torch._foreach_norm(list(grads))))
-
-
-def global_norm_scale(norm: torch.Tensor, max_norm: float) -> torch.Tensor:
-    """optax.clip_by_global_norm's factor for gradients of global norm ``norm``: ``max_norm / norm`` when
-    ``norm >= max_norm``, else 1."""
-    return torch.where(norm < max_norm, torch.ones_like(norm), max_norm / norm)
 
 
 def step_metrics(

@@ -20,6 +20,7 @@ import functools
 import importlib
 import inspect
 import json
+import logging
 import math
 import os
 from collections.abc import Callable, Mapping
@@ -29,6 +30,7 @@ import jax
 from ml_collections import config_dict
 
 from brax_core.training import networks, types
+from brax_core.training.acme import running_statistics
 from brax_core.training.run import checkpoints as run_checkpoints
 from brax_core.training.run.checkpoints import STEP_NAME_DIGITS, CheckpointError, resolve_for, step_name
 
@@ -42,22 +44,18 @@ _CHECKED_ITEMS = ITEMS[1:]
 _NAMED_CALLABLES: dict[str, Any] = {"lecun_uniform": networks.LECUN_UNIFORM}
 
 
-def register_callable(name: str, fn: Callable[..., Any]) -> None:
+def register_callable(name: str, fn: Callable[..., Any], _table: dict[str, Any] = _NAMED_CALLABLES) -> None:
     """Gives ``fn`` a name that checkpoint configurations can store (register it again before loading)."""
     if not isinstance(name, str) or not name:
         raise ValueError(f"name must be a non-empty string, got {name!r}")
     if not callable(fn):
         raise TypeError(f"fn must be callable, got {fn!r}")
-    _NAMED_CALLABLES[name] = fn
+    _table[name] = fn
 
 
 def register_activation(name: str, fn: Callable[[jax.Array], jax.Array]) -> None:
     """Adds a custom activation to ``networks.ACTIVATIONS`` so checkpoints can name it."""
-    if not isinstance(name, str) or not name:
-        raise ValueError(f"name must be a non-empty string, got {name!r}")
-    if not callable(fn):
-        raise TypeError(f"fn must be callable, got {fn!r}")
-    networks.ACTIVATIONS[name] = fn
+    register_callable(name, fn, networks.ACTIVATIONS)
 
 
 def _json_value(value: Any) -> bool:
@@ -236,36 +234,36 @@ def config_to_json(config: Mapping[str, Any] | config_dict.ConfigDict) -> dict[s
         elif key == "network_factory_kwargs" and isinstance(value, Mapping):
             out[key] = {str(k): _config_value(v, f"network_factory_kwargs[{k!r}]") for k, v in value.items()}
         elif key == "observation_size":
-            out[key] = _obs_json(value)
+            out[key] = observation_size_json(value)
         else:
             out[key] = _config_value(value, f"config[{key!r}]")
     json.dumps(out)  # it must be valid JSON
     return out
 
 
-def _live_config(config: Mapping[str, Any]) -> dict[str, Any]:
+def live_config(config: Mapping[str, Any] | config_dict.ConfigDict) -> dict[str, Any]:
     """A configuration in JSON form (or already live) with its callables, tuples and sizes as Python values."""
-    live = dict(config)
+    live = _plain(config)
     factory = live.get("network_factory")
     if isinstance(factory, Mapping):
         live["network_factory"] = _callable_from_config(factory)
     if isinstance(live.get("network_factory_kwargs"), Mapping):
         live["network_factory_kwargs"] = {k: value_from_config(v) for k, v in live["network_factory_kwargs"].items()}
     if "observation_size" in live:
-        live["observation_size"] = _obs_size(live)
+        live["observation_size"] = saved_observation_size(live)
     return live
 
 
 def check_observation_size(what: str, size: types.ObservationSize, expected: types.ObservationSize) -> None:
     """Raises ``ValueError`` naming both sizes when ``what``'s observation size is not ``expected``."""
-    if _obs_json(size) != _obs_json(expected):
+    if observation_size_json(size) != observation_size_json(expected):
         raise ValueError(
-            f"{what} has observation_size {_obs_json(size)!r} but the training environment's is "
-            f"{_obs_json(expected)!r}; the networks read observations of the training environment's size"
+            f"{what} has observation_size {observation_size_json(size)!r} but the training environment's is "
+            f"{observation_size_json(expected)!r}; the networks read observations of the training environment's size"
         )
 
 
-def _obs_json(observation_size: types.ObservationSize) -> Any:
+def observation_size_json(observation_size: types.ObservationSize) -> Any:
     if isinstance(observation_size, Mapping):
         return {
             k: ([int(d) for d in v] if isinstance(v, tuple | list) else int(v)) for k, v in observation_size.items()
@@ -288,20 +286,20 @@ def load_config(path: str | os.PathLike) -> config_dict.ConfigDict:
     ``make_ppo_networks(obs, act, **config.network_factory_kwargs)`` works. ``config_to_json`` gives the saved
     JSON form.
     """
-    return config_dict.ConfigDict(_live_config(_read_config(path)))
+    return config_dict.ConfigDict(live_config(read_config(path)))
 
 
 def load_config_json(path: str | os.PathLike) -> dict[str, Any]:
     """The configuration of a checkpoint as saved: plain JSON dicts, callables by name (nothing is imported or
     looked up, so a checkpoint naming an unregistered activation still reads)."""
-    return _read_config(path)
+    return read_config(path)
 
 
 # Where a checkpoint of each algorithm is loaded (a configuration without "algo" is PPO's).
 LOADERS = {"ppo": "brax_core.training.agents.ppo.checkpoint", "apg": "brax_core.training.agents.apg.checkpoint"}
 
 
-def _read_config(path: str | os.PathLike, algo: str = "ppo") -> dict[str, Any]:
+def read_config(path: str | os.PathLike, algo: str = "ppo") -> dict[str, Any]:
     """The JSON configuration of a checkpoint of ``algo`` as plain dicts; a checkpoint of another algorithm is
     refused, naming the module that loads it."""
     step_dir = resolve_for(path, "jax")
@@ -325,21 +323,23 @@ def _read_config(path: str | os.PathLike, algo: str = "ppo") -> dict[str, Any]:
     return config
 
 
-def _obs_size(config: Mapping[str, Any]) -> types.ObservationSize:
+def saved_observation_size(config: Mapping[str, Any]) -> types.ObservationSize:
     obs = config["observation_size"]
     if isinstance(obs, Mapping):
         return {k: tuple(v) if isinstance(v, list) else v for k, v in obs.items()}
     return obs
 
 
-def _drop_empty(tree: Any) -> Any:
+def drop_empty(tree: Any) -> Any:
     """``tree`` with zero-size arrays replaced by ``None``: orbax refuses to write empty arrays, and MJX data
     has some (``act`` for a model without activation states). They carry no values, so restoring takes them
     from the target."""
     return jax.tree.map(lambda x: x if math.prod(x.shape) else None, tree)
 
 
-def _restore_item(step_dir: str, item: str, target: Any) -> Any:
+def restore_checked(step_dir: str, item: str, target: Any) -> Any:
+    """The orbax item ``item`` of ``step_dir`` restored into ``target``'s structure, checked (see the module
+    docstring)."""
     item_dir = os.path.join(step_dir, item)
     if not os.path.isdir(item_dir):
         raise CheckpointError(f"checkpoint at {step_dir!r} is corrupt or incomplete: {item!r} is missing")
@@ -367,12 +367,6 @@ def _check_shapes(step_dir: str, item: str, restored: Any, target: Any) -> None:
                 f"checkpoint at {step_dir!r} does not match: {item}{jax.tree_util.keystr(path)} was saved with shape "
                 f"{tuple(r.shape)}, expected {tuple(t.shape)}"
             )
-
-
-def restore_checked(step_dir: str, item: str, target: Any) -> Any:
-    """The orbax item ``item`` of ``step_dir`` restored into ``target``'s structure, checked (see the module
-    docstring)."""
-    return _restore_item(step_dir, item, target)
 
 
 class Saver:
@@ -414,7 +408,7 @@ class Saver:
         if state is not None:
             items["state"] = ocp.args.StandardSave(state)
         if env_state is not None:
-            items["env_state"] = ocp.args.StandardSave(_drop_empty(env_state))
+            items["env_state"] = ocp.args.StandardSave(drop_empty(env_state))
         self._manager.save(int(env_steps), args=ocp.args.Composite(**items), force=True)
         self._manager.wait_until_finished()
         step_dir = os.path.join(self.path, step_name(env_steps))
@@ -429,3 +423,55 @@ class Saver:
 
     def close(self) -> None:
         self._manager.close()
+
+
+def networks_from_config(
+    config: Mapping[str, Any] | config_dict.ConfigDict, network_factory: Callable[..., Any] | None = None
+) -> Any:
+    """Rebuilds the networks a configuration (live, as ``network_config`` and ``load_config`` give it, or its JSON
+    form) describes, with ``network_factory`` instead of the saved factory when one is given."""
+    config = live_config(config)
+    factory = config["network_factory"] if network_factory is None else network_factory
+    preprocess = (
+        running_statistics.normalize if config["normalize_observations"] else types.identity_observation_preprocessor
+    )
+    return factory(
+        config["observation_size"], config["action_size"], preprocess_observations_fn=preprocess,
+        **config["network_factory_kwargs"],
+    )
+
+
+def on_default_device(target: Any) -> Any:
+    """``target``'s shapes laid on this process's default device (``jax.default_device`` where one is set, else its
+    first): without a sharding orbax would ask for the devices that saved the checkpoint, which a policy loaded
+    elsewhere (one process, from a run on several) does not have."""
+    default = jax.config.jax_default_device
+    device = default if isinstance(default, jax.Device) else jax.local_devices(backend=default)[0]
+    local = jax.sharding.SingleDeviceSharding(device)
+    return jax.tree.map(lambda leaf: jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=local), target)
+
+
+def restore_env_state(path: str | os.PathLike, target: Any) -> Any | None:
+    """The saved environment state, or ``None`` when there is none or it does not fit ``target``."""
+    step_dir = resolve_for(path, "jax")
+    if not os.path.isdir(os.path.join(step_dir, "env_state")):
+        return None
+    try:
+        restored = restore_checked(step_dir, "env_state", drop_empty(target))
+    except CheckpointError:
+        raise
+    except ValueError as e:
+        logging.warning("not resuming the environment state (%s); environments start fresh", e)
+        return None
+    return jax.tree.map(lambda t, r: t if r is None else r, target, restored, is_leaf=lambda x: x is None)
+
+
+def checked_policy(step_dir: str, policy: types.Policy, config: Mapping[str, Any]) -> types.Policy:
+    """``policy`` refusing observations of another size than the checkpoint's networks read, naming both."""
+    expected = saved_observation_size(config)
+
+    def checked(observations: types.Observation, key_sample: jax.Array) -> tuple[jax.Array, Any]:
+        run_checkpoints.check_policy_input(step_dir, observations, expected, "arrays")
+        return policy(observations, key_sample)
+
+    return checked

@@ -23,16 +23,17 @@ from brax_core.training.agents.apg import networks as apg_networks
 from brax_core.training.agents.apg.config import APGConfig
 from brax_core.training.checkpoint import (
     Saver,
-    _drop_empty,
-    _live_config,
-    _obs_size,
-    _read_config,
+    checked_policy,
     config_to_json,
     network_config,
+    networks_from_config,
+    on_default_device,
+    read_config,
     register_callable,
     restore_checked,
+    restore_env_state,
+    saved_observation_size,
 )
-from brax_core.training.run import checkpoints as run_checkpoints
 from brax_core.training.run.checkpoints import CheckpointError, latest_step, resolve_for
 
 __all__ = ["CheckpointError", "Saver", "checkpoint_config", "latest_step", "load_params", "load_policy", "restore"]
@@ -51,31 +52,12 @@ def checkpoint_config(
     return {**saved, "algo": "apg", "training": config.to_json()}
 
 
-def _networks(config: Mapping[str, Any], network_factory: Callable[..., Any] | None) -> apg_networks.APGNetworks:
-    live = _live_config(config)
-    factory = live["network_factory"] if network_factory is None else network_factory
-    preprocess = (
-        running_statistics.normalize if live["normalize_observations"] else types.identity_observation_preprocessor
-    )
-    return factory(live["observation_size"], live["action_size"], preprocess_observations_fn=preprocess,
-                   **live["network_factory_kwargs"])
-
-
 def _abstract_params(network: apg_networks.APGNetworks, observation_size: int, dtype: Any) -> Any:
     statistics = running_statistics.init_state(jax.ShapeDtypeStruct((observation_size,), dtype))
     return jax.eval_shape(
         lambda: (jax.tree.map(lambda x: x.astype(dtype), statistics),
                  network.policy_network.init(jax.random.PRNGKey(0)))
     )
-
-
-def _on_default_device(target: Any) -> Any:
-    """``target``'s shapes laid on this process's default device (``jax.default_device`` where one is set): a
-    policy loaded elsewhere does not have the devices that saved it."""
-    default = jax.config.jax_default_device
-    device = default if isinstance(default, jax.Device) else jax.local_devices(backend=default)[0]
-    local = jax.sharding.SingleDeviceSharding(device)
-    return jax.tree.map(lambda leaf: jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=local), target)
 
 
 def _dtype(config: Mapping[str, Any]) -> Any:
@@ -86,9 +68,9 @@ def load_params(path: str | os.PathLike, network_factory: Callable[..., Any] | N
     """The ``(normalizer_params, policy_params)`` of a checkpoint (a step directory, or the newest under a save
     path)."""
     step_dir = resolve_for(path, "jax")
-    config = _read_config(step_dir, "apg")
-    network = _networks(config, network_factory)
-    target = _on_default_device(_abstract_params(network, _obs_size(config), _dtype(config)))
+    config = read_config(step_dir, "apg")
+    network = networks_from_config(config, network_factory)
+    target = on_default_device(_abstract_params(network, saved_observation_size(config), _dtype(config)))
     return tuple(restore_checked(step_dir, "params", target))
 
 
@@ -101,17 +83,11 @@ def load_policy(
     if network_factory is not None and not callable(network_factory):
         raise TypeError(f"network_factory must be callable or None, got {network_factory!r}")
     step_dir = resolve_for(path, "jax")
-    config = _read_config(step_dir, "apg")
-    network = _networks(config, network_factory)
+    config = read_config(step_dir, "apg")
+    network = networks_from_config(config, network_factory)
     params = load_params(step_dir, network_factory)
     policy = apg_networks.make_inference_fn(network)(params, deterministic=deterministic)
-    expected = _obs_size(config)
-
-    def checked_policy(observations: types.Observation, key_sample: jax.Array) -> tuple[jax.Array, Any]:
-        run_checkpoints.check_policy_input(step_dir, observations, expected, "arrays")
-        return policy(observations, key_sample)
-
-    return checked_policy
+    return checked_policy(step_dir, policy, config)
 
 
 def resumable(path: str | os.PathLike | None, config: APGConfig) -> str | None:
@@ -120,7 +96,7 @@ def resumable(path: str | os.PathLike | None, config: APGConfig) -> str | None:
     if path is None:
         return None
     step_dir = resolve_for(path, "jax")
-    saved = APGConfig.from_json(_read_config(step_dir, "apg")["training"])
+    saved = APGConfig.from_json(read_config(step_dir, "apg")["training"])
     resume.check_same_settings(step_dir, saved.flat(), config.flat())
     return step_dir
 
@@ -129,8 +105,6 @@ def restore(step_dir: str, params: Any, state: Mapping[str, Any], env_state: Any
     """A checkpoint's parameters, state (``optimizer_state``, ``key``, ``updates``) and envs' state, restored into the
     structures (and shardings) of the arguments."""
     restored_state = restore_checked(step_dir, "state", dict(state))
-    restored_env = env_state
-    if os.path.isdir(os.path.join(step_dir, "env_state")):
-        loaded = restore_checked(step_dir, "env_state", _drop_empty(env_state))
-        restored_env = jax.tree.map(lambda t, r: t if r is None else r, env_state, loaded, is_leaf=lambda x: x is None)
-    return tuple(restore_checked(step_dir, "params", params)), restored_state, restored_env
+    restored_env = restore_env_state(step_dir, env_state)
+    params = tuple(restore_checked(step_dir, "params", params))
+    return params, restored_state, env_state if restored_env is None else restored_env

@@ -28,54 +28,33 @@ from brax_core.training.agents.ppo import networks as ppo_networks
 from brax_core.training.agents.ppo import networks_vision
 from brax_core.training.checkpoint import (
     CONFIG_FORMAT,
-    _drop_empty,
-    _live_config,
-    _obs_json,
-    _obs_size,
-    _plain,
-    _read_config,
-    _restore_item,
     check_observation_size,
+    checked_policy,
     config_to_json,
     load_config,
     load_config_json,
     network_config,
+    networks_from_config,
+    observation_size_json,
+    on_default_device,
+    read_config,
     register_activation,
     register_callable,
+    restore_checked,
+    restore_env_state,
+    saved_observation_size,
     value_from_config,
 )
-from brax_core.training.run import checkpoints as run_checkpoints
 from brax_core.training.run.checkpoints import CheckpointError, resolve, resolve_for, step_name
 from brax_core.training.run.checkpoints import latest_step as latest_step  # the save path's newest step
 from brax_core.training.run.checkpoints import step_directories as step_directories
 
 # The shared checkpoint module's names (brax_core.training.checkpoint) are public here too, under Brax's module path.
 __all__ = [
-    "CONFIG_FORMAT",
-    "CheckpointError",
-    "Saver",
-    "abstract_params",
-    "check_observation_size",
-    "check_resume_config",
-    "config_to_json",
-    "latest_step",
-    "load",
-    "load_config",
-    "load_config_json",
-    "load_params",
-    "load_policy",
-    "network_config",
-    "networks_from_config",
-    "register_activation",
-    "register_callable",
-    "resolve",
-    "restore_env_state",
-    "restore_item",
-    "checkpoint_config",
-    "save",
-    "step_directories",
-    "step_name",
-    "value_from_config",
+    "CONFIG_FORMAT", "CheckpointError", "Saver", "abstract_params", "check_observation_size", "check_resume_config",
+    "checkpoint_config", "config_to_json", "latest_step", "load", "load_config", "load_config_json", "load_params",
+    "load_policy", "network_config", "networks_from_config", "register_activation", "register_callable", "resolve",
+    "restore_env_state", "restore_item", "save", "step_directories", "step_name", "value_from_config",
 ]
 
 register_callable("make_ppo_networks", ppo_networks.make_ppo_networks)
@@ -143,22 +122,7 @@ def _ppo_params(params: Any) -> Any:
 
 def restore_item(path: str | os.PathLike, item: str, target: Any) -> Any:
     """One item (``params``, ``state``) restored into the structure (and shardings) of ``target``."""
-    return _restore_item(resolve_for(path, "jax"), item, target)
-
-
-def restore_env_state(path: str | os.PathLike, target: Any) -> Any | None:
-    """The saved environment state, or ``None`` when there is none or it does not fit ``target``."""
-    step_dir = resolve_for(path, "jax")
-    if not os.path.isdir(os.path.join(step_dir, "env_state")):
-        return None
-    try:
-        restored = _restore_item(step_dir, "env_state", _drop_empty(target))
-        return jax.tree.map(lambda t, r: t if r is None else r, target, restored, is_leaf=lambda x: x is None)
-    except CheckpointError:
-        raise
-    except ValueError as e:
-        logging.warning("not resuming the environment state (%s); environments start fresh", e)
-        return None
+    return restore_checked(resolve_for(path, "jax"), item, target)
 
 
 def load(path: str | os.PathLike) -> ppo_networks.PPOTrainingParams:
@@ -169,20 +133,13 @@ def load(path: str | os.PathLike) -> ppo_networks.PPOTrainingParams:
 def load_params(path: str | os.PathLike) -> ppo_networks.PPOTrainingParams:
     """``PPOTrainingParams(normalizer_params, policy_params, value_params)`` from a checkpoint."""
     step_dir = resolve_for(path, "jax")
-    config = _read_config(step_dir)
+    config = read_config(step_dir)
     return _restore_params(step_dir, config, networks_from_config(config))
 
 
 def _restore_params(step_dir: str, config: Mapping[str, Any], network: ppo_networks.PPONetworks) -> Any:
-    target = abstract_params(network, _obs_size(config), config.get("normalizer_std_eps", 0.0))
-    # Onto this process's default device (``jax.default_device`` where one is set, else its first): without a
-    # sharding orbax would ask for the devices that saved the checkpoint, which a policy loaded elsewhere (one
-    # process, from a run on several) does not have.
-    default = jax.config.jax_default_device
-    device = default if isinstance(default, jax.Device) else jax.local_devices(backend=default)[0]
-    local = jax.sharding.SingleDeviceSharding(device)
-    target = jax.tree.map(lambda leaf: jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=local), target)
-    return _restore_item(step_dir, "params", target)
+    target = abstract_params(network, saved_observation_size(config), config.get("normalizer_std_eps", 0.0))
+    return restore_checked(step_dir, "params", on_default_device(target))
 
 
 def load_policy(
@@ -196,17 +153,11 @@ def load_policy(
             f"None, got {network_factory!r}"
         )
     step_dir = resolve_for(path, "jax")
-    config = _read_config(step_dir)
+    config = read_config(step_dir)
     network = networks_from_config(config, network_factory)
-    expected = _obs_size(config)
     params = _restore_params(step_dir, config, network)
     policy = ppo_networks.make_inference_fn(network)(params, deterministic=deterministic)
-
-    def checked_policy(observations: types.Observation, key_sample: jax.Array) -> tuple[jax.Array, Any]:
-        run_checkpoints.check_policy_input(step_dir, observations, expected, "arrays")
-        return policy(observations, key_sample)
-
-    return checked_policy
+    return checked_policy(step_dir, policy, config)
 
 
 def checkpoint_config(
@@ -228,7 +179,7 @@ def checkpoint_config(
     except ValueError:
         if required:
             raise
-        config = {"observation_size": _obs_json(observation_size), "action_size": int(action_size)}
+        config = {"observation_size": observation_size_json(observation_size), "action_size": int(action_size)}
     fields = hyperparameters.flat()
     config["training"] = {name: fields[name] for name in resume.RESUME_FIELDS}
     return config
@@ -238,27 +189,9 @@ def check_resume_config(path: str | os.PathLike, requested: Mapping[str, Any], a
     """Refuses to resume from the checkpoint at ``path`` with a configuration other than its saved one (see
     ``resume.check_config``); allowed changes are logged."""
     step_dir = resolve_for(path, "jax")
-    changed = resume.check_config(step_dir, _read_config(step_dir), requested, allow)
+    changed = resume.check_config(step_dir, read_config(step_dir), requested, allow)
     for name, (saved, now) in changed.items():
         logging.warning("resuming from %s with %s changed from %r to %r", step_dir, name, saved, now)
-
-
-def networks_from_config(
-    config: Mapping[str, Any] | config_dict.ConfigDict, network_factory: Callable[..., Any] | None = None
-) -> ppo_networks.PPONetworks:
-    """Rebuilds the PPO networks a configuration (live, as ``network_config`` and ``load_config`` give it, or its
-    JSON form) describes, with ``network_factory`` instead of the saved factory when one is given."""
-    config = _live_config(_plain(config))
-    factory = config["network_factory"] if network_factory is None else network_factory
-    preprocess = (
-        running_statistics.normalize if config["normalize_observations"] else types.identity_observation_preprocessor
-    )
-    return factory(
-        config["observation_size"],
-        config["action_size"],
-        preprocess_observations_fn=preprocess,
-        **config["network_factory_kwargs"],
-    )
 
 
 def abstract_params(

@@ -50,7 +50,7 @@ from brax_core.training.validation import TRAINERS, ConfigError, FieldSpec, chec
 # make_ppo_networks' distribution_type and noise_std_type values (both trainers build the same policies).
 DISTRIBUTION_TYPES = ("normal", "tanh_normal")
 NOISE_STD_TYPES = ("scalar", "log")
-# Running-statistics algorithms (brax_core.training.acme.running_statistics, torch_ppo.normalizer).
+# Running-statistics algorithms (brax_core.training.acme.running_statistics, torch_training.normalizer).
 NORMALIZATION_MODES = ("welford", "ema")
 # PPO's learning-rate schedules ('NONE' is the same as None: the constant learning_rate).
 PPO_LR_SCHEDULES = (adaptive_kl.NAME, "NONE")
