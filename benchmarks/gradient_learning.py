@@ -15,13 +15,19 @@ time, the IQM over seeds).
 ``--reuse ENV``: that env's comparison is read from its folder (``invocation.json`` records when and how it ran)
 instead of run again; the page names each env's invocation.
 
-``--settings FLAG=VALUE ...``: instead, SHAC alone on each env of ``--envs`` with each setting changed (a flag of
-``train --algo shac``, every other setting its default), into ``<out>/<env>-<flag><value>``, against the SHAC runs
-of the env's comparison above (its defaults): what a shorter window or a smaller step does to the final reward and
-the actor's gradient norm (section "SHAC's settings").
+``--settings FLAG=VALUE|FLAG ...``: instead, SHAC alone on each env of ``--envs`` with each setting changed (a flag
+of ``train --algo shac`` with its value, or a switch such as ``no-normalize-observations``; every other setting its
+default), into ``<out>/<env>-<flag><value>``, against the SHAC runs of the env's comparison above (its defaults):
+what a shorter window or a smaller step does to the final reward and the actor's gradient norm (section "SHAC's
+settings"). ``--ablation``: the same for the pieces SHAC's defaults are made of, each taken away in turn, with the
+defaults run alongside (section "SHAC's pieces", its own folders ``<out>/ablation-<env>-...``):
 
     python benchmarks/gradient_learning.py --envs halfcheetah --settings horizon-length=16 \\
         actor-learning-rate=5e-4 --write
+    python benchmarks/gradient_learning.py --envs halfcheetah --ablation --num-timesteps 40000 --write
+
+An env of ``--envs`` may be a file's task (``benchmarks/gradient_tasks.py:inverted_pendulum_upright``); its folder is
+named after the task, and ``--preset`` gives every algorithm the registered env's preset it is a variant of.
 """
 
 from __future__ import annotations
@@ -41,6 +47,29 @@ from _results import replace_section
 
 SECTION = "## Gradients through the physics, learning against PPO"
 SECTION_SETTINGS = "## Gradients through the physics, SHAC's settings"
+SECTION_ABLATION = "## Gradients through the physics, SHAC's pieces"
+# Each of SHAC's stabilisers taken away in turn (the flag that does it): what its reference configuration is built of.
+ABLATION = {
+    "defaults": None,
+    "no observation normalisation": "no-normalize-observations",
+    "one-step TD targets (lambda 0)": "td-lambda=0",
+    "no target critic (alpha 0)": "target-critic-alpha=0",
+    "one critic pass (of 16)": "critic-iterations=1",
+    "Adam betas 0.9, 0.999 (of 0.7, 0.95)": "adam-b=0.9,0.999",
+    "constant learning rates (no linear decay)": "learning-rate-schedule=constant",
+    "no gradient clipping": "max-grad-norm=1e9",
+}
+
+
+def env_label(env: str) -> str:
+    """A folder name for ``env``: a registered name as it is, a file's task by its name."""
+    return env.rpartition(":")[2] if ":" in env else env
+
+
+def setting_flags(setting: str) -> list[str]:
+    """``FLAG=VALUE`` as ``--FLAG VALUE``, a switch ``FLAG`` as ``--FLAG``."""
+    flag, _, value = setting.partition("=")
+    return [f"--{flag}", value] if "=" in setting else [f"--{flag}"]
 
 
 def _now() -> str:
@@ -50,12 +79,11 @@ def _now() -> str:
 def run_compare(env: str, args: argparse.Namespace, out: str, setting: str | None = None) -> dict[str, Any]:
     """One comparison of ppo and shac (torch) on ``env`` (with ``setting``, ``FLAG=VALUE``: SHAC alone with that
     flag), recorded in ``out/invocation.json``; its ``compare.json``."""
-    if setting is None:
-        algos = ["--algos", "ppo,shac"]
-    else:
-        flag, value = setting.split("=", 1)
-        algos = ["--algos", "shac", f"--{flag}", value]
-    command = [sys.executable, "-m", "brax_bridge_app.cli", "compare", *algos, "--trainers", "torch",
+    algos = ["--algos", args.algos] if setting is None else ["--algos", "shac", *([] if setting == "defaults" else
+                                                                                   setting_flags(setting))]
+    preset = ["--preset", args.preset] if args.preset else []
+    preset += ["--num-evals", str(args.num_evals)] if args.num_evals else []
+    command = [sys.executable, "-m", "brax_bridge_app.cli", "compare", *algos, *preset, "--trainers", "torch",
                "--env", env, "--seeds", ",".join(map(str, args.seeds)), "--num-timesteps", str(args.num_timesteps),
                "--threshold", str(args.threshold), "--out", out]
     started, load = _now(), os.getloadavg()[0]
@@ -120,23 +148,27 @@ def run_rows(report: dict[str, Any], out: str, mark: float) -> list[str]:
     return rows
 
 
-def setting_row(report: dict[str, Any], out: str, setting: str) -> str:
-    """One row of the settings table: SHAC's runs in ``report``, with ``setting``."""
+def setting_row(report: dict[str, Any], out: str, setting: str, spread: bool = False) -> str:
+    """One row of the settings table: SHAC's runs in ``report``, with ``setting`` (``spread``: the highest epoch mean
+    of the actor's gradient norm over the lowest, per seed, besides the highest)."""
     runs = sorted((run for run in report["runs"] if run["contestant"] == "shac/torch"), key=lambda run: run["seed"])
     entry = report["trainers"]["shac/torch"]
-    highest, finals, bests = [], [], []
+    highest, finals, bests, ratios = [], [], [], []
     for run in runs:
         with open(os.path.join(out, f"shac-torch-seed{run['seed']}", "metrics.jsonl"), encoding="utf-8") as f:
             evals = [row for row in map(json.loads, filter(str.strip, f)) if "eval/episode_reward" in row]
         finals.append(evals[-1]["eval/episode_reward"])
         bests.append(max(row["eval/episode_reward"] for row in evals))
-        highest.append(max((row["training/grad_norm"] for row in evals if "training/grad_norm" in row), default=0.0))
+        norms = [row["training/grad_norm"] for row in evals if "training/grad_norm" in row]
+        highest.append(max(norms, default=0.0))
+        ratios.append(max(norms) / min(norms) if norms and min(norms) > 0 else None)
     iqm = entry["final_reward"]["iqm"] if entry["final_reward"] else None
-    return (
-        f"| `{report['env']}` | {setting} | {len(runs)} | {_num(iqm)} | {', '.join(_num(v) for v in finals)} "
-        f"| {', '.join(_num(v) for v in bests)} | {_num(_median([r['wall_s'] for r in runs]), 0)} "
-        f"| {', '.join(_sig(v) for v in highest)} |"
+    row = (
+        f"| `{env_label(report['env'])}` | {setting} | {len(runs)} | {_num(iqm)} "
+        f"| {', '.join(_num(v) for v in finals)} | {', '.join(_num(v) for v in bests)} "
+        f"| {_num(_median([r['wall_s'] for r in runs]), 0)} | {', '.join(_sig(v) for v in highest)} |"
     )
+    return row + f" {', '.join('-' if r is None else _sig(r) for r in ratios)} |" if spread else row
 
 
 def settings(args: argparse.Namespace) -> str:
@@ -172,6 +204,38 @@ def settings(args: argparse.Namespace) -> str:
     return "\n".join(lines)
 
 
+def ablation(args: argparse.Namespace) -> str:
+    """Runs (or, with ``--reuse``, reads) SHAC with its defaults and with each of its pieces taken away, on each env;
+    the section's text."""
+    lines = [
+        f"{platform.machine()}; SHAC (torch) with its defaults and with one of its stabilisers taken away, each run in "
+        "a process of its own with an empty compile cache; the gradient norm is the actor's, before its clip, as each "
+        "epoch's mean. One invocation per env:",
+        "",
+    ]
+    rows = []
+    for env in args.envs:
+        first = None
+        for name, setting in ABLATION.items():
+            key = f"ablation-{env_label(env)}-{(setting or 'defaults').replace('=', '')}"
+            out = os.path.join(args.out, key)
+            report = read_compare(out) if key in args.reuse else run_compare(env, args, out, setting or "defaults")
+            first = first or report["invocation"]
+            rows.append(setting_row(report, out, name, spread=True))
+        lines.append(f"- `{env_label(env)}`: `{first['command']}`, from {first['started_utc']} UTC, load average "
+                     f"{first['load_average_at_start']} at the start; code {first['code']}; "
+                     f"{first['num_timesteps']:,} env steps per run.")
+    lines += [
+        "",
+        "| env | SHAC | runs | final reward IQM | final reward, each seed | best reward, each seed "
+        "| wall per run (s, median) | actor gradient norm, highest epoch mean, each seed "
+        "| highest over lowest epoch mean, each seed |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        *rows,
+    ]
+    return "\n".join(lines)
+
+
 def _median(values: list[float]) -> float | None:
     return statistics.median(values) if values else None
 
@@ -193,13 +257,23 @@ def main() -> None:
     parser.add_argument("--threshold", type=float, default=200.0)
     parser.add_argument("--mark", type=float, default=1000.0, help="the reward level of the per-run table's column")
     parser.add_argument("--out", default="benchmarks/gradient_learning")
-    parser.add_argument("--settings", nargs="*", default=[], help="SHAC alone with each FLAG=VALUE")
+    parser.add_argument("--settings", nargs="*", default=[], help="SHAC alone with each FLAG=VALUE or switch FLAG")
+    parser.add_argument("--ablation", action="store_true", help="SHAC with each of its pieces taken away in turn")
+    parser.add_argument("--algos", default="ppo,shac", help="the algorithms each env's comparison runs")
+    parser.add_argument("--preset", default=None, help="every algorithm's preset (for a file's task)")
+    parser.add_argument("--num-evals", type=int, default=None, help="evaluations per run (else the preset's)")
     parser.add_argument("--write", action="store_true")
     args = parser.parse_args()
-    malformed = [setting for setting in args.settings if "=" not in setting or setting.startswith("=")]
+    malformed = [setting for setting in args.settings if setting.startswith(("=", "-"))]
     if malformed:
-        parser.error(f"--settings takes FLAG=VALUE (a flag of train --algo shac without its dashes, e.g. "
-                     f"horizon-length=16), got {', '.join(map(repr, malformed))}")
+        parser.error(f"--settings takes FLAG=VALUE or FLAG (a flag of train --algo shac without its dashes, e.g. "
+                     f"horizon-length=16 or no-normalize-observations), got {', '.join(map(repr, malformed))}")
+    if args.ablation:
+        body = ablation(args)
+        print(body)
+        if args.write:
+            replace_section(None, SECTION_ABLATION, body, keep=("Reading",))
+        return
     if args.settings:
         body = settings(args)
         print(body)
