@@ -1,14 +1,16 @@
-"""Brax's own PPO tests, run against brax_core with nothing changed but the import prefix.
+"""Brax's own training tests, run against brax_core with nothing changed but the import prefix.
 
-Downloads the ``brax`` wheel (default 0.14.2, no dependencies, kept in ``--cache``), takes its PPO test modules
-(``brax/training/agents/ppo/{train,losses,checkpoint}_test.py``), rewrites ``brax.`` / ``from brax import`` to
+Downloads the ``brax`` wheel (default 0.14.2, no dependencies, kept in ``--cache``), takes its test modules of the
+agents brax_core has (PPO's ``brax/training/agents/ppo/{train,losses,checkpoint}_test.py``, ARS's
+``agents/ars/train_test.py``) and of ``brax/training/types_test.py``, rewrites ``brax.`` / ``from brax import`` to
 ``brax_core``, and runs them with pytest in a scratch folder. Nothing else in the files is touched, so a failure is
 a porting gap (or one of the differences the README lists, such as ``sys.link`` of Brax's own physics).
 
 Not part of ``make test``: the pixel tests alone take about 15 minutes on a 2-core CPU (measured with
 ``BRAX_CORE_CPU_OPT_LEVEL=0``, which compiles about twice as fast; see ``brax_core/compile.py``).
 
-    python benchmarks/brax_ported_tests.py                    # all three modules
+    python benchmarks/brax_ported_tests.py                    # every module
+    python benchmarks/brax_ported_tests.py --modules ars types
     python benchmarks/brax_ported_tests.py -k "not Pixels"    # extra arguments go to pytest
 """
 
@@ -23,7 +25,14 @@ import sys
 import tempfile
 import zipfile
 
-MODULES = ("train", "losses", "checkpoint")
+# Name -> the test module's path in the wheel.
+MODULES = {
+    "train": "brax/training/agents/ppo/train_test.py",
+    "losses": "brax/training/agents/ppo/losses_test.py",
+    "checkpoint": "brax/training/agents/ppo/checkpoint_test.py",
+    "ars": "brax/training/agents/ars/train_test.py",
+    "types": "brax/training/types_test.py",
+}
 _PREFIX = re.compile(r"^(\s*)(from|import)\s+brax(?=[.\s])", re.MULTILINE)
 
 
@@ -55,8 +64,8 @@ def main() -> None:
     with zipfile.ZipFile(wheel(args.version, args.cache)) as archive, tempfile.TemporaryDirectory() as scratch:
         files = []
         for module in args.modules:
-            name = f"brax/training/agents/ppo/{module}_test.py"
-            target = os.path.join(scratch, f"brax_ppo_{module}_test.py")
+            name = MODULES[module]
+            target = os.path.join(scratch, f"brax_{module}_test.py")
             with open(target, "w") as f:
                 f.write(port(archive.read(name).decode()))
             files.append(target)

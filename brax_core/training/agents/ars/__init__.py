@@ -1,0 +1,1 @@
+"""Augmented Random Search (``brax.training.agents.ars`` counterpart)."""

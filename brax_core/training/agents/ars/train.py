@@ -1,0 +1,256 @@
+"""Augmented Random Search training (``brax.training.agents.ars.train`` counterpart; Mania et al., 2018,
+https://arxiv.org/abs/1803.07055).
+
+Same signature, argument names, defaults and return value as Brax 0.14.2's ``train``. Each epoch perturbs the linear
+policy's weights along ``number_of_directions`` random directions, both ways, runs one episode of every perturbed
+policy in parallel (``2 * number_of_directions`` envs), and steps along the directions whose better side scored
+best (``top_directions`` of them), weighted by the difference of their two returns and scaled by the standard
+deviation of the returns kept; the observation statistics fold in every step the episodes took.
+
+Where this differs from Brax (its behaviour where Brax's works):
+
+* every argument is checked before anything compiles, with an error naming it and what it accepts (Brax asserts or
+  fails inside JAX), and dict observations are refused by name;
+* ``num_evals=0`` trains without evaluating and returns the last epoch's training metrics (Brax divides by zero),
+  and the returned metrics are those of the last evaluation or, without one, of the last epoch (Brax's are
+  undefined when no evaluation ran);
+* the episodes run without the auto-reset wrapper (Brax's steps it and masks what it does: an episode that ends
+  stops counting), so a finished env does not pay a second physics reset;
+* one device: Brax's ``pmap`` over a host's devices runs the same episodes split across them
+  (``max_devices_per_host`` is accepted and checked).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import flax
+import jax
+import jax.numpy as jnp
+import optax
+
+from brax_core.envs.base import Env
+from brax_core.training import acting, types
+from brax_core.training import validation as v
+from brax_core.training.acme import running_statistics
+from brax_core.training.agents.ars import networks as ars_networks
+from brax_core.training.agents.ppo.environments import make_eval_env, wrap_for
+
+Metrics = types.Metrics
+
+
+@flax.struct.dataclass
+class TrainingState:
+    """Contains training state for the learner (Brax's fields)."""
+
+    normalizer_params: running_statistics.RunningStatisticsState
+    policy_params: types.Params
+    num_env_steps: types.UInt64
+
+
+def _checked(
+    environment: Any, num_timesteps: Any, episode_length: Any, action_repeat: Any, max_devices_per_host: Any,
+    number_of_directions: Any, top_directions: Any, step_size: Any, num_eval_envs: Any, exploration_noise_std: Any,
+    num_evals: Any, reward_shift: Any, network_factory: Any, progress_fn: Any, eval_env: Any,
+    randomization_fn: Any, wrap_env_fn: Any,
+) -> None:
+    """Refuses bad arguments by name, before anything compiles."""
+    if not isinstance(environment, Env):
+        raise TypeError(f"environment must be a brax_core Env, got {type(environment).__name__}")
+    if eval_env is not None and not isinstance(eval_env, Env):
+        raise TypeError(f"eval_env must be a brax_core Env or None, got {type(eval_env).__name__}")
+    v.check(v.FieldSpec("int", "", minimum=0, name="num_timesteps"), num_timesteps)
+    v.check(v.FieldSpec("int", "", minimum=0, name="num_evals"), num_evals)
+    for name, value in (("episode_length", episode_length), ("action_repeat", action_repeat),
+                        ("number_of_directions", number_of_directions), ("top_directions", top_directions),
+                        ("num_eval_envs", num_eval_envs)):
+        v.positive_int(name, value)
+    if max_devices_per_host is not None:
+        v.positive_int("max_devices_per_host", max_devices_per_host)
+    v.real("step_size", step_size, low=0.0, open_low=True)
+    v.real("exploration_noise_std", exploration_noise_std, low=0.0, open_low=True)
+    v.real("reward_shift", reward_shift)
+    v.callable_arg("network_factory", network_factory)
+    v.callable_arg("progress_fn", progress_fn)
+    for name, value in (("randomization_fn", randomization_fn), ("wrap_env_fn", wrap_env_fn)):
+        if value is not None:
+            v.callable_arg(name, value)
+    if isinstance(environment.observation_size, Mapping):
+        raise ValueError(
+            "environment: ARS's linear policy takes a flat observation vector; this env's observations are a dict "
+            f"with keys {sorted(environment.observation_size)}"
+        )
+
+
+def add_noise(params: types.Params, key: jax.Array, noise_std: float) -> tuple[Any, Any, Any]:
+    """``(params + std * noise, params - std * noise, noise)`` with unit normal ``noise`` shaped as ``params``."""
+    leaves, treedef = jax.tree.flatten(params)
+    keys = jax.random.split(key, len(leaves))
+    noise = treedef.unflatten([jax.random.normal(k, x.shape, x.dtype) for k, x in zip(keys, leaves, strict=True)])
+    plus = jax.tree.map(lambda p, n: p + noise_std * n, params, noise)
+    minus = jax.tree.map(lambda p, n: p - noise_std * n, params, noise)
+    return plus, minus, noise
+
+
+def ars_step(
+    policy_params: types.Params, noise: types.Params, reward_plus: jax.Array, reward_minus: jax.Array,
+    top_directions: int, step_size: float,
+) -> tuple[types.Params, jax.Array]:
+    """ARS's update (the paper's V1-t/V2-t): the ``top_directions`` directions whose better side scored highest, each
+    weighted by ``reward_plus - reward_minus``, over ``top_directions`` times the standard deviation of the returns
+    they kept; returns the new parameters and the share of directions kept."""
+    best = jnp.maximum(reward_plus, reward_minus)
+    kept = jnp.argsort(jnp.argsort(-best)) < top_directions
+    kept_both = jnp.concatenate([kept, kept])
+    scores = jnp.concatenate([reward_plus, reward_minus])
+    reward_std = jnp.std(scores, where=kept_both)
+    reward_std = reward_std + (reward_std == 0.0) * 1e-6
+    weight = kept * (reward_plus - reward_minus)
+    step = jax.tree.map(lambda n: jnp.tensordot(weight, n, axes=1), noise)
+    new = jax.tree.map(lambda p, s: p + step_size * s / (top_directions * reward_std), policy_params, step)
+    return new, jnp.mean(kept)
+
+
+def train(
+    environment: Env,
+    wrap_env: bool = True,
+    wrap_env_fn: Callable[..., Any] | None = None,
+    num_timesteps: int = 100,
+    episode_length: int = 1000,
+    action_repeat: int = 1,
+    max_devices_per_host: int | None = None,
+    number_of_directions: int = 60,
+    top_directions: int = 20,
+    step_size: float = 0.015,
+    num_eval_envs: int = 128,
+    exploration_noise_std: float = 0.025,
+    seed: int = 0,
+    normalize_observations: bool = False,
+    num_evals: int = 1,
+    reward_shift: float = 0.0,
+    network_factory: types.NetworkFactory = ars_networks.make_policy_network,
+    progress_fn: Callable[[int, Metrics], None] = lambda *args: None,
+    eval_env: Env | None = None,
+    randomization_fn: Callable[..., Any] | None = None,
+) -> tuple[Callable[..., types.Policy], tuple[Any, Any], Metrics]:
+    """Trains a linear policy with Augmented Random Search; returns ``(make_policy, params, metrics)`` as Brax's.
+
+    Args:
+      environment: the brax_core env to train on (unbatched).
+      wrap_env, wrap_env_fn: wrap it for training (episode limit, action repeat, batching) with brax_core's
+        wrappers, or with ``wrap_env_fn``; ``wrap_env=False``: it is batched already.
+      num_timesteps: env steps to train for (steps of episodes still running, times ``action_repeat``).
+      episode_length, action_repeat: the episodes' length in env steps, and env steps per policy step.
+      max_devices_per_host: accepted as Brax's; the episodes run on one device.
+      number_of_directions: random directions per epoch (each run both ways: twice as many envs).
+      top_directions: the directions the step follows (those whose better side scored best).
+      step_size: the step along the weighted directions.
+      num_eval_envs: episodes per evaluation.
+      exploration_noise_std: the perturbation's scale.
+      seed: the run's random seed.
+      normalize_observations: keep running observation statistics and normalise the policy's input with them.
+      num_evals: evaluations over the run (``0``: none).
+      reward_shift: subtracted from every reward while the episode runs (e.g. a locomotion task's alive bonus).
+      network_factory: ``(observation_size, action_size, preprocess_observations_fn) -> ARSNetwork``.
+      progress_fn: ``progress_fn(env_steps, metrics)`` after each evaluation.
+      eval_env: the env to evaluate on (default: ``environment``).
+      randomization_fn: domain randomisation ``(sys, rng) -> (sys, in_axes)``, one model per env.
+    """
+    _checked(environment, num_timesteps, episode_length, action_repeat, max_devices_per_host, number_of_directions,
+             top_directions, step_size, num_eval_envs, exploration_noise_std, num_evals, reward_shift,
+             network_factory, progress_fn, eval_env, randomization_fn, wrap_env_fn)
+    top_directions = min(top_directions, number_of_directions)
+    num_envs = 2 * number_of_directions  # each direction, both ways
+    key = jax.random.PRNGKey(seed)
+    key, network_key, eval_key, randomize_key = jax.random.split(key, 4)
+    wrapping = (wrap_env_fn or True) if wrap_env else False
+    env_options = dict(wrap_env=wrapping, episode_length=episode_length, action_repeat=action_repeat,
+                       randomization_fn=randomization_fn)
+    env = wrap_for(environment, num_envs, randomize_key if randomization_fn is not None else None, for_eval=True,
+                   **env_options)
+    obs_size = environment.observation_size
+    preprocess = running_statistics.normalize if normalize_observations else types.identity_observation_preprocessor
+    network = network_factory(
+        observation_size=obs_size, action_size=environment.action_size, preprocess_observations_fn=preprocess
+    )
+    make_policy = ars_networks.make_inference_fn(network)
+    policies = jax.vmap(network.apply, in_axes=(None, 0, 0))
+    num_steps = episode_length // action_repeat
+
+    def run_episodes(normalizer_params: Any, params: Any, key: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+        """One episode per parameter set: each one's return (shifted), the observations and their weights (1 while
+        the episode ran)."""
+        state = env.reset(jax.random.split(key, num_envs))
+
+        def step(carry: tuple[Any, jax.Array, jax.Array], _: Any) -> tuple[Any, tuple[jax.Array, jax.Array]]:
+            state, total, active = carry
+            actions = policies(normalizer_params, params, state.obs)
+            nstate = env.step(state, actions)
+            total = total + (nstate.reward - reward_shift) * active
+            return (nstate, total, active * (1.0 - nstate.done)), (state.obs, active)
+
+        zeros = jnp.zeros((num_envs,), jnp.float32)
+        (_, total, _), (obs, active) = jax.lax.scan(step, (state, zeros, jnp.ones_like(zeros)), (), length=num_steps)
+        return total, obs, active
+
+    @jax.jit
+    def training_epoch(training_state: TrainingState, key: jax.Array) -> tuple[TrainingState, Metrics]:
+        key_noise, key_episodes = jax.random.split(key)
+        repeated = jax.tree.map(lambda x: jnp.broadcast_to(x, (number_of_directions, *x.shape)),
+                                training_state.policy_params)
+        plus, minus, noise = add_noise(repeated, key_noise, exploration_noise_std)
+        both = jax.tree.map(lambda a, b: jnp.concatenate([a, b]), plus, minus)
+        scores, obs, active = run_episodes(training_state.normalizer_params, both, key_episodes)
+        normalizer_params = running_statistics.update(
+            training_state.normalizer_params, obs.reshape(-1, obs.shape[-1]), weights=active.reshape(-1)
+        )
+        reward_plus, reward_minus = jnp.split(scores, 2)
+        policy_params, kept = ars_step(
+            training_state.policy_params, noise, reward_plus, reward_minus, top_directions, step_size
+        )
+        steps = jnp.sum(active, dtype=jnp.int32) * action_repeat
+        metrics = {
+            "params_norm": optax.tree.norm(policy_params),
+            "eval_scores_mean": jnp.mean(scores),
+            "eval_scores_std": jnp.std(scores),
+            "weights": kept,
+        }
+        new_state = TrainingState(normalizer_params, policy_params, training_state.num_env_steps + steps)
+        return new_state, metrics
+
+    training_state = TrainingState(
+        normalizer_params=running_statistics.init_state(jax.ShapeDtypeStruct((obs_size,), jnp.float32)),
+        policy_params=network.init(network_key),
+        num_env_steps=types.UInt64(hi=0, lo=0),
+    )
+    evaluator = None
+    if num_evals > 0:
+        evaluation_env = make_eval_env(
+            eval_env or environment, num_eval_envs, eval_key if randomization_fn is not None else None, **env_options
+        )
+        evaluator = acting.Evaluator(evaluation_env, make_policy, num_eval_envs, episode_length, action_repeat,
+                                     eval_key)
+    between_evals = num_timesteps // num_evals if num_evals else 0
+    next_eval = num_timesteps - (num_evals - 1) * between_evals if num_evals else None
+    walltime, metrics = 0.0, {}
+    while int(training_state.num_env_steps) < num_timesteps:
+        key, epoch_key = jax.random.split(key)
+        start = time.perf_counter()
+        training_state, epoch_metrics = training_epoch(training_state, epoch_key)
+        epoch_metrics = jax.device_get(epoch_metrics)
+        seconds = time.perf_counter() - start
+        walltime += seconds
+        metrics = {
+            "training/sps": num_envs * episode_length / seconds,
+            "training/walltime": walltime,
+            **{f"training/{name}": float(value) for name, value in epoch_metrics.items()},
+        }
+        steps = int(training_state.num_env_steps)
+        if evaluator is not None and steps >= next_eval:
+            metrics = evaluator.run_evaluation((training_state.normalizer_params, training_state.policy_params),
+                                               metrics)
+            progress_fn(steps, metrics)
+            next_eval += between_evals
+    return make_policy, (training_state.normalizer_params, training_state.policy_params), metrics
