@@ -19,8 +19,9 @@ instead of run again; the page names each env's invocation.
 of ``train --algo shac`` with its value, or a switch such as ``no-normalize-observations``; every other setting its
 default), into ``<out>/<env>-<flag><value>``, against the SHAC runs of the env's comparison above (its defaults):
 what a shorter window or a smaller step does to the final reward and the actor's gradient norm (section "SHAC's
-settings"). ``--ablation``: the same for the pieces SHAC's defaults are made of, each taken away in turn, with the
-defaults run alongside (section "SHAC's pieces", its own folders ``<out>/ablation-<env>-...``):
+settings"). ``--ablation``: SHAC's defaults and each of the pieces they are made of taken away in turn, seed by seed,
+each a ``train`` run sharing the machine's compile cache (what is compared is reward and gradient norm, not time),
+into ``<out>/ablation-<env>/<setting>/seed<k>`` (section "SHAC's pieces"):
 
     python benchmarks/gradient_learning.py --envs halfcheetah --settings horizon-length=16 \\
         actor-learning-rate=5e-4 --write
@@ -44,6 +45,8 @@ import sys
 from typing import Any
 
 from _results import replace_section
+
+from brax_bridge_app.stats import iqm
 
 SECTION = "## Gradients through the physics, learning against PPO"
 SECTION_SETTINGS = "## Gradients through the physics, SHAC's settings"
@@ -204,33 +207,77 @@ def settings(args: argparse.Namespace) -> str:
     return "\n".join(lines)
 
 
+def ablation_run(env: str, setting: str | None, seed: int, args: argparse.Namespace, out: str) -> None:
+    """One SHAC run of the ablation: ``train --algo shac`` with ``setting`` (None: the defaults) into ``out``."""
+    command = [sys.executable, "-m", "brax_bridge_app.cli", "train", "--algo", "shac", "--trainer", "torch",
+               "--env", env, "--seed", str(seed), "--num-timesteps", str(args.num_timesteps), "--out", out,
+               *(["--preset", args.preset] if args.preset else []),
+               *(["--num-evals", str(args.num_evals)] if args.num_evals else []),
+               *([] if setting is None else setting_flags(setting))]
+    subprocess.run(command, check=False)
+
+
+def ablation_rows(env: str, folders: dict[str, list[str]]) -> list[str]:
+    """One row per setting from its runs' ``metrics.jsonl``: final and best reward per seed, and the actor's gradient
+    norm (each epoch's mean, before the clip): the highest, and the highest over the lowest, per seed."""
+    rows = []
+    for name, runs in folders.items():
+        finals, bests, highest, spreads = [], [], [], []
+        for folder in runs:
+            with open(os.path.join(folder, "metrics.jsonl"), encoding="utf-8") as f:
+                evals = [row for row in map(json.loads, filter(str.strip, f)) if "eval/episode_reward" in row]
+            finals.append(evals[-1]["eval/episode_reward"])
+            bests.append(max(row["eval/episode_reward"] for row in evals))
+            norms = [row["training/grad_norm"] for row in evals if row.get("training/grad_norm") is not None]
+            highest.append(max(norms, default=float("nan")))
+            spreads.append(max(norms) / min(norms) if norms and min(norms) > 0 else float("nan"))
+        rows.append(
+            f"| `{env_label(env)}` | {name} | {len(runs)} | {_num(iqm(finals))} | {', '.join(map(_num, finals))} "
+            f"| {', '.join(map(_num, bests))} | {', '.join(map(_sig, highest))} | {', '.join(map(_sig, spreads))} |"
+        )
+    return rows
+
+
 def ablation(args: argparse.Namespace) -> str:
-    """Runs (or, with ``--reuse``, reads) SHAC with its defaults and with each of its pieces taken away, on each env;
-    the section's text."""
+    """Runs (or, with ``--reuse ENV``, reads) SHAC with its defaults and with each of its pieces taken away, seed by
+    seed (every setting of a seed before the next seed), on each env; the section's text."""
     lines = [
-        f"{platform.machine()}; SHAC (torch) with its defaults and with one of its stabilisers taken away, each run in "
-        "a process of its own with an empty compile cache; the gradient norm is the actor's, before its clip, as each "
-        "epoch's mean. One invocation per env:",
+        f"{platform.machine()}; SHAC (torch) with its defaults and with one of its stabilisers taken away (the flag in "
+        "the folder's name), each run a process of its own, seed by seed with every setting of a seed before the "
+        "next; the runs share the machine's compile cache, so their wall times are not compared here. The gradient "
+        "norm is the actor's before its clip, each epoch's mean. One invocation per env:",
         "",
     ]
     rows = []
     for env in args.envs:
-        first = None
-        for name, setting in ABLATION.items():
-            key = f"ablation-{env_label(env)}-{(setting or 'defaults').replace('=', '')}"
-            out = os.path.join(args.out, key)
-            report = read_compare(out) if key in args.reuse else run_compare(env, args, out, setting or "defaults")
-            first = first or report["invocation"]
-            rows.append(setting_row(report, out, name, spread=True))
-        lines.append(f"- `{env_label(env)}`: `{first['command']}`, from {first['started_utc']} UTC, load average "
-                     f"{first['load_average_at_start']} at the start; code {first['code']}; "
-                     f"{first['num_timesteps']:,} env steps per run.")
+        started, load = _now(), os.getloadavg()[0]
+        code = subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True, text=True,
+                              check=False).stdout.strip()
+        folders: dict[str, list[str]] = {name: [] for name in ABLATION}
+        for seed in args.seeds:
+            for name, setting in ABLATION.items():
+                out = os.path.join(args.out, f"ablation-{env_label(env)}", (setting or "defaults").replace("=", ""),
+                                   f"seed{seed}")
+                if env not in args.reuse:
+                    ablation_run(env, setting, seed, args, out)
+                folders[name].append(out)
+        invocation = os.path.join(args.out, f"ablation-{env_label(env)}", "invocation.json")
+        if env not in args.reuse:
+            with open(invocation, "w", encoding="utf-8") as f:
+                json.dump({"command": "python benchmarks/gradient_learning.py " + " ".join(sys.argv[1:]), "code": code,
+                           "started_utc": started, "finished_utc": _now(), "load_average_at_start": round(load, 2),
+                           "num_timesteps": args.num_timesteps}, f, indent=2)
+        with open(invocation, encoding="utf-8") as f:
+            run = json.load(f)
+        lines.append(f"- `{env_label(env)}`: `{run['command']}`, {run['started_utc']} to {run['finished_utc'][-5:]} "
+                     f"UTC, load average {run['load_average_at_start']} at the start; code {run['code']}; "
+                     f"{run['num_timesteps']:,} env steps per run.")
+        rows += ablation_rows(env, folders)
     lines += [
         "",
         "| env | SHAC | runs | final reward IQM | final reward, each seed | best reward, each seed "
-        "| wall per run (s, median) | actor gradient norm, highest epoch mean, each seed "
-        "| highest over lowest epoch mean, each seed |",
-        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| actor gradient norm, highest epoch mean, each seed | highest over lowest epoch mean, each seed |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
         *rows,
     ]
     return "\n".join(lines)
