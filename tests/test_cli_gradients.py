@@ -83,7 +83,8 @@ def test_each_gradient_algorithm_trains_evaluates_resumes_and_reruns_like_ppo(tm
     (["--algo", "shac", "--learning-rate-schedule", "cosine"],
      "--learning-rate-schedule must be one of: linear, constant; got 'cosine'"),
     (["--algo", "apg", "--policy-hidden-layer-sizes", "a,b"], "--policy-hidden-layer-sizes must be comma-separated"),
-    (["--algo", "apg", "--preset", "nope"], "--preset must be one of the presets of --algo apg: ant, halfcheetah"),
+    (["--algo", "apg", "--preset", "nope"],
+     "--preset must be one of the presets of --algo apg: ant, halfcheetah, inverted_pendulum, reacher"),
     (["--algo", "apg", "--adam-b", "0.9,1.5"], "--adam-b must be two numbers in [0, 1)"),
 ])
 def test_bad_gradient_runs_are_refused_by_name(tmp_path, args, message):
@@ -133,7 +134,7 @@ def test_compare_sets_algorithms_side_by_side_at_equal_env_steps(tmp_path):
     (["--algos", "ppo,sac"], "--algos must list distinct names from ppo, apg, shac; got 'ppo,sac'"),
     (["--algos", "shac", "--trainers", "jax"], "--algos shac trains with --trainers torch; --trainers gives jax"),
     (["--algos", "ppo", "--horizon-length", "8"], "--horizon-length: flags of no algorithm of --algos ppo"),
-    (["--algos", "shac", "--preset", "inverted_pendulum"], "--preset must be one of the presets of --algo shac"),
+    (["--algos", "shac", "--preset", "inverted_double_pendulum"], "--preset must be one of the presets of --algo shac"),
     (["--algos", "ppo,shac", "--use-schedule"], "--use-schedule: flags of no algorithm of --algos ppo,shac"),
 ])
 def test_bad_comparisons_of_algorithms_are_refused_by_name(tmp_path, args, message):
