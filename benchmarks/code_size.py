@@ -15,13 +15,16 @@ from _results import replace_section
 ROOT = Path(__file__).resolve().parent.parent
 SECTION = "## Package sizes"
 PACKAGES = ("brax_core", "brax_bridge", "torch_training", "torch_ppo", "torch_analytic", "brax_bridge_app")
-# The checkpoint modules both trainers use, named as at each commit (the files present there are counted).
+# Every trainer's checkpoint modules, named as at each commit (the files present there are counted).
 CHECKPOINTS = (
     "brax_core/training/run/checkpoints.py",
     "brax_core/training/checkpoint.py",
     "brax_core/training/agents/ppo/checkpoint.py",
     "brax_core/training/agents/ppo/checkpoint_config.py",
+    "brax_core/training/agents/apg/checkpoint.py",
+    "torch_training/checkpoint.py",
     "torch_ppo/checkpoint.py",
+    "torch_analytic/checkpoint.py",
 )
 
 
@@ -55,7 +58,7 @@ def main() -> None:
         for c, n in zip(args.commits, counts, strict=True):
             totals[c] += n
         rows.append(f"| `{package}/` | " + " | ".join(f"{n:,}" for n in counts) + " |")
-    rows.append("| all five | " + " | ".join(f"{totals[c]:,}" for c in args.commits) + " |")
+    rows.append(f"| all {len(PACKAGES)} packages | " + " | ".join(f"{totals[c]:,}" for c in args.commits) + " |")
     checkpoint = [lines_at(c, list(CHECKPOINTS)) for c in args.commits]
     rows.append("| of which checkpoint modules | " + " | ".join(f"{n:,}" for n in checkpoint) + " |")
     command = "python benchmarks/code_size.py " + " ".join(args.commits)

@@ -121,7 +121,7 @@ def rows_of(report: dict[str, Any]) -> list[str]:
         reached = [r["seconds_to_threshold"] for r in entry["runs"] if r["seconds_to_threshold"] is not None]
         iqm = entry["final_reward"]["iqm"] if entry["final_reward"] else None
         rows.append(
-            f"| `{report['env']}` | {label} | {len(runs)} | {_num(iqm)} | {_num(_median(finals))} "
+            f"| `{env_label(report['env'])}` | {label} | {len(runs)} | {_num(iqm)} | {_num(_median(finals))} "
             f"| {_num(_median(walls), 0)} | {len(reached)} of {len(runs)} | {_num(_median(reached), 0)} |"
         )
     return rows
@@ -140,15 +140,37 @@ def run_rows(report: dict[str, Any], out: str, mark: float) -> list[str]:
         best = max(evals, key=lambda row: row["eval/episode_reward"])
         first = next((row for row in evals if row["eval/episode_reward"] >= mark), None)
         norms = [row["training/grad_norm"] for row in evals if row.get("training/grad_norm") is not None]
-        spread = f"{_sig(min(norms))} to {_sig(max(norms))}" if norms and label.startswith("shac") else "-"
+        spread = f"{_sig(min(norms))} to {_sig(max(norms))}" if norms and label.startswith(("shac", "apg")) else "-"
         reached = "-" if first is None else f"{first['step']:,}, {first['time_s']:.0f}"
         rows.append(
-            f"| `{report['env']}` {label}, seed {run['seed']} | {_num(evals[-1]['eval/episode_reward'])} "
+            f"| `{env_label(report['env'])}` {label}, seed {run['seed']} | {_num(evals[-1]['eval/episode_reward'])} "
             f"| {_num(best['eval/episode_reward'])} ({best['step']:,}, {best['time_s']:.0f}) "
             f"| {reached} | {_num(run['wall_s'], 0)} "
             f"| {spread} |"
         )
     return rows
+
+
+def against_ppo(report: dict[str, Any], out: str) -> str | None:
+    """The goal's test, as a sentence: torch_ppo's final reward (IQM) and half its median wall time, and when each
+    run of every other algorithm first reached that reward (None without a PPO contestant)."""
+    if "ppo/torch" not in report["trainers"] or report["trainers"]["ppo/torch"]["final_reward"] is None:
+        return None
+    target = report["trainers"]["ppo/torch"]["final_reward"]["iqm"]
+    ppo_walls = [run["wall_s"] for run in report["runs"] if run["contestant"] == "ppo/torch" and run["wall_s"]]
+    parts = []
+    for run in sorted(report["runs"], key=lambda run: (run["contestant"], run["seed"])):
+        if run["contestant"] == "ppo/torch":
+            continue
+        folder = os.path.join(out, f"{run['contestant'].replace('/', '-')}-seed{run['seed']}")
+        with open(os.path.join(folder, "metrics.jsonl"), encoding="utf-8") as f:
+            evals = [row for row in map(json.loads, filter(str.strip, f)) if "eval/episode_reward" in row]
+        first = next((row for row in evals if row["eval/episode_reward"] >= target), None)
+        parts.append(f"{run['contestant']} seed {run['seed']} " + ("never" if first is None else
+                                                                     f"at {first['time_s']:.0f} s"))
+    return (f"`{env_label(report['env'])}`: torch_ppo's final reward IQM {_num(target)} in a median "
+            f"{_num(_median(ppo_walls), 0)} s per run (half: {_num(_median(ppo_walls) / 2, 0)} s); first reached by "
+            + "; ".join(parts) + ".")
 
 
 def setting_row(report: dict[str, Any], out: str, setting: str, spread: bool = False) -> str:
@@ -309,6 +331,7 @@ def main() -> None:
     parser.add_argument("--algos", default="ppo,shac", help="the algorithms each env's comparison runs")
     parser.add_argument("--preset", default=None, help="every algorithm's preset (for a file's task)")
     parser.add_argument("--num-evals", type=int, default=None, help="evaluations per run (else the preset's)")
+    parser.add_argument("--section", default=SECTION, help="the results section a comparison writes")
     parser.add_argument("--write", action="store_true")
     args = parser.parse_args()
     malformed = [setting for setting in args.settings if setting.startswith(("=", "-"))]
@@ -329,21 +352,22 @@ def main() -> None:
         return
     reports = []
     for env in [*args.reuse, *args.envs]:
-        out = os.path.join(args.out, env)
+        out = os.path.join(args.out, env_label(env))
         reports.append((read_compare(out) if env in args.reuse else run_compare(env, args, out), out))
-        shutil.copyfile(os.path.join(out, "compare.png"), os.path.join(args.out, f"{env}.png"))
+        shutil.copyfile(os.path.join(out, "compare.png"), os.path.join(args.out, f"{env_label(env)}.png"))
     lines = [
         f"{platform.machine()}, {reports[0][0]['machine']}; each run in a process of its own "
-        "with an empty compile cache, the two algorithms interleaved; torch_ppo with the env's preset, SHAC with its "
-        "defaults (64 envs, a horizon of 32). One invocation per env:",
+        f"with an empty compile cache, the algorithms ({args.algos}) interleaved; each with the env's preset (or "
+        "--preset's), SHAC's and APG's 64 envs and a horizon of 32. One invocation per env:",
         "",
     ]
     for report, _ in reports:
         run = report["invocation"]
+        label = env_label(report["env"])
         lines.append(
-            f"- `{report['env']}`: `{run['command']}`, {run['started_utc']} to {run['finished_utc'][-5:]} UTC, load "
+            f"- `{label}`: `{run['command']}`, {run['started_utc']} to {run['finished_utc'][-5:]} UTC, load "
             f"average {run['load_average_at_start']} at the start, nothing else running; code {run['code']}; "
-            f"{run['num_timesteps']:,} env steps per run; curves `benchmarks/gradient_learning/{report['env']}.png`."
+            f"{run['num_timesteps']:,} env steps per run; curves `benchmarks/gradient_learning/{label}.png`."
         )
     threshold = f"{reports[0][0]['threshold']:g}"
     lines += [
@@ -364,10 +388,13 @@ def main() -> None:
     ]
     for report, out in reports:
         lines += run_rows(report, out, args.mark)
+    goals = [sentence for sentence in (against_ppo(report, out) for report, out in reports) if sentence]
+    if goals:
+        lines += ["", "Against torch_ppo's final reward:", "", *[f"- {sentence}" for sentence in goals]]
     body = "\n".join(lines)
     print(body)
     if args.write:
-        replace_section(None, SECTION, body, keep=("Reading",))
+        replace_section(None, args.section, body, keep=("Reading",))
 
 
 if __name__ == "__main__":
