@@ -61,7 +61,7 @@ def test_ars_balances_the_pendulum():
     reports = []
     make_policy, (normalizer, weights), metrics = ars.train(
         envs.get_environment("inverted_pendulum"), num_timesteps=40_000, episode_length=200, num_evals=2,
-        number_of_directions=16, top_directions=8, step_size=0.02, exploration_noise_std=0.03,
+        number_of_directions=32, top_directions=8, step_size=0.02, exploration_noise_std=0.03,
         normalize_observations=True, num_eval_envs=8, progress_fn=lambda step, m: reports.append((step, m)),
     )
     assert len(reports) == 2 and reports[0][0] < reports[1][0] and reports[1][0] >= 40_000
@@ -116,7 +116,7 @@ def test_bad_arguments_are_refused_by_name_before_anything_compiles(argument, va
 
 def test_dict_observations_are_refused_by_name(monkeypatch):
     monkeypatch.setattr(jax, "jit", lambda *a, **k: pytest.fail("compiled"))
-    with pytest.raises(ValueError, match="environment: ARS's linear policy takes a flat observation vector"):
+    with pytest.raises(ValueError, match="environment: ARS.s policy takes a flat observation vector"):
         ars.train(envs.get_environment("fast", obs_mode="dict_state"))
 
 

@@ -22,8 +22,7 @@ Where this differs from Brax (its behaviour where Brax's works):
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 import flax
@@ -32,11 +31,10 @@ import jax.numpy as jnp
 import optax
 
 from brax_core.envs.base import Env
-from brax_core.training import acting, types
+from brax_core.training import acting, evolution, types
 from brax_core.training import validation as v
 from brax_core.training.acme import running_statistics
 from brax_core.training.agents.ars import networks as ars_networks
-from brax_core.training.agents.ppo.environments import make_eval_env, wrap_for
 
 Metrics = types.Metrics
 
@@ -48,50 +46,6 @@ class TrainingState:
     normalizer_params: running_statistics.RunningStatisticsState
     policy_params: types.Params
     num_env_steps: types.UInt64
-
-
-def _checked(
-    environment: Any, num_timesteps: Any, episode_length: Any, action_repeat: Any, max_devices_per_host: Any,
-    number_of_directions: Any, top_directions: Any, step_size: Any, num_eval_envs: Any, exploration_noise_std: Any,
-    num_evals: Any, reward_shift: Any, network_factory: Any, progress_fn: Any, eval_env: Any,
-    randomization_fn: Any, wrap_env_fn: Any,
-) -> None:
-    """Refuses bad arguments by name, before anything compiles."""
-    if not isinstance(environment, Env):
-        raise TypeError(f"environment must be a brax_core Env, got {type(environment).__name__}")
-    if eval_env is not None and not isinstance(eval_env, Env):
-        raise TypeError(f"eval_env must be a brax_core Env or None, got {type(eval_env).__name__}")
-    v.check(v.FieldSpec("int", "", minimum=0, name="num_timesteps"), num_timesteps)
-    v.check(v.FieldSpec("int", "", minimum=0, name="num_evals"), num_evals)
-    for name, value in (("episode_length", episode_length), ("action_repeat", action_repeat),
-                        ("number_of_directions", number_of_directions), ("top_directions", top_directions),
-                        ("num_eval_envs", num_eval_envs)):
-        v.positive_int(name, value)
-    if max_devices_per_host is not None:
-        v.positive_int("max_devices_per_host", max_devices_per_host)
-    v.real("step_size", step_size, low=0.0, open_low=True)
-    v.real("exploration_noise_std", exploration_noise_std, low=0.0, open_low=True)
-    v.real("reward_shift", reward_shift)
-    v.callable_arg("network_factory", network_factory)
-    v.callable_arg("progress_fn", progress_fn)
-    for name, value in (("randomization_fn", randomization_fn), ("wrap_env_fn", wrap_env_fn)):
-        if value is not None:
-            v.callable_arg(name, value)
-    if isinstance(environment.observation_size, Mapping):
-        raise ValueError(
-            "environment: ARS's linear policy takes a flat observation vector; this env's observations are a dict "
-            f"with keys {sorted(environment.observation_size)}"
-        )
-
-
-def add_noise(params: types.Params, key: jax.Array, noise_std: float) -> tuple[Any, Any, Any]:
-    """``(params + std * noise, params - std * noise, noise)`` with unit normal ``noise`` shaped as ``params``."""
-    leaves, treedef = jax.tree.flatten(params)
-    keys = jax.random.split(key, len(leaves))
-    noise = treedef.unflatten([jax.random.normal(k, x.shape, x.dtype) for k, x in zip(keys, leaves, strict=True)])
-    plus = jax.tree.map(lambda p, n: p + noise_std * n, params, noise)
-    minus = jax.tree.map(lambda p, n: p - noise_std * n, params, noise)
-    return plus, minus, noise
 
 
 def ars_step(
@@ -158,18 +112,24 @@ def train(
       eval_env: the env to evaluate on (default: ``environment``).
       randomization_fn: domain randomisation ``(sys, rng) -> (sys, in_axes)``, one model per env.
     """
-    _checked(environment, num_timesteps, episode_length, action_repeat, max_devices_per_host, number_of_directions,
-             top_directions, step_size, num_eval_envs, exploration_noise_std, num_evals, reward_shift,
-             network_factory, progress_fn, eval_env, randomization_fn, wrap_env_fn)
+    evolution.check_arguments(
+        "ARS", environment, eval_env,
+        dict(num_timesteps=num_timesteps, num_evals=num_evals, episode_length=episode_length,
+             action_repeat=action_repeat, number_of_directions=number_of_directions, top_directions=top_directions,
+             num_eval_envs=num_eval_envs, max_devices_per_host=max_devices_per_host),
+        dict(step_size=step_size, exploration_noise_std=exploration_noise_std),
+        dict(network_factory=network_factory, progress_fn=progress_fn, randomization_fn=randomization_fn,
+             wrap_env_fn=wrap_env_fn),
+    )
+    v.real("reward_shift", reward_shift)
     top_directions = min(top_directions, number_of_directions)
     num_envs = 2 * number_of_directions  # each direction, both ways
     key = jax.random.PRNGKey(seed)
     key, network_key, eval_key, randomize_key = jax.random.split(key, 4)
-    wrapping = (wrap_env_fn or True) if wrap_env else False
-    env_options = dict(wrap_env=wrapping, episode_length=episode_length, action_repeat=action_repeat,
-                       randomization_fn=randomization_fn)
-    env = wrap_for(environment, num_envs, randomize_key if randomization_fn is not None else None, for_eval=True,
-                   **env_options)
+    env, evaluation_env = evolution.make_envs(
+        environment, eval_env, num_envs, num_eval_envs, num_evals, wrap_env, wrap_env_fn, episode_length,
+        action_repeat, randomization_fn, randomize_key, eval_key,
+    )
     obs_size = environment.observation_size
     preprocess = running_statistics.normalize if normalize_observations else types.identity_observation_preprocessor
     network = network_factory(
@@ -177,80 +137,43 @@ def train(
     )
     make_policy = ars_networks.make_inference_fn(network)
     policies = jax.vmap(network.apply, in_axes=(None, 0, 0))
-    num_steps = episode_length // action_repeat
-
-    def run_episodes(normalizer_params: Any, params: Any, key: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
-        """One episode per parameter set: each one's return (shifted), the observations and their weights (1 while
-        the episode ran)."""
-        state = env.reset(jax.random.split(key, num_envs))
-
-        def step(carry: tuple[Any, jax.Array, jax.Array], _: Any) -> tuple[Any, tuple[jax.Array, jax.Array]]:
-            state, total, active = carry
-            actions = policies(normalizer_params, params, state.obs)
-            nstate = env.step(state, actions)
-            total = total + (nstate.reward - reward_shift) * active
-            return (nstate, total, active * (1.0 - nstate.done)), (state.obs, active)
-
-        zeros = jnp.zeros((num_envs,), jnp.float32)
-        (_, total, _), (obs, active) = jax.lax.scan(step, (state, zeros, jnp.ones_like(zeros)), (), length=num_steps)
-        return total, obs, active
+    act = lambda normalizer, params, obs, key: policies(normalizer, params, obs)  # noqa: E731  (deterministic)
 
     @jax.jit
     def training_epoch(training_state: TrainingState, key: jax.Array) -> tuple[TrainingState, Metrics]:
         key_noise, key_episodes = jax.random.split(key)
-        repeated = jax.tree.map(lambda x: jnp.broadcast_to(x, (number_of_directions, *x.shape)),
-                                training_state.policy_params)
-        plus, minus, noise = add_noise(repeated, key_noise, exploration_noise_std)
-        both = jax.tree.map(lambda a, b: jnp.concatenate([a, b]), plus, minus)
-        scores, obs, active = run_episodes(training_state.normalizer_params, both, key_episodes)
-        normalizer_params = running_statistics.update(
-            training_state.normalizer_params, obs.reshape(-1, obs.shape[-1]), weights=active.reshape(-1)
+        both, noise = evolution.antithetic(
+            training_state.policy_params, key_noise, number_of_directions, exploration_noise_std
+        )
+        scores, obs, active = evolution.episode_returns(
+            env, act, training_state.normalizer_params, both, key_episodes, num_envs, episode_length // action_repeat,
+            reward_shift,
         )
         reward_plus, reward_minus = jnp.split(scores, 2)
         policy_params, kept = ars_step(
             training_state.policy_params, noise, reward_plus, reward_minus, top_directions, step_size
         )
-        steps = jnp.sum(active, dtype=jnp.int32) * action_repeat
         metrics = {
             "params_norm": optax.tree.norm(policy_params),
             "eval_scores_mean": jnp.mean(scores),
             "eval_scores_std": jnp.std(scores),
             "weights": kept,
         }
-        new_state = TrainingState(normalizer_params, policy_params, training_state.num_env_steps + steps)
-        return new_state, metrics
+        steps = jnp.sum(active, dtype=jnp.int32) * action_repeat
+        normalizer_params = evolution.fold_observations(training_state.normalizer_params, obs, active)
+        return TrainingState(normalizer_params, policy_params, training_state.num_env_steps + steps), metrics
 
     training_state = TrainingState(
         normalizer_params=running_statistics.init_state(jax.ShapeDtypeStruct((obs_size,), jnp.float32)),
         policy_params=network.init(network_key),
         num_env_steps=types.UInt64(hi=0, lo=0),
     )
-    evaluator = None
-    if num_evals > 0:
-        evaluation_env = make_eval_env(
-            eval_env or environment, num_eval_envs, eval_key if randomization_fn is not None else None, **env_options
-        )
-        evaluator = acting.Evaluator(evaluation_env, make_policy, num_eval_envs, episode_length, action_repeat,
-                                     eval_key)
-    between_evals = num_timesteps // num_evals if num_evals else 0
-    next_eval = num_timesteps - (num_evals - 1) * between_evals if num_evals else None
-    walltime, metrics = 0.0, {}
-    while int(training_state.num_env_steps) < num_timesteps:
-        key, epoch_key = jax.random.split(key)
-        start = time.perf_counter()
-        training_state, epoch_metrics = training_epoch(training_state, epoch_key)
-        epoch_metrics = jax.device_get(epoch_metrics)
-        seconds = time.perf_counter() - start
-        walltime += seconds
-        metrics = {
-            "training/sps": num_envs * episode_length / seconds,
-            "training/walltime": walltime,
-            **{f"training/{name}": float(value) for name, value in epoch_metrics.items()},
-        }
-        steps = int(training_state.num_env_steps)
-        if evaluator is not None and steps >= next_eval:
-            metrics = evaluator.run_evaluation((training_state.normalizer_params, training_state.policy_params),
-                                               metrics)
-            progress_fn(steps, metrics)
-            next_eval += between_evals
+    evaluator = None if evaluation_env is None else acting.Evaluator(
+        evaluation_env, make_policy, num_eval_envs, episode_length, action_repeat, eval_key
+    )
+    training_state, metrics = evolution.run(
+        training_epoch, training_state, key, num_timesteps=num_timesteps, num_evals=num_evals, evaluator=evaluator,
+        policy_params=lambda state: (state.normalizer_params, state.policy_params), progress_fn=progress_fn,
+        num_envs=num_envs, episode_length=episode_length,
+    )
     return make_policy, (training_state.normalizer_params, training_state.policy_params), metrics
