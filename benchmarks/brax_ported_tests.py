@@ -1,8 +1,8 @@
 """Brax's own training tests, run against brax_core with nothing changed but the import prefix.
 
 Downloads the ``brax`` wheel (default 0.14.2, no dependencies, kept in ``--cache``), takes its test modules of the
-agents brax_core has (PPO's ``brax/training/agents/ppo/{train,losses,checkpoint}_test.py``, ARS's
-``agents/ars/train_test.py``) and of ``brax/training/types_test.py``, rewrites ``brax.`` / ``from brax import`` to
+agents brax_core has (PPO's ``brax/training/agents/ppo/{train,losses,checkpoint}_test.py``, ARS's and ES's
+``agents/{ars,es}/train_test.py``) and of ``brax/training/types_test.py``, rewrites ``brax.`` / ``from brax import`` to
 ``brax_core``, and runs them with pytest in a scratch folder. Nothing else in the files is touched, so a failure is
 a porting gap (or one of the differences the README lists, such as ``sys.link`` of Brax's own physics).
 
@@ -10,7 +10,7 @@ Not part of ``make test``: the pixel tests alone take about 15 minutes on a 2-co
 ``BRAX_CORE_CPU_OPT_LEVEL=0``, which compiles about twice as fast; see ``brax_core/compile.py``).
 
     python benchmarks/brax_ported_tests.py                    # every module
-    python benchmarks/brax_ported_tests.py --modules ars types
+    python benchmarks/brax_ported_tests.py --modules ars es types
     python benchmarks/brax_ported_tests.py -k "not Pixels"    # extra arguments go to pytest
 """
 
@@ -31,6 +31,7 @@ MODULES = {
     "losses": "brax/training/agents/ppo/losses_test.py",
     "checkpoint": "brax/training/agents/ppo/checkpoint_test.py",
     "ars": "brax/training/agents/ars/train_test.py",
+    "es": "brax/training/agents/es/train_test.py",
     "types": "brax/training/types_test.py",
 }
 _PREFIX = re.compile(r"^(\s*)(from|import)\s+brax(?=[.\s])", re.MULTILINE)

@@ -1,0 +1,1 @@
+"""Evolution strategies (``brax.training.agents.es`` counterpart)."""
