@@ -44,18 +44,22 @@ _CHECKED_ITEMS = ITEMS[1:]
 _NAMED_CALLABLES: dict[str, Any] = {"lecun_uniform": networks.LECUN_UNIFORM}
 
 
-def register_callable(name: str, fn: Callable[..., Any], _table: dict[str, Any] = _NAMED_CALLABLES) -> None:
-    """Gives ``fn`` a name that checkpoint configurations can store (register it again before loading)."""
+def _register(table: dict[str, Any], name: str, fn: Callable[..., Any]) -> None:
     if not isinstance(name, str) or not name:
         raise ValueError(f"name must be a non-empty string, got {name!r}")
     if not callable(fn):
         raise TypeError(f"fn must be callable, got {fn!r}")
-    _table[name] = fn
+    table[name] = fn
+
+
+def register_callable(name: str, fn: Callable[..., Any]) -> None:
+    """Gives ``fn`` a name that checkpoint configurations can store (register it again before loading)."""
+    _register(_NAMED_CALLABLES, name, fn)
 
 
 def register_activation(name: str, fn: Callable[[jax.Array], jax.Array]) -> None:
     """Adds a custom activation to ``networks.ACTIVATIONS`` so checkpoints can name it."""
-    register_callable(name, fn, networks.ACTIVATIONS)
+    _register(networks.ACTIVATIONS, name, fn)
 
 
 def _json_value(value: Any) -> bool:

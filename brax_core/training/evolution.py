@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -48,21 +48,43 @@ def check_arguments(
         )
 
 
-def make_envs(
-    environment: Env, eval_env: Env | None, num_envs: int, num_eval_envs: int, num_evals: int, wrap_env: bool,
+class Setup(NamedTuple):
+    """What both trainers build before their first epoch."""
+
+    key: jax.Array  # the run's key after the splits below: each epoch splits its key from it
+    network_key: jax.Array
+    eval_key: jax.Array
+    env: Env  # the population's episodes: one per env, without the auto-reset wrapper (each masked once it ends)
+    evaluation_env: Env | None  # None without evaluations
+    network: Any
+
+
+def setup(
+    environment: Env, eval_env: Env | None, *, num_envs: int, num_eval_envs: int, num_evals: int, wrap_env: bool,
     wrap_env_fn: Callable[..., Any] | None, episode_length: int, action_repeat: int,
-    randomization_fn: Callable[..., Any] | None, randomize_key: jax.Array, eval_key: jax.Array,
-) -> tuple[Env, Env | None]:
-    """The batched env of the population's episodes and the evaluation env (None without evaluations). The episodes
-    run without the auto-reset wrapper: one episode per env, masked once it ends."""
+    randomization_fn: Callable[..., Any] | None, seed: int, normalize_observations: bool,
+    network_factory: Callable[..., Any],
+) -> Setup:
+    """The run's keys (Brax's splits of ``seed``), its envs and its network (``network_factory`` called with Brax's
+    keywords, the normaliser as preprocessing when ``normalize_observations``)."""
+    key, network_key, eval_key, randomize_key = jax.random.split(jax.random.PRNGKey(seed), 4)
     wrapping = (wrap_env_fn or True) if wrap_env else False
     options = dict(wrap_env=wrapping, episode_length=episode_length, action_repeat=action_repeat,
                    randomization_fn=randomization_fn)
     randomized = randomization_fn is not None
     env = wrap_for(environment, num_envs, randomize_key if randomized else None, for_eval=True, **options)
-    if num_evals == 0:
-        return env, None
-    return env, make_eval_env(eval_env or environment, num_eval_envs, eval_key if randomized else None, **options)
+    evaluation_env = None if num_evals == 0 else make_eval_env(
+        eval_env or environment, num_eval_envs, eval_key if randomized else None, **options
+    )
+    preprocess = running_statistics.normalize if normalize_observations else types.identity_observation_preprocessor
+    network = network_factory(observation_size=environment.observation_size, action_size=environment.action_size,
+                              preprocess_observations_fn=preprocess)
+    return Setup(key, network_key, eval_key, env, evaluation_env, network)
+
+
+def initial_statistics(environment: Env) -> running_statistics.RunningStatisticsState:
+    """Empty observation statistics for ``environment``'s flat observations."""
+    return running_statistics.init_state(jax.ShapeDtypeStruct((environment.observation_size,), jnp.float32))
 
 
 def antithetic(params: types.Params, key: jax.Array, count: int, std: float) -> tuple[Any, Any]:
@@ -106,15 +128,20 @@ def fold_observations(normalizer_params: Any, obs: jax.Array, active: jax.Array)
 
 def run(
     training_epoch: Callable[[Any, jax.Array], tuple[Any, Mapping[str, jax.Array]]], training_state: Any,
-    key: jax.Array, *, num_timesteps: int, num_evals: int, evaluator: acting.Evaluator | None,
-    policy_params: Callable[[Any], Any], progress_fn: Callable[[int, Any], None], num_envs: int, episode_length: int,
-) -> tuple[Any, dict[str, Any]]:
-    """Epochs until ``num_timesteps`` env steps, evaluating ``num_evals`` times spread over them as Brax's trainers
-    do (the last at the end); returns the final state and the metrics of the last evaluation (without one, of the
-    last epoch)."""
+    built: Setup, make_policy: Callable[[Any], types.Policy], *, num_timesteps: int, num_evals: int,
+    num_eval_envs: int, progress_fn: Callable[[int, Any], None], num_envs: int, episode_length: int,
+    action_repeat: int,
+) -> tuple[tuple[Any, Any], dict[str, Any]]:
+    """Epochs until ``num_timesteps`` env steps, evaluating ``make_policy``'s policy ``num_evals`` times spread over
+    them as Brax's trainers do (the last at the end); returns the final ``(normalizer_params, policy_params)`` and
+    the metrics of the last evaluation (without one, of the last epoch)."""
+    evaluator = None if built.evaluation_env is None else acting.Evaluator(
+        built.evaluation_env, make_policy, num_eval_envs, episode_length, action_repeat, built.eval_key
+    )
+    params = lambda state: (state.normalizer_params, state.policy_params)  # noqa: E731
     between = num_timesteps // num_evals if num_evals else 0
     next_eval = num_timesteps - (num_evals - 1) * between if num_evals else None
-    walltime, metrics = 0.0, {}
+    key, walltime, metrics = built.key, 0.0, {}
     while int(training_state.num_env_steps) < num_timesteps:
         key, epoch_key = jax.random.split(key)
         start = time.perf_counter()
@@ -129,7 +156,7 @@ def run(
         }
         steps = int(training_state.num_env_steps)
         if evaluator is not None and steps >= next_eval:
-            metrics = evaluator.run_evaluation(policy_params(training_state), metrics)
+            metrics = evaluator.run_evaluation(params(training_state), metrics)
             progress_fn(steps, metrics)
             next_eval += between
-    return training_state, metrics
+    return params(training_state), metrics

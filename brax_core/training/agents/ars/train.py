@@ -31,7 +31,7 @@ import jax.numpy as jnp
 import optax
 
 from brax_core.envs.base import Env
-from brax_core.training import acting, evolution, types
+from brax_core.training import evolution, types
 from brax_core.training import validation as v
 from brax_core.training.acme import running_statistics
 from brax_core.training.agents.ars import networks as ars_networks
@@ -124,17 +124,13 @@ def train(
     v.real("reward_shift", reward_shift)
     top_directions = min(top_directions, number_of_directions)
     num_envs = 2 * number_of_directions  # each direction, both ways
-    key = jax.random.PRNGKey(seed)
-    key, network_key, eval_key, randomize_key = jax.random.split(key, 4)
-    env, evaluation_env = evolution.make_envs(
-        environment, eval_env, num_envs, num_eval_envs, num_evals, wrap_env, wrap_env_fn, episode_length,
-        action_repeat, randomization_fn, randomize_key, eval_key,
+    built = evolution.setup(
+        environment, eval_env, num_envs=num_envs, num_eval_envs=num_eval_envs, num_evals=num_evals,
+        wrap_env=wrap_env, wrap_env_fn=wrap_env_fn, episode_length=episode_length, action_repeat=action_repeat,
+        randomization_fn=randomization_fn, seed=seed, normalize_observations=normalize_observations,
+        network_factory=network_factory,
     )
-    obs_size = environment.observation_size
-    preprocess = running_statistics.normalize if normalize_observations else types.identity_observation_preprocessor
-    network = network_factory(
-        observation_size=obs_size, action_size=environment.action_size, preprocess_observations_fn=preprocess
-    )
+    env, network = built.env, built.network
     make_policy = ars_networks.make_inference_fn(network)
     policies = jax.vmap(network.apply, in_axes=(None, 0, 0))
     act = lambda normalizer, params, obs, key: policies(normalizer, params, obs)  # noqa: E731  (deterministic)
@@ -164,16 +160,13 @@ def train(
         return TrainingState(normalizer_params, policy_params, training_state.num_env_steps + steps), metrics
 
     training_state = TrainingState(
-        normalizer_params=running_statistics.init_state(jax.ShapeDtypeStruct((obs_size,), jnp.float32)),
-        policy_params=network.init(network_key),
+        normalizer_params=evolution.initial_statistics(environment),
+        policy_params=network.init(built.network_key),
         num_env_steps=types.UInt64(hi=0, lo=0),
     )
-    evaluator = None if evaluation_env is None else acting.Evaluator(
-        evaluation_env, make_policy, num_eval_envs, episode_length, action_repeat, eval_key
+    params, metrics = evolution.run(
+        training_epoch, training_state, built, make_policy, num_timesteps=num_timesteps,
+        num_evals=num_evals, num_eval_envs=num_eval_envs, progress_fn=progress_fn, num_envs=num_envs,
+        episode_length=episode_length, action_repeat=action_repeat,
     )
-    training_state, metrics = evolution.run(
-        training_epoch, training_state, key, num_timesteps=num_timesteps, num_evals=num_evals, evaluator=evaluator,
-        policy_params=lambda state: (state.normalizer_params, state.policy_params), progress_fn=progress_fn,
-        num_envs=num_envs, episode_length=episode_length,
-    )
-    return make_policy, (training_state.normalizer_params, training_state.policy_params), metrics
+    return make_policy, params, metrics

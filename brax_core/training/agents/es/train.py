@@ -27,7 +27,7 @@ import jax.numpy as jnp
 import optax
 
 from brax_core.envs.base import Env
-from brax_core.training import acting, evolution, types
+from brax_core.training import evolution, types
 from brax_core.training import validation as v
 from brax_core.training.acme import running_statistics
 from brax_core.training.agents.es import networks as es_networks
@@ -132,17 +132,13 @@ def train(
                          f"{fitness_shaping!r}")
     v.real("l2coeff", l2coeff, low=0.0)
     num_envs = 2 * population_size  # each direction, both ways
-    key = jax.random.PRNGKey(seed)
-    key, network_key, eval_key, randomize_key = jax.random.split(key, 4)
-    env, evaluation_env = evolution.make_envs(
-        environment, eval_env, num_envs, num_eval_envs, num_evals, wrap_env, wrap_env_fn, episode_length,
-        action_repeat, randomization_fn, randomize_key, eval_key,
+    built = evolution.setup(
+        environment, eval_env, num_envs=num_envs, num_eval_envs=num_eval_envs, num_evals=num_evals,
+        wrap_env=wrap_env, wrap_env_fn=wrap_env_fn, episode_length=episode_length, action_repeat=action_repeat,
+        randomization_fn=randomization_fn, seed=seed, normalize_observations=normalize_observations,
+        network_factory=network_factory,
     )
-    obs_size = environment.observation_size
-    preprocess = running_statistics.normalize if normalize_observations else types.identity_observation_preprocessor
-    network = network_factory(
-        observation_size=obs_size, action_size=environment.action_size, preprocess_observations_fn=preprocess
-    )
+    env, network = built.env, built.network
     make_policy = es_networks.make_inference_fn(network)
     logits_of = jax.vmap(network.policy_network.apply, in_axes=(None, 0, 0))
 
@@ -182,20 +178,16 @@ def train(
             num_env_steps=training_state.num_env_steps + steps,
         ), metrics
 
-    policy_params = network.policy_network.init(network_key)
+    policy_params = network.policy_network.init(built.network_key)
     training_state = TrainingState(
-        normalizer_params=running_statistics.init_state(jax.ShapeDtypeStruct((obs_size,), jnp.float32)),
+        normalizer_params=evolution.initial_statistics(environment),
         optimizer_state=optimizer.init(policy_params),
         policy_params=policy_params,
         num_env_steps=types.UInt64(hi=0, lo=0),
     )
-    evaluator = None if evaluation_env is None else acting.Evaluator(
-        evaluation_env, functools.partial(make_policy, deterministic=deterministic_eval), num_eval_envs,
-        episode_length, action_repeat, eval_key,
+    params, metrics = evolution.run(
+        training_epoch, training_state, built, functools.partial(make_policy, deterministic=deterministic_eval),
+        num_timesteps=num_timesteps, num_evals=num_evals, num_eval_envs=num_eval_envs, progress_fn=progress_fn,
+        num_envs=num_envs, episode_length=episode_length, action_repeat=action_repeat,
     )
-    training_state, metrics = evolution.run(
-        training_epoch, training_state, key, num_timesteps=num_timesteps, num_evals=num_evals, evaluator=evaluator,
-        policy_params=lambda state: (state.normalizer_params, state.policy_params), progress_fn=progress_fn,
-        num_envs=num_envs, episode_length=episode_length,
-    )
-    return make_policy, (training_state.normalizer_params, training_state.policy_params), metrics
+    return make_policy, params, metrics
