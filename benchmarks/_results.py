@@ -28,6 +28,7 @@ SECTION_PAGES = {
     "## torch_ppo's compiled update": "training-speed.md",
     "## Training speed across the run-driver split": "training-speed.md",
     "## Training speed across the diagnostics and the typed minibatch": "training-speed.md",
+    "## Collection in one program": "training-speed.md",
     "## Learning": "learning.md",
     "## Preset tuning": "learning.md",
     "## A real robot arm": "learning.md",

@@ -210,6 +210,8 @@ def _throughput_worker(args: argparse.Namespace, trainer: str, seed: str) -> Non
     preset, torch_extra = _preset(args.env, args.overrides, args.gpu_preset)
     steps = preset["batch_size"] * preset["num_minibatches"] * preset["unroll_length"] * preset.get("action_repeat", 1)
     every = steps * (args.interval or max(1, 8192 // steps))
+    if trainer == "torch-bridge":
+        torch_extra["collection"] = "bridge"
     if trainer == "torch-eager":
         torch_extra["torch_compile"] = False
     elif "torch_compile" not in torch_extra:
@@ -249,7 +251,7 @@ def _throughput_worker(args: argparse.Namespace, trainer: str, seed: str) -> Non
 def _throughput(args: argparse.Namespace, argv: list[str] | None) -> None:
     import subprocess
 
-    trainers = ("jax", "torch", "torch-eager") if args.with_eager else ("jax", "torch")
+    trainers = ("jax", "torch", *["torch-bridge"] * args.with_bridge, *["torch-eager"] * args.with_eager)
     steady: dict[str, list[float]] = {trainer: [] for trainer in trainers}
     all_readings: dict[str, list[list[float]]] = {}
     passthrough = ["--env", args.env, "--readings", str(args.readings)]
@@ -276,10 +278,10 @@ def _throughput(args: argparse.Namespace, argv: list[str] | None) -> None:
     medians = {trainer: statistics.median(values) for trainer, values in steady.items()}
     jax_sps, torch_sps = medians["jax"], medians["torch"]
     cmd = "python " + " ".join(["benchmarks/ppo_parity.py", *(argv if argv is not None else sys.argv[1:])])
-    eager = (
-        f"; torch eager {medians['torch-eager']:,.0f} ({medians['torch-eager'] / jax_sps:.2f} of JAX)"
-        if "torch-eager" in medians
-        else ""
+    eager = "".join(
+        f"; {name} {medians[key]:,.0f} ({medians[key] / jax_sps:.2f} of JAX)"
+        for key, name in (("torch-bridge", "torch collecting through the bridge"), ("torch-eager", "torch eager"))
+        if key in medians
     )
     print(
         f"\n`{cmd}` ({args.when}): training steps/s after start-up on "
@@ -326,6 +328,11 @@ def main(argv: list[str] | None = None) -> None:
         "--with-eager",
         action="store_true",
         help="--throughput: also torch_ppo with its eager update (torch_compile=False), as a third trainer",
+    )
+    parser.add_argument(
+        "--with-bridge",
+        action="store_true",
+        help="--throughput: also torch_ppo collecting step by step through the bridge (collection='bridge')",
     )
     parser.add_argument(
         "--gpu-preset",

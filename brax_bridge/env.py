@@ -43,13 +43,14 @@ from brax_bridge.programs import StepOutputs as StepOutputs
 from brax_bridge.programs import compiler_options as compiler_options
 from brax_bridge.programs import reset_compiler_options as reset_compiler_options
 from brax_bridge.resets import EnvResets
-from brax_bridge.specs import EnvSpecs, TensorSpec, env_specs
+from brax_bridge.specs import EnvSpecs, SpecViews, env_specs
+from brax_bridge.specs import TensorSpec as TensorSpec
 from brax_bridge.system import SystemValues
 from brax_core import compile as compile_options
 from brax_core.envs.base import Env, State
 
 
-class TorchEnv(EnvResets):
+class TorchEnv(EnvResets, SpecViews):
     """A batched, auto-resetting brax_core environment with a torch (TensorDict) interface.
 
     Args:
@@ -182,32 +183,8 @@ class TorchEnv(EnvResets):
         return self._action_size
 
     @property
-    def action_low(self) -> torch.Tensor:
-        return self._specs.action.low
-
-    @property
-    def action_high(self) -> torch.Tensor:
-        return self._specs.action.high
-
-    @property
     def specs(self) -> EnvSpecs:
         return self._specs
-
-    @property
-    def observation_spec(self) -> TensorSpec | dict[str, TensorSpec]:
-        return self._specs.observation
-
-    @property
-    def action_spec(self) -> TensorSpec:
-        return self._specs.action
-
-    @property
-    def reward_spec(self) -> TensorSpec:
-        return self._specs.reward
-
-    @property
-    def done_spec(self) -> dict[str, TensorSpec]:
-        return self._specs.done
 
     @property
     def jax_env(self) -> Env:
@@ -280,11 +257,8 @@ class TorchEnv(EnvResets):
         if fields is not None:
             if not isinstance(fields, (Mapping, TensorDictBase)):
                 raise TypeError(f"fields must be a dict or TensorDict of tensors or None, got {type(fields).__name__}")
-            items = (
-                fields.items(include_nested=True, leaves_only=True)
-                if isinstance(fields, TensorDictBase)
-                else fields.items()
-            )
+            nested = isinstance(fields, TensorDictBase)
+            items = fields.items(include_nested=True, leaves_only=True) if nested else fields.items()
             updates.update(items)
         updates.update(named)
         if not updates:
@@ -455,6 +429,33 @@ class TorchEnv(EnvResets):
             return unchecked_tensordict(root, self.batch_size, self._device)
         td.set("next", next_td)
         return td
+
+    @property
+    def step_fn(self) -> Callable[[State, jax.Array], tuple[State, StepOutputs]]:
+        """The step as a traced JAX function ``(state, action) -> (state, StepOutputs)`` (the wrapped env's step and
+        ``reward_fn``), for a program that steps every env many times in one call (``advance``)."""
+        return self._compiled.step_fn
+
+    def advance(self, program: Callable[..., tuple[State, Any, Any]], *args: Any) -> tuple[Any, Any]:
+        """Runs ``program(state, *args) -> (state, observation, outputs)``, a jitted JAX function built on ``step_fn``
+        that donates the state as ``step`` does (a whole unroll in one call), on the carried state; keeps its state and
+        returns ``(observation, outputs)``: the observation as a torch view, ``outputs`` as the program returned them
+        (both buffers of their own). Not for differentiable envs or ``system_fields_set``."""
+        self._require_reset()
+        if self._differentiable or self.system_fields_set:
+            raise ValueError("advance runs step_fn alone: not with differentiable=True or fields from set_system")
+        with self._exclusive("advance"):
+            carried = self._state
+            if self._state_read:
+                carried, self._state_read = copy_tree(carried), False
+            self._state, observation, outputs = program(carried, *args)
+            self._obs = self._obs_to_torch(observation)
+        return self._obs, outputs
+
+    @property
+    def system_fields_set(self) -> bool:
+        """Whether ``set_system`` has set fields of the model (every step takes them as an argument then)."""
+        return self._system.args is not None
 
     def _check_hold(self, hold: Any) -> torch.Tensor:
         if self._differentiable:

@@ -16,6 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import torch
+from jax.sharding import SingleDeviceSharding
 from tensordict import TensorDict, TensorDictBase
 
 from brax_bridge import convert as _convert
@@ -26,6 +27,17 @@ from brax_bridge.programs import copy_tree
 
 class EnvResets:
     """Resets and state restoring of ``TorchEnv`` (see the module docstring)."""
+
+    @property
+    def state_shapes(self) -> Any:
+        """The carried state's shapes and dtypes as the reset makes it (``jax.ShapeDtypeStruct``s on the env's
+        device), known before the first reset: from the reset's trace, which its compile has made already (cheap),
+        so that a program of the state (``advance``'s) can compile beside the env's own."""
+        on_device = SingleDeviceSharding(self._jax_device)
+        key = jax.ShapeDtypeStruct(self._key.shape, self._key.dtype, sharding=on_device)
+        state = self._compiled.reset.trace(key).out_info[1]
+        shape = lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=on_device, weak_type=x.weak_type)  # noqa: E731
+        return jax.tree.map(shape, state)
 
     def reset(self, seed: int | None = None, mask: torch.Tensor | None = None) -> TensorDict:
         """Resets every env, or those ``mask`` selects; returns ``observation`` and all-False ``done``/

@@ -50,3 +50,33 @@ def env_specs(num_envs: int, observation_size: Any, action_size: int, device: to
         reward=TensorSpec((n, 1), torch.float32),
         done={"done": flag, "terminated": flag, "truncated": flag},
     )
+
+
+class SpecViews:
+    """TorchRL's spec properties of an env, read from its ``specs`` (an ``EnvSpecs``)."""
+
+    specs: EnvSpecs
+
+    @property
+    def observation_spec(self) -> TensorSpec | dict[str, TensorSpec]:
+        return self.specs.observation
+
+    @property
+    def action_spec(self) -> TensorSpec:
+        return self.specs.action
+
+    @property
+    def reward_spec(self) -> TensorSpec:
+        return self.specs.reward
+
+    @property
+    def done_spec(self) -> dict[str, TensorSpec]:
+        return self.specs.done
+
+    @property
+    def action_low(self) -> torch.Tensor:
+        return self.specs.action.low
+
+    @property
+    def action_high(self) -> torch.Tensor:
+        return self.specs.action.high

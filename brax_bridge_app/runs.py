@@ -293,7 +293,8 @@ def train_run(
         def progress_fn(step: int, metrics: Mapping[str, Any]) -> None:
             elapsed = time.perf_counter() - start
             scalars = rundir.scalar_metrics(metrics)
-            row = {"step": int(step), "time_s": round(time_offset + elapsed, 4), **scalars}
+            words = {key: value for key, value in metrics.items() if isinstance(value, str)}  # training/collection
+            row = {"step": int(step), "time_s": round(time_offset + elapsed, 4), **scalars, **words}
             reports.add(row, scalars)
             speed = row.get(rundir.TRAIN_SPS)
             bar.update(task, completed=min(int(step), total), reward=format_reward(rundir.reward_of(row)),

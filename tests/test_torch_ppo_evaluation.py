@@ -158,7 +158,8 @@ def test_a_later_run_loads_the_evaluation_from_the_program_cache(cache_dir, monk
     monkeypatch.setattr(bridge_programs, "_COMPILED", {})
     first = []
     torch_ppo.train("inverted_pendulum", progress_fn=lambda s, m: first.append(m["eval/episode_reward"]), **kwargs)
-    assert len(os.listdir(cache_dir)) == 3  # the training env's reset and step, the evaluation
+    # The training env's reset and step, the collection in one program, the evaluation.
+    assert len(os.listdir(cache_dir)) == 4
 
     monkeypatch.setattr(bridge_programs, "_COMPILED", {})  # as in a new process
     monkeypatch.setattr(program_cache, "_export", lambda *a: pytest.fail("traced again"))

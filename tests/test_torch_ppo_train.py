@@ -106,9 +106,11 @@ def test_fast_env_learns_with_the_jax_metric_names_and_zero_copy_collection():
         "training/clip_fraction",
         "training/explained_variance",
         "training/grad_norm",
+        "training/collection",
     }
     assert set(reports[-1][1]) == expected
     training = reports[-1][1]
+    assert training["training/collection"] == "fused"  # torch_ppo's own networks: one JAX program per collection
     # The diagnostics of a run that learns: some ratios clipped, gradients flowing, and the critic explaining part
     # of the returns' variance (it fits them from scratch in this run, so between 0 and 1 is what is known).
     assert 0.0 < training["training/clip_fraction"] < 1.0 and training["training/grad_norm"] > 0.0
@@ -130,7 +132,8 @@ def test_training_metrics_without_eval_match_the_jax_trainer_names():
     factory = functools.partial(ppo_networks.make_ppo_networks, **NETS)
     jax_train("fast", progress_fn=lambda s, m: jax_reports.append((s, m)), network_factory=factory, **common, **TINY)
     assert [s for s, _ in torch_reports] == [s for s, _ in jax_reports] == [2 * STEP, 4 * STEP]
-    assert set(torch_reports[-1][1]) == set(jax_reports[-1][1])
+    # Besides the JAX trainer's names, torch_ppo says how it collected (the JAX trainer always collects in one program).
+    assert set(torch_reports[-1][1]) == set(jax_reports[-1][1]) | {"training/collection"}
     assert metrics == torch_reports[-1][1]
     # `fast` returns between 0 (never pushing) and 68.7 (pushing every step) over 100 steps
     assert metrics["episode/length"] == 100.0 and 0.0 < metrics["episode/sum_reward"] < 68.7
@@ -330,9 +333,9 @@ def test_the_training_env_and_the_evaluation_compile_together_before_the_first_r
     torch_ppo.train(
         "fast", num_timesteps=STEP, num_evals=2, num_eval_envs=8, eval_backend=eval_backend, **_tiny(num_envs=32)
     )
-    # One call before any reset: the training env (32 envs) with the JAX evaluation rollout (the default), or with
-    # the bridge env of 8 that the torch actor evaluates on.
-    assert calls[0] == (("compile", [32], 1) if eval_backend is None else ("compile", [8, 32], 0)), calls
+    # One call before any reset: the training env (32 envs) and the collection in one program, with the JAX
+    # evaluation rollout (the default), or with the bridge env of 8 that the torch actor evaluates on.
+    assert calls[0] == (("compile", [32], 2) if eval_backend is None else ("compile", [8, 32], 1)), calls
     assert [c[0] for c in calls[1:]] == ["reset"] * (len(calls) - 1)
 
 
@@ -368,7 +371,10 @@ def test_the_step_and_the_evaluation_compile_at_the_level_that_pays_for_the_run(
     monkeypatch.setenv("BRAX_CORE_CPU_OPT_LEVEL", "auto")
     monkeypatch.setattr(torch_environments, "compile_envs", record)
     monkeypatch.setattr(torch_environments, "JaxEvaluator", recording)
-    run = functools.partial(torch_ppo.train, environment, num_timesteps=num_timesteps, num_evals=2, num_eval_envs=8)
+    # (The collection in one program compiles at its training env's level: FusedCollection.)
+    run = functools.partial(
+        torch_ppo.train, environment, num_timesteps=num_timesteps, num_evals=2, num_eval_envs=8, collection="bridge"
+    )
     for backend in ("jax", "torch"):
         with pytest.raises(Compiling):
             run(eval_backend=backend, **_tiny(num_envs=32))

@@ -286,12 +286,14 @@ def _jax_action_noise(key, num_unrolls: int, num_envs: int):
     return key_sgd, noises
 
 
-def test_one_training_step_from_the_same_env_state_gives_the_same_parameters_in_both_trainers():
+@pytest.mark.parametrize("collection", ["fused", "bridge"])
+def test_one_training_step_from_the_same_env_state_gives_the_same_parameters_in_both_trainers(collection):
     """A whole training step of each trainer, collection included: the JAX trainer's own step
     (``make_training_step``: unrolls of its wrapped env, then ``make_ppo_update``) and torch_ppo's ``collect`` and
     ``update`` through its ``TorchEnv``, from the same physics state and weights, with the JAX step's draws (action
-    samples, minibatch orders, entropy samples). Short episodes make the unrolls cross terminations, time limits and
-    auto-resets. Both must reach the same env state and parameters."""
+    samples, minibatch orders, entropy samples), collected in one JAX program (``fused``) or step by step through the
+    bridge. Short episodes make the unrolls cross terminations, time limits and auto-resets. Both must reach the same
+    env state and parameters."""
     import jax
     from jax.sharding import Mesh
     from jax.sharding import PartitionSpec as P
@@ -303,8 +305,9 @@ def test_one_training_step_from_the_same_env_state_gives_the_same_parameters_in_
     from torch_ppo.policy_transfer import torch_params_to_jax
 
     episode = {"episode_length": 4}
-    trainer = _trainer(episode)
+    trainer = _trainer({**episode, "collection": collection})
     trainer.build_envs()
+    assert (trainer.fused is not None) == (collection == "fused")
     env_state = trainer.env.state  # the physics state (and auto-reset keys) both trainers step from
     start = torch_params_to_jax(trainer.modules)
     nets, update, state = _jax_trainer_parts(start, episode)
@@ -340,7 +343,10 @@ def test_one_training_step_from_the_same_env_state_gives_the_same_parameters_in_
 
     key_sgd, action_noise = _jax_action_noise(key, trainer.num_unrolls, CONFIG["num_envs"])
     orders, noises = _jax_draws(key_sgd, ROWS)
-    trainer.actor.module[-1].noise = lambda loc: action_noise.pop(0)
+    if collection == "fused":
+        trainer.fused.noise = lambda generator: torch.stack([action_noise.pop(0) for _ in range(len(action_noise))])
+    else:
+        trainer.actor.module[-1].noise = lambda loc: action_noise.pop(0)
     trainer.update.minibatch_order = lambda rows: orders.pop(0)
     trainer.update.entropy_noise = lambda shape: noises.pop(0)
     data = trainer.collect()

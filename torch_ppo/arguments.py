@@ -28,6 +28,7 @@ from brax_core.training.validation import boolean as _bool
 from brax_core.training.validation import callable_arg as _callable
 from brax_core.training.validation import positive_int as _positive_int
 from torch_ppo.evaluation import EVAL_BACKENDS
+from torch_ppo.fused_collection import COLLECTIONS
 from torch_training import network_factory as custom_networks
 from torch_training.layers import resolve_kernel_init
 
@@ -85,6 +86,14 @@ envs through the bridge, a call per env step where ``'jax'`` makes one call per 
 default) means ``'jax'``, except for an ``eval_env`` that is a ready ``TorchEnv`` or an actor brax_core's networks
 cannot express (an activation function known to torch only), which go through the bridge; ``'jax'`` refuses those.
 
+Collection (``collection``, a torch addition): ``'fused'`` collects a training step's unrolls of every env in one
+compiled JAX program that runs the actor's live weights in brax_core's networks of the same layout
+(``torch_ppo.fused_collection``), ``'bridge'`` has the torch actor step the env through the bridge, a call per env
+step (for a ``TorchEnv`` your own code also steps, or to compare). Both give the same batch; the
+``training/collection`` metric says which ran. ``None`` (the default) means ``'fused'``, except for an actor
+brax_core's networks cannot express (``network_factory``'s modules, an activation function known to torch only),
+a differentiable env or one with ``set_system`` fields, which go through the bridge; ``'fused'`` refuses those.
+
 Resuming (``restore_checkpoint_path``) follows the JAX trainer: the checkpoint's saved configuration (env,
 networks, training hyperparameters) must equal this call's unless the differing fields are named in
 ``allow_config_changes`` (``True``: any; sizes never), and with the same ``num_timesteps``, ``num_evals``,
@@ -136,6 +145,7 @@ class TrainArguments:
     environment: str | Env | TorchEnv
     eval_env: Env | TorchEnv | None
     eval_backend: str | None
+    collection: str | None
     progress_fn: Callable[[int, Mapping[str, Any]], None]
     policy_params_fn: Callable[..., None]
     randomization_fn: Callable[..., Any] | None
@@ -223,6 +233,7 @@ def parse(
         _callable("randomization_fn", randomization_fn)
     wrap_env_fn = _checked_wrap_env_fn(arguments["wrap_env_fn"], environment)
     eval_backend, eval_env = _checked_evaluation(arguments["eval_backend"], arguments["eval_env"])
+    collection = _checked_collection(arguments["collection"], arguments["network_factory"])
     network_factory = _checked_network_factory(arguments, config, eval_backend)
     if config.env.num_envs % world_size != 0:
         raise ValueError(
@@ -243,6 +254,7 @@ def parse(
         environment=environment,
         eval_env=eval_env,
         eval_backend=eval_backend,
+        collection=collection,
         progress_fn=progress_fn,
         policy_params_fn=policy_params_fn,
         randomization_fn=randomization_fn,
@@ -305,6 +317,19 @@ def _checked_network_factory(
             "modules: pass eval_backend='torch' (or None, which evaluates a network_factory's actor through the bridge)"
         )
     return network_factory
+
+
+def _checked_collection(collection: Any, network_factory: Any) -> str | None:
+    """``collection``, checked: one of ``COLLECTIONS`` or None, and not ``'fused'`` for a ``network_factory``'s
+    modules (which brax_core's networks cannot run)."""
+    if collection is not None and collection not in COLLECTIONS:
+        raise ValueError(f"collection must be one of {', '.join(COLLECTIONS)} or None, got {collection!r}")
+    if collection == "fused" and network_factory is not None:
+        raise ValueError(
+            "collection='fused' runs the actor in brax_core's networks, which cannot run network_factory's modules: "
+            "pass collection='bridge' (or None, which collects a network_factory's actor through the bridge)"
+        )
+    return collection
 
 
 def _checked_evaluation(eval_backend: Any, eval_env: Any) -> tuple[str | None, Env | TorchEnv | None]:

@@ -3,6 +3,7 @@ compiled rollout, or the torch actor on a bridge env), both compiled side by sid
 
 from __future__ import annotations
 
+import itertools
 import logging
 import time
 from typing import Any
@@ -14,6 +15,7 @@ from brax_core import compile as compile_options
 from brax_core import envs
 from torch_ppo.arguments import TrainArguments
 from torch_ppo.evaluation import JaxEvaluator, UnsupportedActor
+from torch_ppo.fused_collection import FusedCollection
 from torch_ppo.networks import PPOModules
 from torch_training.evaluation import BridgeEvaluator
 
@@ -124,13 +126,17 @@ def make_evaluator(args: TrainArguments, env: TorchEnv, modules: PPOModules, dev
     return BridgeEvaluator(eval_env, num_steps, env.action_repeat, config.run.seed)
 
 
-def compile_programs(env: TorchEnv, evaluator: Evaluator | None) -> None:
-    """Compiles the training env's reset and step and the evaluator's programs (its bridge env's reset and step,
-    or its JAX rollout) side by side before anything runs, as the JAX trainer compiles its programs: on a CPU they
-    compile in about the time of the slowest."""
+def compile_programs(env: TorchEnv, evaluator: Evaluator | None, fused: FusedCollection | None = None) -> None:
+    """Compiles the training env's reset and step, the collection in one program (``fused``) and the evaluator's
+    programs (its bridge env's reset and step, or its JAX rollout) side by side before anything runs, as the JAX
+    trainer compiles its programs: on a CPU they compile in about the time of the slowest."""
     start = time.perf_counter()
-    if evaluator is None:
-        compile_envs(env)
-    else:
-        evaluator.use(compile_envs(env, *evaluator.torch_envs, programs=evaluator.lower()))
-    logging.info("compiled the envs' reset and step and the evaluation in %.1f s", time.perf_counter() - start)
+    envs, programs = (env,), iter(()) if fused is None else fused.lower()
+    if evaluator is not None:
+        envs, programs = (*envs, *evaluator.torch_envs), itertools.chain(programs, evaluator.lower())
+    compiled = compile_envs(*envs, programs=programs)
+    if fused is not None:
+        fused.use(compiled[:1])
+    if evaluator is not None:
+        evaluator.use(compiled[0 if fused is None else 1 :])
+    logging.info("compiled the envs' programs and the evaluation in %.1f s", time.perf_counter() - start)

@@ -10,10 +10,14 @@
 * ``jax_policy_factory(params)`` / ``jax_policy_params(params)``: brax_core's ``make_policy`` for a torch actor's
   layout, and the actor's weights in brax_core's layout, separately: torch_ppo evaluates its actor with them in one
   compiled JAX rollout, with new weights at each evaluation and one compile.
+* ``jax_policy_networks(params)`` / ``jax_policy_views(modules)`` / ``jax_params_of_views(views)``: the same networks,
+  and the actor's live weights as JAX views of its tensors (no copies), converted to brax_core's layout inside the
+  program that reads them: torch_ppo collects its training batches with them in one compiled JAX program.
 * ``jax_params_to_torch`` / ``torch_params_to_jax`` convert the full parameter triple both ways; both sides name
   their layers ``hidden_i`` (torch ``weight`` is the transposed flax ``kernel``).
 
-Weights are copied (these are one-off conversions, not a hot path), so the results never alias training state.
+Weights are copied (these are one-off conversions, not a hot path), so the results never alias training state; only
+``jax_policy_views`` shares the actor's memory, on purpose.
 Plain parameters (either trainer's ``params``, or the pair) do not record the networks' activation, so with them
 ``activation`` must be given; a checkpoint path, ``PPOModules`` or a torch policy record it.
 
@@ -34,6 +38,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from brax_bridge.convert import tensor_to_array
 from brax_core.training.acme import running_statistics
 from brax_core.training.agents.ppo import checkpoint as jax_checkpoint
 from brax_core.training.agents.ppo import networks as ppo_networks
@@ -117,10 +122,10 @@ def _flax_mlp_to_state_dict(variables: Mapping[str, Any]) -> dict[str, torch.Ten
     return state
 
 
-def _state_dict_to_flax_mlp(state: Mapping[str, torch.Tensor]) -> dict[str, Any]:
+def _state_dict_to_flax_mlp(state: Mapping[str, Any], to_jax: Callable[[Any], jax.Array] = _to_jax) -> dict[str, Any]:
     names = sorted({k.split(".")[0] for k in state}, key=lambda n: int(n.rsplit("_", 1)[1]))
     return {
-        "params": {n: {"kernel": _to_jax(state[f"{n}.weight"].T), "bias": _to_jax(state[f"{n}.bias"])} for n in names}
+        "params": {n: {"kernel": to_jax(state[f"{n}.weight"].T), "bias": to_jax(state[f"{n}.bias"])} for n in names}
     }
 
 
@@ -144,11 +149,13 @@ def _jax_normalizer_to_torch(normalizer_params: Any) -> dict[str, Any]:
     return out
 
 
-def _torch_normalizer_to_jax(stats: Mapping[str, Any]) -> running_statistics.RunningStatisticsState:
+def _torch_normalizer_to_jax(
+    stats: Mapping[str, Any], to_jax: Callable[[Any], jax.Array] = _to_jax
+) -> running_statistics.RunningStatisticsState:
     def convert(value: Any) -> Any:
         if isinstance(value, Mapping):
-            return {k: _to_jax(v).astype(jnp.float32) for k, v in value.items()}
-        return _to_jax(value).astype(jnp.float32)
+            return {k: to_jax(v).astype(jnp.float32) for k, v in value.items()}
+        return to_jax(value).astype(jnp.float32)
 
     return running_statistics.RunningStatisticsState(**{name: convert(stats[name]) for name in _NORMALIZER_FIELDS})
 
@@ -170,21 +177,25 @@ def _flax_policy_to_state_dict(variables: Mapping[str, Any]) -> dict[str, torch.
     return state
 
 
-def _state_dict_to_flax_policy(state: Mapping[str, torch.Tensor]) -> dict[str, Any]:
+def _state_dict_to_flax_policy(
+    state: Mapping[str, Any], to_jax: Callable[[Any], jax.Array] = _to_jax
+) -> dict[str, Any]:
+    """A policy state dict in flax's layout; ``to_jax`` converts each (transposed) tensor: a copy by default, or
+    inside a traced program an identity on JAX views of the tensors (``jax_policy_views``)."""
     if "mean.weight" not in state:
-        return _state_dict_to_flax_mlp(state)
+        return _state_dict_to_flax_mlp(state, to_jax)
     mlp = {k[len("mlp.") :]: v for k, v in state.items() if k.startswith("mlp.")}
-    params: dict[str, Any] = {"MLP_0": _state_dict_to_flax_mlp(mlp)["params"] if mlp else {}}
+    params: dict[str, Any] = {"MLP_0": _state_dict_to_flax_mlp(mlp, to_jax)["params"] if mlp else {}}
     for torch_name, flax_name in (("mean", "Dense_0"), ("std_dense", "Dense_1")):
         if f"{torch_name}.weight" in state:
             params[flax_name] = {
-                "kernel": _to_jax(state[f"{torch_name}.weight"].T),
-                "bias": _to_jax(state[f"{torch_name}.bias"]),
+                "kernel": to_jax(state[f"{torch_name}.weight"].T),
+                "bias": to_jax(state[f"{torch_name}.bias"]),
             }
     if "std_param" in state:
-        params["std_param"] = {"value": _to_jax(state["std_param"])}
+        params["std_param"] = {"value": to_jax(state["std_param"])}
     if "std_logparam" in state:
-        params["std_logparam"] = {"log_value": _to_jax(state["std_logparam"])}
+        params["std_logparam"] = {"log_value": to_jax(state["std_logparam"])}
     return {"params": params}
 
 
@@ -406,6 +417,15 @@ def jax_policy_factory(
     layout (``jax_policy_params``) and computes what the torch actor computes; the layout (sizes, activation,
     distribution options, observation key) names the networks. ``params`` as for ``torch_policy_to_jax``.
     """
+    networks, described = jax_policy_networks(params, activation, mean_clip_scale)
+    return ppo_networks.make_inference_fn(networks), described
+
+
+def jax_policy_networks(
+    params: Any, activation: Any = None, mean_clip_scale: float | None = None
+) -> tuple[ppo_networks.PPONetworks, dict[str, Any]]:
+    """brax_core's networks of a ``torch_ppo`` actor's layout (their policy network and action distribution compute
+    what the torch actor computes), and that layout as plain data; see ``jax_policy_factory``."""
     params = _unwrapped(params)
     options: dict[str, Any] = {}
     observation_size: Any = None
@@ -469,7 +489,7 @@ def jax_policy_factory(
         "policy_obs_key": policy_obs_key,
         "options": dict(sorted(options.items())),
     }
-    return ppo_networks.make_inference_fn(networks), described
+    return networks, described
 
 
 def jax_policy_params(params: Any) -> tuple[running_statistics.RunningStatisticsState, dict[str, Any]]:
@@ -477,6 +497,30 @@ def jax_policy_params(params: Any) -> tuple[running_statistics.RunningStatistics
     ``jax_policy_factory``'s ``make_policy`` takes them. ``params`` as for ``torch_policy_to_jax``."""
     normalizer_params, policy_state = _policy_pair(params)
     return _torch_normalizer_to_jax(normalizer_params), _state_dict_to_flax_policy(policy_state)
+
+
+def jax_policy_views(modules: PPOModules) -> tuple[dict[str, Any], dict[str, jax.Array]]:
+    """The actor's current weights as JAX views of its live tensors, in torch's layout (normaliser statistics, policy
+    state dict): nothing is copied but the normaliser's float64 count, so they read what the last update wrote.
+    ``jax_params_of_views`` gives brax_core's layout of them inside a traced program."""
+    _refuse_custom(modules)
+    view = lambda t: tensor_to_array(t.detach())  # noqa: E731
+    stats = modules.normalizer.stats(copy=False)
+    normalizer = {
+        name: {k: view(v) for k, v in value.items()} if isinstance(value, Mapping) else view(value)
+        for name, value in stats.items() if name != "count"
+    }
+    normalizer["count"] = view(stats["count"].to(torch.float32))
+    return normalizer, {k: view(v) for k, v in modules.policy.params_state_dict().items()}
+
+
+def jax_params_of_views(
+    views: tuple[Mapping[str, Any], Mapping[str, jax.Array]],
+) -> tuple[running_statistics.RunningStatisticsState, dict[str, Any]]:
+    """``jax_policy_views``' arrays as ``make_policy`` takes them (``jax_policy_params``' layout); traced inside the
+    program that reads them, so the transposes fuse into it instead of copying."""
+    normalizer, policy_state = views
+    return _torch_normalizer_to_jax(normalizer, jnp.asarray), _state_dict_to_flax_policy(policy_state, jnp.asarray)
 
 
 def _policy_pair(params: Any) -> tuple[Mapping[str, Any], Mapping[str, torch.Tensor]]:

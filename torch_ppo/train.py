@@ -69,6 +69,7 @@ def train(
     num_evals: int = 1,
     eval_env: Any = None,
     eval_backend: str | None = None,
+    collection: str | None = None,
     log_training_metrics: bool = False,
     training_metrics_steps: int | None = None,
     save_checkpoint_path: str | os.PathLike | None = None,

@@ -1,6 +1,6 @@
 """torch_ppo's side of a run (``brax_core.training.run.driver.Backend``): the networks, Adam, the envs and the
 evaluator of one process, built from ``TrainArguments``, restored from parameters or a checkpoint, stepped by
-``update.collect`` and ``update.PPOUpdate``, evaluated and saved."""
+``fused_collection.FusedCollection`` (or ``update.collect``) and ``update.PPOUpdate``, evaluated and saved."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from torch import nn
 
 from brax_core.training import resume
 from brax_core.training.agents.ppo import adaptive_kl
-from torch_ppo import checkpoint, compiled_update, distributed, environments, update
+from torch_ppo import checkpoint, compiled_update, distributed, environments, fused_collection, update
 from torch_ppo.arguments import TrainArguments
 from torch_ppo.networks import PPOModules, make_actor
 from torch_ppo.params import TorchPPOParams, load_params, make_inference_fn, params_of
@@ -89,6 +89,7 @@ class TorchPPOBackend:
             dist=dist,
             **({"fall_back": config.run.torch_compile is None} if compiled else {}),
         )
+        self.fused = self._fused_collection(args.collection)
         self.make_policy = make_inference_fn(self.modules)
         self.env_steps = 0
         self.saved_env_state = None
@@ -124,6 +125,26 @@ class TorchPPOBackend:
                     "size"
                 )
         return obs_size, int(self.env.action_size)
+
+    def _fused_collection(self, collection: str | None) -> fused_collection.FusedCollection | None:
+        """The collection in one JAX program, unless ``collection`` is ``'bridge'`` or (``None``) it cannot run;
+        ``'fused'`` where it cannot raises, naming why, before anything compiles."""
+        if collection == "bridge":
+            return None
+        reason = fused_collection.unsupported_reason(self.env, self.modules)
+        if reason is not None:
+            if collection == "fused":
+                raise ValueError(f"collection='fused': the collection cannot run in one JAX program: {reason}")
+            logging.info("collecting through the bridge: %s", reason)
+            return None
+        return fused_collection.FusedCollection(
+            self.env,
+            self.modules,
+            num_unrolls=self.num_unrolls,
+            unroll_length=self.config.algorithm.unroll_length,
+            keep_distribution=self.update.adaptive_kl,
+            track_episodes=self.config.run.log_training_metrics,
+        )
 
     def _restore_params(self, params: Any, with_value: bool) -> None:
         first = params[0] if isinstance(params, tuple | list) else getattr(params, "normalizer_params", None)
@@ -192,7 +213,7 @@ class TorchPPOBackend:
         """Builds the evaluator (rank 0), compiles the envs and the evaluation, and resets (or restores) the envs."""
         if self.config.run.num_evals > 0 and self.dist.is_main:
             self.evaluator = environments.make_evaluator(self.args, self.env, self.modules, self.device)
-        environments.compile_programs(self.env, self.evaluator)
+        environments.compile_programs(self.env, self.evaluator, self.fused)
         self.obs = self.env.reset(seed=self.env_seed).get("observation")
         if self.saved_env_state is not None:
             try:
@@ -206,6 +227,11 @@ class TorchPPOBackend:
 
     def collect(self) -> TensorDictBase:
         """One training step's batch of unrolls from the envs' current state (the actor's draws)."""
+        if self.fused is not None:
+            rollout, self.obs, episodes = self.fused(self.generator)
+            if self.tracker is not None:
+                self.tracker.add(episodes)
+            return rollout
         rollout, self.obs = update.collect(
             self.env,
             self.modules,
@@ -248,6 +274,7 @@ class TorchPPOBackend:
             totals = dict(zip(episode, host[len(update_metrics) :], strict=True))
             out["episode_count"] = totals.pop("count")
             out.update({f"episode_sum/{name}": total for name, total in totals.items()})
+        out["collection"] = "bridge" if self.fused is None else "fused"
         return out
 
     def evaluate(self, training_metrics: Mapping[str, float]) -> dict[str, float]:

@@ -67,6 +67,13 @@ class EpisodeTracker:
             self.sums[name] = self.sums[name] + total if name in self.sums else total
         self.count = self.count + done.sum()
 
+    def add(self, sums: dict[str, torch.Tensor]) -> None:
+        """Adds sums collected elsewhere (``FusedCollection``: per metric, and the episode ``count``)."""
+        self.count = self.count + sums["count"]
+        for name, total in sums.items():
+            if name != "count":
+                self.sums[name] = self.sums[name] + total if name in self.sums else total
+
     def totals(self) -> dict[str, torch.Tensor]:
         """Sums per metric and the episode ``count`` since the last call (tensors); starts a new interval."""
         out = {**self.sums, "count": self.count}

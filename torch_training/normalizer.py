@@ -119,9 +119,10 @@ class RunningNormalizer(nn.Module):
         self.summed_variance.copy_(summed_variance)
         self.std.copy_(std)
 
-    def stats(self) -> dict[str, torch.Tensor]:
-        """Detached copies of ``count``, ``mean``, ``summed_variance`` and ``std`` (the JAX state's fields)."""
-        return {name: getattr(self, name).detach().clone() for name in STAT_NAMES}
+    def stats(self, copy: bool = True) -> dict[str, torch.Tensor]:
+        """Detached copies of ``count``, ``mean``, ``summed_variance`` and ``std`` (the JAX state's fields);
+        ``copy=False``: the live buffers themselves, which later updates change in place."""
+        return {name: getattr(self, name).detach().clone() if copy else getattr(self, name) for name in STAT_NAMES}
 
     @torch.no_grad()
     def load_stats(self, stats: Mapping[str, Any]) -> None:
@@ -166,11 +167,11 @@ class DictNormalizer(nn.Module):
         for key, norm in self.per_key.items():
             norm.update(batch[key], process_group)
 
-    def stats(self) -> dict[str, Any]:
-        first = next(iter(self.per_key.values()))
-        out: dict[str, Any] = {"count": first.count.detach().clone()}
+    def stats(self, copy: bool = True) -> dict[str, Any]:
+        per_key = {k: norm.stats(copy) for k, norm in self.per_key.items()}
+        out: dict[str, Any] = {"count": next(iter(per_key.values()))["count"]}
         for name in STAT_NAMES[1:]:
-            out[name] = {k: getattr(norm, name).detach().clone() for k, norm in self.per_key.items()}
+            out[name] = {k: stats[name] for k, stats in per_key.items()}
         return out
 
     @torch.no_grad()

@@ -71,7 +71,10 @@ def training_metrics(
     ``training/walltime``, and ``episode/<name>``, the means over the training episodes that ended since the last
     report (the previous means are kept in ``last_episode`` while none ends; until the first ends they are 0.0, and
     ``episode/count`` says how many ended)."""
-    out = {f"training/{k}": float(v) for k, v in step_metrics.items() if not k.startswith("episode")}
+    out = {
+        f"training/{k}": v if isinstance(v, str) else float(v)  # a word names how the step ran (collection)
+        for k, v in step_metrics.items() if not k.startswith("episode")
+    }
     out["training/sps"] = sps
     out["training/walltime"] = walltime
     count = float(step_metrics.get("episode_count", 0.0))
