@@ -52,10 +52,9 @@ def _jax_distribution(modules: PPOModules, observation: torch.Tensor, raw_action
     return [torch.from_numpy(np.array(x)) for x in out]
 
 
-@pytest.mark.parametrize("activation", sorted(ACTIVATIONS))
-def test_the_jax_networks_compute_the_torch_actor_for_every_activation(activation):
-    modules = _modules(activation=activation)
-    observation, raw_action = torch.randn(32, OBS) * 2.0, torch.randn(32, ACT)
+def _assert_the_jax_networks_compute_the_torch_actor(modules: PPOModules, observation: torch.Tensor) -> None:
+    """The distribution's loc and scale, a sample's log-probability and its action, within 1e-5 of the torch actor's."""
+    raw_action = torch.randn(observation.shape[0], ACT)
     loc, scale, log_prob, action = _jax_distribution(modules, observation, raw_action)
     with torch.no_grad():
         torch_loc, torch_scale = modules.policy(observation)
@@ -66,21 +65,19 @@ def test_the_jax_networks_compute_the_torch_actor_for_every_activation(activatio
     torch.testing.assert_close(action, modules.policy.postprocess(raw_action), rtol=1e-6, atol=1e-6)
 
 
+@pytest.mark.parametrize("activation", sorted(ACTIVATIONS))
+def test_the_jax_networks_compute_the_torch_actor_for_every_activation(activation):
+    modules = _modules(activation=activation)
+    _assert_the_jax_networks_compute_the_torch_actor(modules, torch.randn(32, OBS) * 2.0)
+
+
 @pytest.mark.parametrize("layout", sorted(LAYOUTS))
 def test_the_jax_networks_compute_the_torch_actor_for_every_distribution_layout(layout):
     modules = _modules(**LAYOUTS[layout])
     with torch.no_grad():
         for parameter in modules.policy.parameters():  # the std parameters away from their initial constant
             parameter.add_(0.1 * torch.randn_like(parameter))
-    observation, raw_action = torch.randn(32, OBS), torch.randn(32, ACT)
-    loc, scale, log_prob, action = _jax_distribution(modules, observation, raw_action)
-    with torch.no_grad():
-        torch_loc, torch_scale = modules.policy(observation)
-        torch_log_prob = modules.policy.log_prob(torch_loc, torch_scale, raw_action)
-    torch.testing.assert_close(loc, torch_loc, rtol=1e-5, atol=1e-5)
-    torch.testing.assert_close(scale, torch_scale, rtol=1e-5, atol=1e-5)
-    torch.testing.assert_close(log_prob, torch_log_prob, rtol=1e-5, atol=1e-5)
-    torch.testing.assert_close(action, modules.policy.postprocess(raw_action))
+    _assert_the_jax_networks_compute_the_torch_actor(modules, torch.randn(32, OBS))
 
 
 def test_the_views_share_the_actors_memory_so_an_update_is_seen_without_a_copy():
