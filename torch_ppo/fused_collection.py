@@ -42,15 +42,20 @@ _PACKAGES = ("brax_core", "brax_bridge", "torch_ppo")  # the code the program ru
 
 def unsupported_reason(env: TorchEnv, modules: PPOModules) -> str | None:
     """Why ``FusedCollection`` cannot collect for ``modules`` on ``env`` (``None`` where it can)."""
-    if env.differentiable:
-        return "the env is differentiable"
-    if env.system_fields_set:
-        return "the env's model fields were set with set_system"
     try:
-        jax_policy_networks(modules)
+        _networks_for(env, modules)
     except ValueError as reason:
         return str(reason)
     return None
+
+
+def _networks_for(env: TorchEnv, modules: PPOModules) -> tuple[Any, dict[str, Any]]:
+    """``jax_policy_networks(modules)`` for a collection on ``env``; ``ValueError`` naming why there is none."""
+    if env.differentiable:
+        raise ValueError("the env is differentiable")
+    if env.system_fields_set:
+        raise ValueError("the env's model fields were set with set_system")
+    return jax_policy_networks(modules)
 
 
 class FusedCollection:
@@ -68,10 +73,10 @@ class FusedCollection:
         keep_distribution: bool,
         track_episodes: bool,
     ):
-        reason = unsupported_reason(env, modules)
-        if reason is not None:
-            raise ValueError(f"the collection cannot run in one JAX program: {reason}")
-        networks, layout = jax_policy_networks(modules)
+        try:
+            networks, layout = _networks_for(env, modules)
+        except ValueError as reason:
+            raise ValueError(f"the collection cannot run in one JAX program: {reason}") from None
         self.env, self.modules = env, modules
         self.num_unrolls, self.unroll_length = num_unrolls, unroll_length
         self.noise_shape = (num_unrolls * unroll_length, env.num_envs, env.action_size)

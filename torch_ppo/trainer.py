@@ -131,20 +131,20 @@ class TorchPPOBackend:
         ``'fused'`` where it cannot raises, naming why, before anything compiles."""
         if collection == "bridge":
             return None
-        reason = fused_collection.unsupported_reason(self.env, self.modules)
-        if reason is not None:
+        try:
+            return fused_collection.FusedCollection(
+                self.env,
+                self.modules,
+                num_unrolls=self.num_unrolls,
+                unroll_length=self.config.algorithm.unroll_length,
+                keep_distribution=self.update.adaptive_kl,
+                track_episodes=self.config.run.log_training_metrics,
+            )
+        except ValueError as reason:
             if collection == "fused":
-                raise ValueError(f"collection='fused': the collection cannot run in one JAX program: {reason}")
+                raise ValueError(f"collection='fused': {reason}") from None
             logging.info("collecting through the bridge: %s", reason)
             return None
-        return fused_collection.FusedCollection(
-            self.env,
-            self.modules,
-            num_unrolls=self.num_unrolls,
-            unroll_length=self.config.algorithm.unroll_length,
-            keep_distribution=self.update.adaptive_kl,
-            track_episodes=self.config.run.log_training_metrics,
-        )
 
     def _restore_params(self, params: Any, with_value: bool) -> None:
         first = params[0] if isinstance(params, tuple | list) else getattr(params, "normalizer_params", None)
