@@ -29,6 +29,7 @@ SECTION_PAGES = {
     "## Training speed across the run-driver split": "training-speed.md",
     "## Training speed across the diagnostics and the typed minibatch": "training-speed.md",
     "## Collection in one program": "training-speed.md",
+    "## The update's pass in one program": "training-speed.md",
     "## Learning": "learning.md",
     "## Preset tuning": "learning.md",
     "## A real robot arm": "learning.md",

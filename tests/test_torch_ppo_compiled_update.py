@@ -93,6 +93,23 @@ def test_the_compiled_step_gives_the_eager_steps_parameters(overrides):
         assert float(lr) == pytest.approx(float(eager.update.optimizer.param_groups[0]["lr"]), rel=1e-6)
 
 
+def test_on_a_cpu_each_pass_over_the_batch_is_one_program_call():
+    """A pass's minibatch steps run as one scanned program: one call per pass, not one per minibatch step."""
+    trainer = _trainer(True, **ADAPTIVE_KL_CLIPPED)
+    assert trainer.update.scan_passes and not hasattr(trainer.update, "_step_program")
+    calls = []
+    program = trainer.update._pass_program
+    trainer.update._pass_program = lambda *args: calls.append(args[5][0].shape) or program(*args)
+    metrics = _one_training_step(trainer)
+    # one call per pass, each over every minibatch of the batch
+    assert len(calls) == TINY["num_updates_per_batch"]
+    assert all(shape[0] == TINY["num_minibatches"] for shape in calls)
+    assert trainer.update.metric_count == 0  # read: the means were over every minibatch step
+    steps = trainer.update.optimizer.state_dict()["state"][0]["step"]
+    assert float(steps) == TINY["num_updates_per_batch"] * TINY["num_minibatches"]
+    assert all(torch.isfinite(torch.tensor(value)) for value in metrics.values() if not isinstance(value, str))
+
+
 def test_the_automatic_choice_compiles_long_runs_on_flat_observations_only():
     use = compiled_update.use_compiled_update
     enough = compiled_update.AUTO_MIN_MINIBATCH_STEPS
@@ -113,11 +130,16 @@ def _failing_program(*args, **kwargs):
     raise RuntimeError("no C++ compiler found")
 
 
+def _make_programs_fail(update: compiled_update.CompiledPPOUpdate) -> None:
+    """The update's programs (a pass's on a CPU, else a step's) fail as a machine without a C++ compiler makes them."""
+    update._pass_program = update._step_program = _failing_program
+
+
 def test_a_step_that_cannot_compile_falls_back_to_eager_when_chosen_automatically(monkeypatch, caplog):
     monkeypatch.setattr(compiled_update, "AUTO_MIN_MINIBATCH_STEPS", 1)
     automatic = _trainer(None)
     assert isinstance(automatic.update, compiled_update.CompiledPPOUpdate)
-    automatic.update._step_program = _failing_program
+    _make_programs_fail(automatic.update)
     with caplog.at_level(logging.WARNING):
         metrics = _one_training_step(automatic)
     assert automatic.update._eager
@@ -130,7 +152,7 @@ def test_a_step_that_cannot_compile_falls_back_to_eager_when_chosen_automaticall
 
 def test_a_step_that_cannot_compile_fails_when_compiling_was_asked_for():
     requested = _trainer(True)
-    requested.update._step_program = _failing_program
+    _make_programs_fail(requested.update)
     with pytest.raises(RuntimeError, match="no C.. compiler found"):
         _one_training_step(requested)
 

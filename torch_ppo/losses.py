@@ -23,6 +23,14 @@ def _discounted_sums(deltas: torch.Tensor, decay: torch.Tensor, last: torch.Tens
     The step loop runs for every minibatch: rows are split off once and each sum is written straight into its
     output row, so a step costs its multiply and add only (not ``addcmul``, which rounds differently, fused).
     """
+    if torch.compiler.is_compiling():
+        # Traced, the same sums without writes into a view: a program that scans minibatch steps (the compiled
+        # update's pass) takes no mutation inside its body.
+        acc, sums = last, []
+        for t in range(deltas.shape[0] - 1, -1, -1):
+            acc = deltas[t] + decay[t] * acc
+            sums.append(acc)
+        return torch.stack(sums[::-1])
     out = torch.empty(deltas.shape, dtype=deltas.dtype, device=deltas.device)
     rows, delta_rows, decay_rows = out.unbind(0), deltas.unbind(0), decay.unbind(0)
     acc = last

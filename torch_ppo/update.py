@@ -210,13 +210,19 @@ class PPOUpdate:
             shuffled = batch.map(
                 lambda x, o=order: x[o].reshape(minibatches, minibatch_rows, *x.shape[1:]).transpose(1, 2)
             )
-            for i in range(minibatches):
-                minibatch = shuffled.map(lambda x, i=i: x[i])
-                noise = self.entropy_noise((algorithm.unroll_length, self.local_batch, self.modules.action_size))
-                self.sgd_step(minibatch, noise)
-                self.metric_count += 1
+            self.sgd_pass(shuffled)
         if self.adaptive_kl:
             self.modules.normalizer.update(batch.observation, group)
+
+    def sgd_pass(self, shuffled: Batch) -> None:
+        """One pass over the batch: an Adam step on each minibatch of ``shuffled`` (``[minibatch, T, rows, ...]``) in
+        turn, each with its entropy sample drawn just before it."""
+        algorithm = self.config.algorithm
+        for i in range(algorithm.num_minibatches):
+            minibatch = shuffled.map(lambda x, i=i: x[i])
+            noise = self.entropy_noise((algorithm.unroll_length, self.local_batch, self.modules.action_size))
+            self.sgd_step(minibatch, noise)
+            self.metric_count += 1
 
     def sgd_step(self, minibatch: Batch, noise: torch.Tensor) -> None:
         """One Adam step on a time-major minibatch; adds its metrics to ``metric_sums``."""
