@@ -369,11 +369,11 @@ class TorchEnv(EnvResets, SpecViews):
         at the first ``backward``)."""
         compile_envs(self)
 
-    def _lower(self) -> Iterator[jax.stages.Lowered]:
+    def _lower(self, with_step: bool = True) -> Iterator[jax.stages.Lowered]:
         """Lowers this env's reset, then its step (``programs.lower``), yielding each when lowered."""
         return _programs.lower(
             self._compiled, self._key, self._num_envs, self._action_size, self._jax_device, self._differentiable,
-            self._system.args,
+            self._system.args, with_step,
         )
 
     def _run(self, program: str, *args: Any) -> Any:
@@ -562,29 +562,25 @@ class TorchEnv(EnvResets, SpecViews):
         )
 
 
-def compile_envs(*envs: TorchEnv, programs: Iterable[jax.stages.Lowered] = ()) -> list[jax.stages.Compiled]:
+def compile_envs(
+    *envs: TorchEnv, programs: Iterable[jax.stages.Lowered] = (), resets_only: Iterable[TorchEnv] = ()
+) -> list[jax.stages.Compiled]:
     """Compiles every env's ``reset`` and ``step`` now, side by side: each is traced and lowered in turn on the
     calling thread and handed to XLA at once, which compiles it on a thread pool while the next is traced
     (``brax_core.compile.compile_side_by_side``, as the JAX trainer compiles its programs), so on a 2-core CPU a
     training env and its evaluation env compile in about the time of the slower one.
 
     ``programs``: more lowered programs to compile beside the envs' (torch_ppo's evaluation rollout), lowered as
-    the iterable is consumed, after the envs'; their compiled forms are returned, in order.
+    the iterable is consumed, after the envs'; their compiled forms are returned, in order. ``resets_only``: envs whose
+    reset alone compiles now (the step at its first call), as where a program of ``programs`` steps the env instead.
     """
     for env in envs:
         if not isinstance(env, TorchEnv):
             raise TypeError(f"compile_envs takes TorchEnv instances, got {type(env).__name__}")
-    unique = list({id(env): env for env in envs}.values())
-    env_programs = [0]
-
-    def lowered_env_programs() -> Iterator[jax.stages.Lowered]:
-        for env in unique:
-            for program in env._lower():
-                env_programs[0] += 1
-                yield program
-
-    compiled = compile_options.compile_side_by_side(itertools.chain(lowered_env_programs(), programs))
-    return compiled[env_programs[0] :]
+    unique, reset_only = list({id(env): env for env in envs}.values()), {id(env) for env in resets_only}
+    lowered = (program for env in unique for program in env._lower(with_step=id(env) not in reset_only))
+    compiled = compile_options.compile_side_by_side(itertools.chain(lowered, programs))
+    return compiled[sum(1 if id(env) in reset_only else 2 for env in unique) :]  # each env's reset (and step)
 
 
 def as_torch_env(env: Any, num_envs: int | None = None, **kwargs: Any) -> TorchEnv:

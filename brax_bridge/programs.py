@@ -382,11 +382,12 @@ def lower(
     device: jax.Device,
     differentiable: bool,
     system: _system.SystemArgs | None = None,
+    with_step: bool = True,
 ) -> Iterator[jax.stages.Lowered]:
     """Traces and lowers reset, then step, for abstract arguments laid out as the real calls' are (committed to
     ``device``, the env's), so that those calls find the compiled programs in jit's cache; yields each when
     lowered, so that reset can compile while step is traced. With ``system`` (the fields ``set_system`` set), the
-    ``SystemPrograms`` for them."""
+    ``SystemPrograms`` for them. ``with_step=False``: reset only (the step compiles at its first call, if any)."""
     on_device = SingleDeviceSharding(device)
 
     def abstract(x: Any) -> jax.ShapeDtypeStruct:
@@ -394,7 +395,7 @@ def lower(
 
     key = abstract(key)
     if system is not None:
-        yield from _lower_system(compiled, key, system, num_envs, action_size, differentiable, abstract)
+        yield from _lower_system(compiled, key, system, num_envs, action_size, differentiable, abstract, with_step)
         return
     description = None if compiled.lowered else _describe(compiled.env, compiled.reward_fn, num_envs, differentiable)
     if description is not None:
@@ -414,8 +415,9 @@ def lower(
             compiled.step_fn, compiled.step_jit, (state, action), describe("step"), platform, _PACKAGES
         )
     compiled.lowered = True
-    step = compiled.diff_forward if differentiable else compiled.step
-    yield step.trace(state, action).lower()
+    if with_step:
+        step = compiled.diff_forward if differentiable else compiled.step
+        yield step.trace(state, action).lower()
 
 
 def _lower_system(
@@ -426,6 +428,7 @@ def _lower_system(
     action_size: int,
     differentiable: bool,
     abstract: Callable[[Any], jax.ShapeDtypeStruct],
+    with_step: bool,
 ) -> Iterator[jax.stages.Lowered]:
     """``lower`` for the ``SystemPrograms`` (never kept on disk: the fields' layouts vary)."""
     programs = compiled.system
@@ -435,6 +438,7 @@ def _lower_system(
     if compiled.keeps_observations:
         compiled.base.remember_observation_size(reset.out_info[2])
     state = jax.tree.map(abstract, reset.out_info[1])
-    action = jax.ShapeDtypeStruct((num_envs, action_size), jnp.float32, sharding=key.sharding)
-    step = programs.diff_forward if differentiable else programs.step
-    yield step.trace(state, action, system).lower()
+    if with_step:
+        action = jax.ShapeDtypeStruct((num_envs, action_size), jnp.float32, sharding=key.sharding)
+        step = programs.diff_forward if differentiable else programs.step
+        yield step.trace(state, action, system).lower()

@@ -155,6 +155,25 @@ def test_compile_ahead_leaves_the_env_untouched_and_its_calls_compile_nothing_mo
         brax_bridge.compile_envs("fast")
 
 
+def test_compile_ahead_of_resets_only_leaves_the_step_to_its_first_call():
+    ahead, plain = _fast(seed=5, episode_length=11), _fast(seed=5, episode_length=11)
+    seen, listener = _backend_compiles()
+    try:
+        brax_bridge.compile_envs(ahead, resets_only=(ahead,))
+        compiled_ahead = len(seen)
+        ahead.reset()
+        after_reset, steps_before = len(seen), ahead.num_compiles
+        actions = torch.linspace(-1, 1, N)[:, None]
+        plain.reset()
+        for _ in range(3):
+            a, b = ahead.step(actions)["next"], plain.step(actions)["next"]
+            assert torch.equal(a["observation"], b["observation"]) and torch.equal(a["reward"], b["reward"])
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listener)
+    assert after_reset == compiled_ahead  # the reset was compiled ahead
+    assert (steps_before, ahead.num_compiles) == (0, 1)  # the step compiled at its first call, then ran as plain's
+
+
 def test_the_bridge_compiles_its_reset_at_level_0_and_its_step_at_level_1_on_cpu(monkeypatch):
     from brax_bridge import env as bridge_env
 

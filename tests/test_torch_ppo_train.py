@@ -319,10 +319,11 @@ def test_the_training_env_and_the_evaluation_compile_together_before_the_first_r
     calls = []
     compile_envs, reset = torch_environments.compile_envs, brax_bridge.TorchEnv.reset
 
-    def compile_and_record(*envs, programs=()):
+    def compile_and_record(*envs, programs=(), resets_only=()):
         programs = list(programs)
         calls.append(("compile", sorted(env.num_envs for env in envs), len(programs)))
-        return compile_envs(*envs, programs=programs)
+        calls.append(("reset only", [env.num_envs for env in resets_only]))
+        return compile_envs(*envs, programs=programs, resets_only=resets_only)
 
     def reset_and_record(env, seed=None):
         calls.append(("reset", env.num_envs))
@@ -336,7 +337,9 @@ def test_the_training_env_and_the_evaluation_compile_together_before_the_first_r
     # One call before any reset: the training env (32 envs) and the collection in one program, with the JAX
     # evaluation rollout (the default), or with the bridge env of 8 that the torch actor evaluates on.
     assert calls[0] == (("compile", [32], 2) if eval_backend is None else ("compile", [8, 32], 1)), calls
-    assert [c[0] for c in calls[1:]] == ["reset"] * (len(calls) - 1)
+    # the collection's program steps the training env: its own step program is left to a first call (none comes)
+    assert calls[1] == ("reset only", [32]), calls
+    assert [c[0] for c in calls[2:]] == ["reset"] * (len(calls) - 2)
 
 
 @pytest.mark.parametrize(

@@ -134,7 +134,8 @@ def compile_programs(env: TorchEnv, evaluator: Evaluator | None, fused: FusedCol
     envs, programs = (env,), iter(()) if fused is None else fused.lower()
     if evaluator is not None:
         envs, programs = (*envs, *evaluator.torch_envs), itertools.chain(programs, evaluator.lower())
-    compiled = compile_envs(*envs, programs=programs)
+    # the collection's program steps the training env itself: its own step program would go unused
+    compiled = compile_envs(*envs, programs=programs, resets_only=() if fused is None else (env,))
     if fused is not None:
         fused.use(compiled[:1])
     if evaluator is not None:
