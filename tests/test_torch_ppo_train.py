@@ -365,7 +365,7 @@ def test_the_step_and_the_evaluation_compile_at_the_level_that_pays_for_the_run(
 
     levels = []
 
-    def record(*envs, programs=()):
+    def record(*envs, programs=(), resets_only=()):
         levels.extend(env.cpu_opt_level for env in envs)
         raise Compiling  # the levels are chosen by now: no need to compile
 
