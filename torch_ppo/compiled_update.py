@@ -210,13 +210,11 @@ class CompiledPPOUpdate(PPOUpdate):
                 noise,
                 tuple(present),
             )
-            torch._foreach_copy_(self._params, params)
-            torch._foreach_copy_(exp_avgs, avgs)
-            torch._foreach_copy_(exp_avg_sqs, avg_sqs)
-            torch._foreach_add_(steps, float(noise.shape[0]))
-            beta_powers.copy_(powers)
-            lr.copy_(new_lr)
-            metric_sums.add_(sums)
+            self._store(
+                (self._params, exp_avgs, exp_avg_sqs, steps, beta_powers, metric_sums, lr),
+                (params, avgs, avg_sqs, powers, new_lr, sums),
+                noise.shape[0],
+            )
 
     # ---------------------------------------------------------------- the compiled functions
 
@@ -266,15 +264,25 @@ class CompiledPPOUpdate(PPOUpdate):
             new_params, avgs, avg_sqs, powers, new_lr, metrics = self._adam_update(
                 params, grads, terms, kl_mean, exp_avgs, exp_avg_sqs, beta_powers, lr
             )
-            torch._foreach_copy_(params, new_params)
-            torch._foreach_copy_(exp_avgs, avgs)
-            torch._foreach_copy_(exp_avg_sqs, avg_sqs)
-            for step in steps:
-                step.add_(1)
-            beta_powers.copy_(powers)
-            if self.adaptive_kl:
-                lr.copy_(new_lr)
-            metric_sums.add_(metrics)
+            self._store(
+                (params, exp_avgs, exp_avg_sqs, steps, beta_powers, metric_sums, lr),
+                (new_params, avgs, avg_sqs, powers, new_lr, metrics),
+                1,
+            )
+
+    def _store(self, state: tuple[Any, ...], updated: tuple[Any, ...], step_count: int) -> None:
+        """Writes ``_adam_update``'s results (or a pass's) into the live parameters, Adam's moments and step counts,
+        the beta powers, the rate (under ``ADAPTIVE_KL``) and the metric sums, ``step_count`` minibatch steps on."""
+        params, exp_avgs, exp_avg_sqs, steps, beta_powers, metric_sums, lr = state
+        new_params, avgs, avg_sqs, powers, new_lr, metrics = updated
+        torch._foreach_copy_(params, new_params)
+        torch._foreach_copy_(exp_avgs, avgs)
+        torch._foreach_copy_(exp_avg_sqs, avg_sqs)
+        torch._foreach_add_(steps, float(step_count))
+        beta_powers.copy_(powers)
+        if self.adaptive_kl:
+            lr.copy_(new_lr)
+        metric_sums.add_(metrics)
 
     def _adam_update(self, params, grads, terms, kl_mean, exp_avgs, exp_avg_sqs, beta_powers, lr) -> tuple[Any, ...]:
         """Clipping, the learning-rate rule and Adam (``torch.optim.Adam``'s arithmetic) as new tensors: the
