@@ -2,7 +2,8 @@
 
 Downloads the ``brax`` wheel (default 0.14.2, no dependencies, kept in ``--cache``), takes its test modules of the
 agents brax_core has (PPO's ``brax/training/agents/ppo/{train,losses,checkpoint}_test.py``, ARS's and ES's
-``agents/{ars,es}/train_test.py``) and of ``brax/training/types_test.py``, rewrites ``brax.`` / ``from brax import`` to
+``agents/{ars,es}/train_test.py``, SAC's ``agents/sac/{train,checkpoint}_test.py``) and of
+``brax/training/{types,replay_buffers}_test.py``, rewrites ``brax.`` / ``from brax import`` to
 ``brax_core``, and runs them with pytest in a scratch folder. Nothing else in the files is touched, so a failure is
 a porting gap (or one of the differences the README lists, such as ``sys.link`` of Brax's own physics).
 
@@ -33,6 +34,9 @@ MODULES = {
     "ars": "brax/training/agents/ars/train_test.py",
     "es": "brax/training/agents/es/train_test.py",
     "types": "brax/training/types_test.py",
+    "sac": "brax/training/agents/sac/train_test.py",
+    "sac_checkpoint": "brax/training/agents/sac/checkpoint_test.py",
+    "replay_buffers": "brax/training/replay_buffers_test.py",
 }
 _PREFIX = re.compile(r"^(\s*)(from|import)\s+brax(?=[.\s])", re.MULTILINE)
 

@@ -300,7 +300,10 @@ def load_config_json(path: str | os.PathLike) -> dict[str, Any]:
 
 
 # Where a checkpoint of each algorithm is loaded (a configuration without "algo" is PPO's).
-LOADERS = {"ppo": "brax_core.training.agents.ppo.checkpoint", "apg": "brax_core.training.agents.apg.checkpoint"}
+LOADERS = {
+    "ppo": "brax_core.training.agents.ppo.checkpoint", "apg": "brax_core.training.agents.apg.checkpoint",
+    "sac": "brax_core.training.agents.sac.checkpoint",
+}
 
 
 def read_config(path: str | os.PathLike, algo: str = "ppo") -> dict[str, Any]:

@@ -13,6 +13,7 @@ from ``std_param/value`` (``noise_std_type='scalar'``), ``std_logparam/log_value
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -342,3 +343,47 @@ def make_value_network(
         return jnp.squeeze(out, axis=-1)
 
     return FeedForwardNetwork(init=lambda key: module.init(key, jnp.zeros((1, in_size), jnp.float32)), apply=apply)
+
+
+class QModule(linen.Module):
+    """``n_critics`` MLPs of ``[observation, action]``, their outputs side by side (``[..., n_critics]``); the
+    critics are ``MLP_0``, ``MLP_1``, ... (Brax's layout and names)."""
+
+    hidden_layer_sizes: Sequence[int]
+    activation: ActivationFn = linen.relu
+    kernel_init: Initializer = LECUN_UNIFORM
+    layer_norm: bool = False
+    n_critics: int = 2
+
+    @linen.compact
+    def __call__(self, obs: jax.Array, actions: jax.Array) -> jax.Array:
+        inputs = jnp.concatenate([obs, actions], axis=-1)
+        critic = functools.partial(MLP, layer_sizes=[*self.hidden_layer_sizes, 1], activation=self.activation,
+                                   kernel_init=self.kernel_init, layer_norm=self.layer_norm)
+        return jnp.concatenate([critic()(inputs) for _ in range(self.n_critics)], axis=-1)
+
+
+def make_q_network(
+    obs_size: types.ObservationSize,
+    action_size: int,
+    preprocess_observations_fn: types.PreprocessObservationFn = types.identity_observation_preprocessor,
+    hidden_layer_sizes: Sequence[int] = (256, 256),
+    activation: ActivationFn = linen.relu,
+    n_critics: int = 2,
+    layer_norm: bool = False,
+    kernel_init: Initializer = LECUN_UNIFORM,
+) -> FeedForwardNetwork:
+    """Creates Q networks: ``apply(processor_params, q_params, obs, actions) -> [..., n_critics]`` values."""
+    if isinstance(n_critics, bool) or not isinstance(n_critics, int) or n_critics < 1:
+        raise ValueError(f"n_critics must be a positive integer, got {n_critics!r}")
+    module = QModule(hidden_layer_sizes=tuple(hidden_layer_sizes), activation=activation, kernel_init=kernel_init,
+                     layer_norm=layer_norm, n_critics=n_critics)
+    in_size = _input_size(obs_size, "state")
+
+    def apply(processor_params: Any, q_params: Any, obs: types.Observation, actions: jax.Array) -> jax.Array:
+        return module.apply(q_params, _preprocess(preprocess_observations_fn, processor_params, obs, "state"), actions)
+
+    def init(key: jax.Array) -> Any:
+        return module.init(key, jnp.zeros((1, in_size), jnp.float32), jnp.zeros((1, action_size), jnp.float32))
+
+    return FeedForwardNetwork(init=init, apply=apply)

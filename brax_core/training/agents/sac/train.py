@@ -1,0 +1,381 @@
+"""Soft Actor-Critic training (``brax.training.agents.sac.train`` counterpart; Haarnoja et al., 2018,
+https://arxiv.org/abs/1812.05905).
+
+Same signature, argument names, defaults, flow and return value as Brax 0.14.2's ``train``: every env steps once
+per training step and its transitions go into a uniform replay buffer (after a prefill of ``min_replay_size``
+transitions), then ``grad_updates_per_step`` SGD steps each update the temperature, the twin critics and the actor
+on a batch of ``batch_size`` drawn from the buffer, and the target critics follow by Polyak averaging (``tau``).
+Training runs in ``max(num_evals - 1, 1)`` epochs, each one compiled program, with an evaluation after each (and one
+before training when ``num_evals > 1``). The training envs auto-reset to their episode's first state, as Brax's.
+
+Where this differs from Brax (its behaviour where Brax's works):
+
+* a transition cut by the time limit bootstraps from the observation it reached instead of being dropped from the
+  critic's loss (``losses``; ``bootstrap_on_timeout=False`` gives Brax's);
+* every argument is checked before anything compiles, with an error naming it and what it accepts: a replay buffer
+  (``max_replay_size`` given) smaller than a batch or than one step of the envs, ``min_replay_size >=
+  num_timesteps``, ``tau`` outside ``(0, 1]``, dict observations (Brax asserts, fails inside JAX or trains on);
+* the policy's kernel initialiser's keyword arguments reach it (``networks``);
+* ``num_evals=0`` trains without evaluating (Brax evaluates once anyway); one device (``max_devices_per_host`` is
+  accepted and checked).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import flax
+import jax
+import jax.numpy as jnp
+import optax
+
+from brax_core import envs
+from brax_core.envs.base import Env, State
+from brax_core.envs.wrappers import training as env_training
+from brax_core.training import acting, gradients, replay_buffers, types
+from brax_core.training import validation as v
+from brax_core.training.acme import running_statistics
+from brax_core.training.agents.ppo.environments import make_eval_env, wrap_for
+from brax_core.training.agents.sac import checkpoint
+from brax_core.training.agents.sac import losses as sac_losses
+from brax_core.training.agents.sac import networks as sac_networks
+
+Metrics = types.Metrics
+Transition = types.Transition
+
+__all__ = ["TrainingState", "train"]
+
+
+@flax.struct.dataclass
+class TrainingState:
+    """Contains training state for the learner (Brax's fields)."""
+
+    policy_optimizer_state: optax.OptState
+    policy_params: types.Params
+    q_optimizer_state: optax.OptState
+    q_params: types.Params
+    target_q_params: types.Params
+    gradient_steps: types.UInt64
+    env_steps: types.UInt64
+    alpha_optimizer_state: optax.OptState
+    alpha_params: types.Params
+    normalizer_params: running_statistics.RunningStatisticsState
+
+
+def check_arguments(environment: Any, eval_env: Any, arguments: Mapping[str, Any]) -> dict[str, Any]:
+    """Every argument of ``train`` checked by name before anything compiles; returns the counts derived from them
+    (``max_replay_size`` resolved, the prefill's actor steps, the training steps per epoch)."""
+    if not isinstance(environment, Env):
+        raise TypeError(f"environment must be a brax_core Env or a registered env name, got "
+                        f"{type(environment).__name__}")
+    if eval_env is not None and not isinstance(eval_env, Env):
+        raise TypeError(f"eval_env must be a brax_core Env or None, got {type(eval_env).__name__}")
+    a = dict(arguments)
+    for name in ("num_timesteps", "episode_length", "action_repeat", "num_envs", "num_eval_envs", "batch_size",
+                 "grad_updates_per_step"):
+        v.positive_int(name, a[name])
+    for name in ("num_evals", "min_replay_size"):
+        v.check(v.FieldSpec("int", "", minimum=0, name=name), a[name])
+    for name in ("max_devices_per_host", "max_replay_size"):
+        if a[name] is not None:
+            v.positive_int(name, a[name])
+    v.check(v.FieldSpec("int", "", name="seed"), a["seed"])
+    v.real("learning_rate", a["learning_rate"], low=0.0, open_low=True)
+    v.real("discounting", a["discounting"], low=0.0, high=1.0)
+    v.real("reward_scaling", a["reward_scaling"])
+    v.real("tau", a["tau"], low=0.0, high=1.0, open_low=True)
+    for name in ("normalize_observations", "deterministic_eval", "wrap_env", "bootstrap_on_timeout"):
+        v.boolean(name, a[name])
+    for name in ("network_factory", "progress_fn"):
+        v.callable_arg(name, a[name])
+    for name in ("wrap_env_fn", "randomization_fn"):
+        if a[name] is not None:
+            v.callable_arg(name, a[name])
+    if isinstance(environment.observation_size, Mapping):
+        raise ValueError(
+            "environment: SAC's networks take a flat observation vector; this env's observations are a dict with "
+            f"keys {sorted(environment.observation_size)}"
+        )
+    if a["min_replay_size"] >= a["num_timesteps"]:
+        raise ValueError(
+            f"min_replay_size ({a['min_replay_size']}) must be less than num_timesteps ({a['num_timesteps']}): the "
+            "run would only fill the replay buffer, and no training would happen"
+        )
+    # A capacity left to its default is the run's length: a short run may draw batches larger than all it collects
+    # (with replacement, as Brax's tests do). One chosen smaller than a batch is a mistake.
+    max_replay_size = a["num_timesteps"] if a["max_replay_size"] is None else a["max_replay_size"]
+    if a["max_replay_size"] is not None and max_replay_size < a["batch_size"]:
+        raise ValueError(
+            f"max_replay_size ({max_replay_size}) is smaller than one batch: batch_size = {a['batch_size']}; the "
+            "replay buffer must hold at least a batch of transitions"
+        )
+    if max_replay_size < a["num_envs"]:
+        raise ValueError(
+            f"max_replay_size ({max_replay_size}) must hold one step of every env: num_envs = {a['num_envs']}"
+        )
+    env_steps_per_actor_step = a["action_repeat"] * a["num_envs"]
+    prefill_actor_steps = -(-a["min_replay_size"] // a["num_envs"])
+    prefill_env_steps = prefill_actor_steps * env_steps_per_actor_step
+    if prefill_env_steps >= a["num_timesteps"]:
+        raise ValueError(
+            f"min_replay_size ({a['min_replay_size']}) takes {prefill_env_steps} env steps to collect (whole steps "
+            f"of num_envs = {a['num_envs']} envs, action_repeat = {a['action_repeat']}), not less than "
+            f"num_timesteps ({a['num_timesteps']}): no training would happen"
+        )
+    epochs = max(a["num_evals"] - 1, 1)
+    steps_per_epoch = -(-(a["num_timesteps"] - prefill_env_steps) // (epochs * env_steps_per_actor_step))
+    return dict(max_replay_size=max_replay_size, prefill_actor_steps=prefill_actor_steps, epochs=epochs,
+                steps_per_epoch=steps_per_epoch, env_steps_per_actor_step=env_steps_per_actor_step)
+
+
+def make_sgd_step(
+    sac_network: sac_networks.SACNetworks, optimizers: tuple[Any, Any, Any], *, reward_scaling: float,
+    discounting: float, action_size: int, tau: float, bootstrap_on_timeout: bool,
+) -> Callable[[tuple[TrainingState, jax.Array], Transition], tuple[tuple[TrainingState, jax.Array], Metrics]]:
+    """One SGD step on a batch, as Brax's: the temperature, then the critics (with the temperature before this
+    step), then the actor (with the critics before this step), then the target critics' Polyak average."""
+    alpha_optimizer, policy_optimizer, q_optimizer = optimizers
+    alpha_loss, critic_loss, actor_loss = sac_losses.make_losses(
+        sac_network, reward_scaling, discounting, action_size, bootstrap_on_timeout=bootstrap_on_timeout
+    )
+    alpha_update = gradients.gradient_update_fn(alpha_loss, alpha_optimizer, pmap_axis_name=None)
+    critic_update = gradients.gradient_update_fn(critic_loss, q_optimizer, pmap_axis_name=None)
+    actor_update = gradients.gradient_update_fn(actor_loss, policy_optimizer, pmap_axis_name=None)
+
+    def sgd_step(carry: tuple[TrainingState, jax.Array], transitions: Transition):
+        state, key = carry
+        key, key_alpha, key_critic, key_actor = jax.random.split(key, 4)
+        a_loss, alpha_params, alpha_opt = alpha_update(
+            state.alpha_params, state.policy_params, state.normalizer_params, transitions, key_alpha,
+            optimizer_state=state.alpha_optimizer_state,
+        )
+        alpha = jnp.exp(state.alpha_params)
+        c_loss, q_params, q_opt = critic_update(
+            state.q_params, state.policy_params, state.normalizer_params, state.target_q_params, alpha, transitions,
+            key_critic, optimizer_state=state.q_optimizer_state,
+        )
+        p_loss, policy_params, policy_opt = actor_update(
+            state.policy_params, state.normalizer_params, state.q_params, alpha, transitions, key_actor,
+            optimizer_state=state.policy_optimizer_state,
+        )
+        target_q_params = jax.tree.map(lambda t, q: t * (1 - tau) + q * tau, state.target_q_params, q_params)
+        state = state.replace(
+            policy_optimizer_state=policy_opt, policy_params=policy_params, q_optimizer_state=q_opt,
+            q_params=q_params, target_q_params=target_q_params, gradient_steps=state.gradient_steps + 1,
+            alpha_optimizer_state=alpha_opt, alpha_params=alpha_params,
+        )
+        metrics = {"critic_loss": c_loss, "actor_loss": p_loss, "alpha_loss": a_loss, "alpha": jnp.exp(alpha_params)}
+        return (state, key), metrics
+
+    return sgd_step
+
+
+def train(
+    environment: Env | str,
+    num_timesteps: int,
+    episode_length: int,
+    wrap_env: bool = True,
+    wrap_env_fn: Callable[..., Any] | None = None,
+    action_repeat: int = 1,
+    num_envs: int = 1,
+    num_eval_envs: int = 128,
+    learning_rate: float = 1e-4,
+    discounting: float = 0.9,
+    seed: int = 0,
+    batch_size: int = 256,
+    num_evals: int = 1,
+    normalize_observations: bool = False,
+    max_devices_per_host: int | None = None,
+    reward_scaling: float = 1.0,
+    tau: float = 0.005,
+    min_replay_size: int = 0,
+    max_replay_size: int | None = None,
+    grad_updates_per_step: int = 1,
+    deterministic_eval: bool = False,
+    network_factory: types.NetworkFactory[sac_networks.SACNetworks] = sac_networks.make_sac_networks,
+    progress_fn: Callable[[int, Metrics], None] = lambda *args: None,
+    eval_env: Env | None = None,
+    randomization_fn: Callable[..., Any] | None = None,
+    checkpoint_logdir: str | None = None,
+    restore_checkpoint_path: str | None = None,
+    bootstrap_on_timeout: bool = True,
+) -> tuple[Callable[..., types.Policy], tuple[Any, Any], Metrics]:
+    """Trains a SAC agent; returns ``(make_policy, (normalizer_params, policy_params), metrics)`` as Brax's.
+
+    Args:
+      environment: the brax_core env to train on (unbatched), or a registered env's name.
+      num_timesteps, episode_length, action_repeat: env steps to train for, per episode, per policy action.
+      wrap_env, wrap_env_fn: wrap the envs for training (time limit, auto-reset to the first state, batching) with
+        brax_core's wrappers or ``wrap_env_fn``; ``wrap_env=False``: ``environment`` is batched already.
+      num_envs, num_eval_envs: parallel training envs; episodes per evaluation.
+      learning_rate: the actor's and the critics' Adam step (the temperature's is 3e-4, as Brax's).
+      discounting, reward_scaling: the critics' discount and the factor on rewards in their targets.
+      seed: the run's random seed.
+      batch_size, grad_updates_per_step: the SGD batch, and SGD steps per env step of all envs.
+      num_evals: evaluations over the run (``0``: none).
+      normalize_observations: running observation statistics normalise both networks' inputs.
+      max_devices_per_host: accepted as Brax's; the run uses one device.
+      tau: the share of the critics the target critics take each SGD step, in (0, 1].
+      min_replay_size, max_replay_size: transitions collected before training (by the initial policy); the
+        buffer's capacity (default ``num_timesteps``).
+      deterministic_eval: evaluate the distribution's mode instead of samples.
+      network_factory: ``(observation_size, action_size, preprocess_observations_fn) -> SACNetworks``.
+      progress_fn: ``progress_fn(env_steps, metrics)`` after each evaluation.
+      eval_env: the env to evaluate on (default: ``environment``).
+      randomization_fn: domain randomisation ``(sys, rng) -> (sys, in_axes)``, one model per env.
+      checkpoint_logdir: where to save ``(normalizer_params, policy_params)`` after each epoch (``checkpoint``).
+      restore_checkpoint_path: a SAC checkpoint whose policy and normaliser the run starts from.
+      bootstrap_on_timeout: targets of transitions cut by the time limit bootstrap from the observation reached
+        (``False``: Brax's, which drops them from the critics' loss).
+    """
+    if isinstance(environment, str):
+        environment = envs.get_environment(environment)
+    plan = check_arguments(environment, eval_env, dict(
+        num_timesteps=num_timesteps, episode_length=episode_length, wrap_env=wrap_env, wrap_env_fn=wrap_env_fn,
+        action_repeat=action_repeat, num_envs=num_envs, num_eval_envs=num_eval_envs, learning_rate=learning_rate,
+        discounting=discounting, seed=seed, batch_size=batch_size, num_evals=num_evals,
+        normalize_observations=normalize_observations, max_devices_per_host=max_devices_per_host,
+        reward_scaling=reward_scaling, tau=tau, min_replay_size=min_replay_size, max_replay_size=max_replay_size,
+        grad_updates_per_step=grad_updates_per_step, deterministic_eval=deterministic_eval,
+        network_factory=network_factory, progress_fn=progress_fn, randomization_fn=randomization_fn,
+        bootstrap_on_timeout=bootstrap_on_timeout,
+    ))
+    obs_size, action_size = environment.observation_size, environment.action_size
+    env_steps_per_actor_step = plan["env_steps_per_actor_step"]
+
+    # Brax's splits of the seed, so one seed starts the same networks and envs.
+    rng, randomize_key = jax.random.split(jax.random.PRNGKey(seed))
+    global_key, local_key = jax.random.split(rng)
+    local_key = jax.random.fold_in(local_key, jax.process_index())
+    local_key, buffer_key, env_key, eval_key = jax.random.split(local_key, 4)
+
+    randomized = randomization_fn is not None
+    training_wrap: Any = False if not wrap_env else wrap_env_fn or functools.partial(env_training.wrap,
+                                                                                       full_reset=False)
+    options = dict(episode_length=episode_length, action_repeat=action_repeat, randomization_fn=randomization_fn)
+    env = wrap_for(environment, num_envs, randomize_key if randomized else None, wrap_env=training_wrap, **options)
+    evaluation_env = None if num_evals == 0 else make_eval_env(
+        eval_env or environment, num_eval_envs, eval_key if randomized else None,
+        wrap_env=(wrap_env_fn or True) if wrap_env else False, **options,
+    )
+
+    preprocess = running_statistics.normalize if normalize_observations else types.identity_observation_preprocessor
+    sac_network = network_factory(observation_size=obs_size, action_size=action_size,
+                                  preprocess_observations_fn=preprocess)
+    make_policy = sac_networks.make_inference_fn(sac_network)
+    alpha_optimizer = optax.adam(learning_rate=3e-4)
+    policy_optimizer = optax.adam(learning_rate=learning_rate)
+    q_optimizer = optax.adam(learning_rate=learning_rate)
+
+    zeros_obs, zeros_action = jnp.zeros((obs_size,)), jnp.zeros((action_size,))
+    dummy = Transition(observation=zeros_obs, action=zeros_action, reward=0.0, discount=0.0,
+                       next_observation=zeros_obs,
+                       extras={"state_extras": {"truncation": 0.0}, "policy_extras": {}})
+    replay_buffer = replay_buffers.UniformSamplingQueue(
+        max_replay_size=plan["max_replay_size"], dummy_data_sample=dummy,
+        sample_batch_size=batch_size * grad_updates_per_step,
+    )
+    sgd_step = make_sgd_step(
+        sac_network, (alpha_optimizer, policy_optimizer, q_optimizer), reward_scaling=reward_scaling,
+        discounting=discounting, action_size=action_size, tau=tau, bootstrap_on_timeout=bootstrap_on_timeout,
+    )
+
+    def get_experience(state: TrainingState, env_state: State, buffer_state: Any, key: jax.Array):
+        policy = make_policy((state.normalizer_params, state.policy_params))
+        env_state, transitions = acting.actor_step(env, env_state, policy, key, extra_fields=("truncation",))
+        normalizer_params = running_statistics.update(state.normalizer_params, transitions.observation)
+        state = state.replace(normalizer_params=normalizer_params,
+                              env_steps=state.env_steps + env_steps_per_actor_step)
+        return state, env_state, replay_buffer.insert_internal(buffer_state, transitions)
+
+    def training_step(carry: tuple[TrainingState, State, Any, jax.Array], _: None):
+        state, env_state, buffer_state, key = carry
+        key, experience_key, sgd_key = jax.random.split(key, 3)
+        state, env_state, buffer_state = get_experience(state, env_state, buffer_state, experience_key)
+        buffer_state, transitions = replay_buffer.sample_internal(buffer_state)
+        # One batch per SGD step: [grad_updates_per_step, batch_size, ...].
+        transitions = jax.tree.map(lambda x: x.reshape((grad_updates_per_step, -1, *x.shape[1:])), transitions)
+        (state, _), metrics = jax.lax.scan(sgd_step, (state, sgd_key), transitions)
+        metrics["buffer_current_size"] = replay_buffer.size(buffer_state)
+        return (state, env_state, buffer_state, key), metrics
+
+    @functools.partial(jax.jit, donate_argnums=(0, 1, 2))
+    def prefill(state: TrainingState, env_state: State, buffer_state: Any, key: jax.Array):
+        def step(carry, _):
+            state, env_state, buffer_state, key = carry
+            key, experience_key = jax.random.split(key)
+            return (*get_experience(state, env_state, buffer_state, experience_key), key), ()
+
+        carry = (state, env_state, buffer_state, key)
+        return jax.lax.scan(step, carry, (), length=plan["prefill_actor_steps"])[0][:3]
+
+    @functools.partial(jax.jit, donate_argnums=(0, 1, 2))
+    def training_epoch(state: TrainingState, env_state: State, buffer_state: Any, key: jax.Array):
+        carry = (state, env_state, buffer_state, key)
+        (state, env_state, buffer_state, _), metrics = jax.lax.scan(
+            training_step, carry, (), length=plan["steps_per_epoch"]
+        )
+        return state, env_state, buffer_state, jax.tree.map(jnp.mean, metrics)
+
+    key_policy, key_q = jax.random.split(global_key)
+    log_alpha = jnp.zeros((), jnp.float32)
+    policy_params, q_params = sac_network.policy_network.init(key_policy), sac_network.q_network.init(key_q)
+    normalizer_params = running_statistics.init_state(jax.ShapeDtypeStruct((obs_size,), jnp.float32))
+    if restore_checkpoint_path is not None:
+        normalizer_params, policy_params = checkpoint.load(restore_checkpoint_path)
+    state = TrainingState(
+        policy_optimizer_state=policy_optimizer.init(policy_params), policy_params=policy_params,
+        q_optimizer_state=q_optimizer.init(q_params), q_params=q_params, target_q_params=q_params,
+        gradient_steps=types.UInt64(hi=0, lo=0), env_steps=types.UInt64(hi=0, lo=0),
+        alpha_optimizer_state=alpha_optimizer.init(log_alpha), alpha_params=log_alpha,
+        normalizer_params=normalizer_params,
+    )
+    env_state = jax.jit(env.reset)(jax.random.split(env_key, num_envs))
+    buffer_state = jax.jit(replay_buffer.init)(buffer_key)
+
+    saved_config = None
+    if checkpoint_logdir:  # a factory that cannot be named fails here, before anything compiles
+        saved_config = checkpoint.network_config(obs_size, action_size, normalize_observations, network_factory)
+        checkpoint.config_to_json(saved_config)
+    evaluator = None if evaluation_env is None else acting.Evaluator(
+        evaluation_env, functools.partial(make_policy, deterministic=deterministic_eval), num_eval_envs,
+        episode_length, action_repeat, eval_key,
+    )
+    params = lambda s: (s.normalizer_params, s.policy_params)  # noqa: E731
+    metrics: dict[str, Any] = {}
+    if evaluator is not None and num_evals > 1:
+        metrics = evaluator.run_evaluation(params(state), training_metrics={})
+        progress_fn(0, metrics)
+
+    # The programs donate their carry, and the start shares buffers (the target critics are the critics, the envs'
+    # first state is their state): every leaf gets a buffer of its own once.
+    state, env_state, buffer_state = jax.tree.map(jnp.copy, (state, env_state, buffer_state))
+    start = time.perf_counter()
+    prefill_key, local_key = jax.random.split(local_key)
+    state, env_state, buffer_state = prefill(state, env_state, buffer_state, prefill_key)
+    logging.info("replay buffer after the prefill: %s transitions", int(replay_buffer.size(buffer_state)))
+    walltime = time.perf_counter() - start
+
+    for _ in range(plan["epochs"]):
+        epoch_key, local_key = jax.random.split(local_key)
+        start = time.perf_counter()
+        state, env_state, buffer_state, epoch_metrics = training_epoch(state, env_state, buffer_state, epoch_key)
+        epoch_metrics = jax.device_get(epoch_metrics)
+        seconds = time.perf_counter() - start
+        walltime += seconds
+        metrics = {
+            "training/sps": env_steps_per_actor_step * plan["steps_per_epoch"] / seconds,
+            "training/walltime": walltime,
+            **{f"training/{name}": float(value) for name, value in epoch_metrics.items()},
+        }
+        current_step = int(state.env_steps)
+        if saved_config is not None:
+            checkpoint.save(checkpoint_logdir, current_step, params(state), saved_config)
+        if evaluator is not None:
+            metrics = evaluator.run_evaluation(params(state), metrics)
+            progress_fn(current_step, metrics)
+    return make_policy, params(state), metrics
