@@ -19,13 +19,16 @@ from brax_core.training.agents.apg.config import APGConfig
 from brax_core.training.agents.ppo import presets as ppo_presets
 from brax_core.training.agents.ppo.config import PPOConfig
 from brax_core.training.agents.shac import presets as shac_presets
+from brax_core.training.agents.sac import presets as sac_presets
+from brax_core.training.agents.sac import train as jax_sac
+from brax_core.training.agents.sac.config import SACConfig
 from brax_core.training.agents.shac.config import SHACConfig
 from brax_core.training.config import ConfigError
 from brax_core.training.run import checkpoints
 from torch_analytic import apg as torch_apg
 from torch_analytic import shac
 
-CONFIGS = [PPOConfig, APGConfig, SHACConfig]
+CONFIGS = [PPOConfig, APGConfig, SHACConfig, SACConfig]
 # `fast` at a few hundred env steps: 4 envs x 4 steps an update.
 TINY = dict(num_envs=4, horizon_length=4, num_eval_envs=4, episode_length=20, num_evals=3)
 
@@ -50,7 +53,7 @@ def test_every_configuration_is_built_and_read_back_the_same_way(config_type):
 
 
 def test_the_gradient_configurations_share_names_with_ppo_where_the_concept_is_one():
-    ppo, apg, shac_fields = (set(c.by_name()) for c in CONFIGS)
+    ppo, apg, shac_fields, _ = (set(c.by_name()) for c in CONFIGS)
     for name in ("max_grad_norm", "policy_hidden_layer_sizes", "num_timesteps", "normalize_observations"):
         assert name in apg and name in shac_fields
     assert {"discounting", "value_hidden_layer_sizes", "reward_scaling", "learning_rate_schedule"} <= shac_fields & ppo
@@ -74,20 +77,23 @@ def test_brax_keywords_translate_onto_the_apg_config():
 
 def test_presets_are_config_instances_of_their_algorithm():
     for table, config_type in ((ppo_presets.PRESETS, PPOConfig), (ppo_presets.GPU_PRESETS, PPOConfig),
-                               (apg_presets.PRESETS, APGConfig), (shac_presets.PRESETS, SHACConfig)):
+                               (apg_presets.PRESETS, APGConfig), (shac_presets.PRESETS, SHACConfig),
+                               (sac_presets.PRESETS, SACConfig)):
         assert table and all(isinstance(config, config_type) for config in table.values())
-    for module in (apg_presets, shac_presets):
+    for module in (apg_presets, shac_presets, sac_presets):
         for name, fields in module.PRESET_FIELDS.items():
             assert {k: module.PRESETS[name].flat()[k] for k in fields} == fields
 
 
 @pytest.mark.parametrize("train_from_config", [jax_apg.train_from_config, torch_apg.train_from_config,
-                                               shac.train_from_config])
+                                               shac.train_from_config, jax_sac.train_from_config])
 def test_train_from_config_refuses_another_config_and_config_fields_as_options(train_from_config):
-    config_type = SHACConfig if train_from_config is shac.train_from_config else APGConfig
+    config_type = {shac.train_from_config: SHACConfig, jax_sac.train_from_config: SACConfig}.get(train_from_config,
+                                                                                                APGConfig)
     with pytest.raises(TypeError, match=f"config must be an? {config_type.__name__}, got PPOConfig"):
         train_from_config(PPOConfig.from_flat({"num_timesteps": 10}), "fast")
-    config = config_type.from_flat({"num_timesteps": 64, **TINY})
+    sizes = {k: v for k, v in TINY.items() if k in config_type.by_name()}
+    config = config_type.from_flat({"num_timesteps": 64, **sizes})
     with pytest.raises(TypeError, match=r"unknown options \['num_envs'\] \(num_envs: set in config, e\.g\. "
                                         r"config\.replace\(num_envs=\.\.\.\)\)"):
         train_from_config(config, "fast", num_envs=8)

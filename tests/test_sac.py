@@ -180,7 +180,7 @@ def test_twin_critics_have_brax_layout():
         (dict(discounting=1.5), "discounting"),
         (dict(num_evals=-1), "num_evals"),
         (dict(progress_fn="print"), "progress_fn"),
-        (dict(network_factory=None), "network_factory"),
+        (dict(network_factory="mlp"), "network_factory"),
     ],
 )
 def test_bad_arguments_are_refused_by_name_before_anything_compiles(arguments, words, monkeypatch):
@@ -231,3 +231,43 @@ def test_a_checkpoint_of_a_sac_run_loads_its_policy(tmp_path):
     np.testing.assert_allclose(np.asarray(loaded(obs, jax.random.PRNGKey(0))[0]), np.asarray(expected), rtol=1e-6)
     config = checkpoint.load_config(str(tmp_path))
     assert config.network_factory_kwargs["hidden_layer_sizes"] == (8,)
+
+
+# ---- the configuration
+
+
+def test_sac_config_is_built_and_checked_like_every_configuration():
+    from brax_core.training.agents.sac.config import SACConfig
+    from brax_core.training.config import ConfigError
+
+    config = SACConfig.from_flat({"num_timesteps": 4096, "num_envs": 16, "batch_size": 64, "tau": 0.01,
+                                  "policy_hidden_layer_sizes": (32, 32)})
+    assert SACConfig.from_json(config.to_json()) == config
+    assert config.replace(seed=3).run.seed == 3 and config.algorithm.tau == 0.01
+    assert config.replay_capacity == 4096 and config.num_epochs == 1 and config.steps_per_epoch == 256
+    with pytest.raises(ConfigError, match=r"algorithm\.tau must be <= 1\.0, got 1\.5"):
+        config.replace(tau=1.5)
+    with pytest.raises(ConfigError, match="did you mean 'batch_size'"):
+        SACConfig.from_json({**config.to_json(), "algorithm": {"batch_sise": 8}})
+
+
+def test_train_translates_brax_keywords_onto_one_config(monkeypatch):
+    seen = {}
+    monkeypatch.setattr(sac, "train_from_config", lambda config, env, **options: seen.update(config=config,
+                                                                                              options=options))
+    factory = functools.partial(sac_networks.make_sac_networks, hidden_layer_sizes=(8, 8), activation=jax.nn.tanh)
+    sac.train("fast", num_timesteps=512, episode_length=64, num_envs=8, tau=0.02, network_factory=factory)
+    config = seen["config"]
+    assert (config.env.name, config.env.num_envs, config.algorithm.tau) == ("fast", 8, 0.02)
+    assert config.network.policy_hidden_layer_sizes == config.network.value_hidden_layer_sizes == (8, 8)
+    assert config.network.activation == "tanh" and seen["options"]["network_factory"] is factory
+
+
+def test_the_presets_are_configurations():
+    from brax_core.training.agents.sac.config import SACConfig
+    from brax_core.training.agents.sac.presets import PRESET_FIELDS, PRESETS
+
+    assert set(PRESETS) == set(PRESET_FIELDS) and "inverted_pendulum" in PRESETS
+    for name, config in PRESETS.items():
+        assert isinstance(config, SACConfig) and config.env.name is None
+        assert config.flat()["num_envs"] == PRESET_FIELDS[name]["num_envs"]

@@ -63,10 +63,11 @@ def make_sac_networks(
     policy_network_kernel_init_kwargs: Mapping[str, Any] | None = None,
     q_network_kernel_init_fn: Callable[..., networks.Initializer] = jax.nn.initializers.lecun_uniform,
     q_network_kernel_init_kwargs: Mapping[str, Any] | None = None,
+    q_hidden_layer_sizes: Sequence[int] | None = None,
 ) -> SACNetworks:
     """Make SAC networks (Brax 0.14.2's signature and defaults): a policy of ``hidden_layer_sizes`` whose outputs
-    parametrise ``distribution_type`` over ``action_size`` actions, and two Q networks of the same sizes over the
-    observation and the action."""
+    parametrise ``distribution_type`` over ``action_size`` actions, and two Q networks over the observation and the
+    action, of ``q_hidden_layer_sizes`` (an addition to Brax's signature; ``None``: ``hidden_layer_sizes``)."""
     if distribution_type == "tanh_normal":
         action_distribution: distribution.ParametricDistribution = distribution.NormalTanhDistribution(action_size)
     elif distribution_type == "normal":
@@ -91,7 +92,7 @@ def make_sac_networks(
         observation_size,
         action_size,
         preprocess_observations_fn=preprocess_observations_fn,
-        hidden_layer_sizes=hidden_layer_sizes,
+        hidden_layer_sizes=hidden_layer_sizes if q_hidden_layer_sizes is None else q_hidden_layer_sizes,
         activation=activation,
         layer_norm=q_network_layer_norm,
         kernel_init=q_network_kernel_init_fn(**(q_network_kernel_init_kwargs or {})),

@@ -36,18 +36,19 @@ import optax
 from brax_core import envs
 from brax_core.envs.base import Env, State
 from brax_core.envs.wrappers import training as env_training
-from brax_core.training import acting, gradients, replay_buffers, types
+from brax_core.training import acting, gradients, networks, replay_buffers, types
 from brax_core.training import validation as v
 from brax_core.training.acme import running_statistics
 from brax_core.training.agents.ppo.environments import make_eval_env, wrap_for
 from brax_core.training.agents.sac import checkpoint
 from brax_core.training.agents.sac import losses as sac_losses
 from brax_core.training.agents.sac import networks as sac_networks
+from brax_core.training.agents.sac.config import SACConfig
 
 Metrics = types.Metrics
 Transition = types.Transition
 
-__all__ = ["TrainingState", "train"]
+__all__ = ["OPTIONS", "TrainingState", "make_sgd_step", "train", "train_from_config"]
 
 
 @flax.struct.dataclass
@@ -66,70 +67,71 @@ class TrainingState:
     normalizer_params: running_statistics.RunningStatisticsState
 
 
-def check_arguments(environment: Any, eval_env: Any, arguments: Mapping[str, Any]) -> dict[str, Any]:
-    """Every argument of ``train`` checked by name before anything compiles; returns the counts derived from them
-    (``max_replay_size`` resolved, the prefill's actor steps, the training steps per epoch)."""
+# train_from_config's options: train's arguments that are not configuration fields.
+OPTIONS = ("wrap_env", "wrap_env_fn", "max_devices_per_host", "network_factory", "progress_fn", "eval_env",
+           "randomization_fn", "checkpoint_logdir", "restore_checkpoint_path")
+
+
+def network_fields(network_factory: Any) -> dict[str, Any]:
+    """The config's network fields a ``functools.partial`` of ``make_sac_networks`` sets (an activation by its name
+    where it has one); nothing for any other factory, which a run then uses as it is."""
+    keywords: dict[str, Any] = {}
+    factory = network_factory
+    while isinstance(factory, functools.partial):
+        keywords = {**factory.keywords, **keywords}
+        factory = factory.func
+    if factory is not sac_networks.make_sac_networks:
+        return {}
+    fields: dict[str, Any] = {}
+    if "hidden_layer_sizes" in keywords:
+        fields["policy_hidden_layer_sizes"] = fields["value_hidden_layer_sizes"] = keywords["hidden_layer_sizes"]
+    if keywords.get("q_hidden_layer_sizes") is not None:
+        fields["value_hidden_layer_sizes"] = keywords["q_hidden_layer_sizes"]
+    activation = keywords.get("activation")
+    names = [name for name, fn in networks.ACTIVATIONS.items() if fn is activation or name == activation]
+    if names:
+        fields["activation"] = names[0]
+    return fields
+
+
+def network_factory_of(config: SACConfig) -> Callable[..., sac_networks.SACNetworks]:
+    """``make_sac_networks`` with ``config.network``'s fields."""
+    network = config.network
+    return functools.partial(
+        sac_networks.make_sac_networks, hidden_layer_sizes=network.policy_hidden_layer_sizes,
+        q_hidden_layer_sizes=network.value_hidden_layer_sizes, activation=network.activation,
+        policy_network_layer_norm=network.layer_norm, q_network_layer_norm=network.layer_norm,
+    )
+
+
+def check_options(config: SACConfig, environment: Any, options: Mapping[str, Any]) -> Env:
+    """``train_from_config``'s environment and options checked by name before anything compiles (the config was
+    checked when it was built); returns the environment."""
+    SACConfig.check_train_options(config, options, OPTIONS)
+    if environment is None:
+        environment = config.env.name
+        if environment is None:
+            raise TypeError("environment must be given when config.env.name is None")
+    if isinstance(environment, str):
+        environment = envs.get_environment(environment)
     if not isinstance(environment, Env):
         raise TypeError(f"environment must be a brax_core Env or a registered env name, got "
                         f"{type(environment).__name__}")
+    eval_env = options.get("eval_env")
     if eval_env is not None and not isinstance(eval_env, Env):
         raise TypeError(f"eval_env must be a brax_core Env or None, got {type(eval_env).__name__}")
-    a = dict(arguments)
-    for name in ("num_timesteps", "episode_length", "action_repeat", "num_envs", "num_eval_envs", "batch_size",
-                 "grad_updates_per_step"):
-        v.positive_int(name, a[name])
-    for name in ("num_evals", "min_replay_size"):
-        v.check(v.FieldSpec("int", "", minimum=0, name=name), a[name])
-    for name in ("max_devices_per_host", "max_replay_size"):
-        if a[name] is not None:
-            v.positive_int(name, a[name])
-    v.check(v.FieldSpec("int", "", name="seed"), a["seed"])
-    v.real("learning_rate", a["learning_rate"], low=0.0, open_low=True)
-    v.real("discounting", a["discounting"], low=0.0, high=1.0)
-    v.real("reward_scaling", a["reward_scaling"])
-    v.real("tau", a["tau"], low=0.0, high=1.0, open_low=True)
-    for name in ("normalize_observations", "deterministic_eval", "wrap_env", "bootstrap_on_timeout"):
-        v.boolean(name, a[name])
-    for name in ("network_factory", "progress_fn"):
-        v.callable_arg(name, a[name])
-    for name in ("wrap_env_fn", "randomization_fn"):
-        if a[name] is not None:
-            v.callable_arg(name, a[name])
+    if options.get("max_devices_per_host") is not None:
+        v.positive_int("max_devices_per_host", options["max_devices_per_host"])
+    v.boolean("wrap_env", options.get("wrap_env", True))
+    for name in ("network_factory", "progress_fn", "wrap_env_fn", "randomization_fn"):
+        if options.get(name) is not None or name == "progress_fn" and name in options:
+            v.callable_arg(name, options[name])
     if isinstance(environment.observation_size, Mapping):
         raise ValueError(
             "environment: SAC's networks take a flat observation vector; this env's observations are a dict with "
             f"keys {sorted(environment.observation_size)}"
         )
-    if a["min_replay_size"] >= a["num_timesteps"]:
-        raise ValueError(
-            f"min_replay_size ({a['min_replay_size']}) must be less than num_timesteps ({a['num_timesteps']}): the "
-            "run would only fill the replay buffer, and no training would happen"
-        )
-    # A capacity left to its default is the run's length: a short run may draw batches larger than all it collects
-    # (with replacement, as Brax's tests do). One chosen smaller than a batch is a mistake.
-    max_replay_size = a["num_timesteps"] if a["max_replay_size"] is None else a["max_replay_size"]
-    if a["max_replay_size"] is not None and max_replay_size < a["batch_size"]:
-        raise ValueError(
-            f"max_replay_size ({max_replay_size}) is smaller than one batch: batch_size = {a['batch_size']}; the "
-            "replay buffer must hold at least a batch of transitions"
-        )
-    if max_replay_size < a["num_envs"]:
-        raise ValueError(
-            f"max_replay_size ({max_replay_size}) must hold one step of every env: num_envs = {a['num_envs']}"
-        )
-    env_steps_per_actor_step = a["action_repeat"] * a["num_envs"]
-    prefill_actor_steps = -(-a["min_replay_size"] // a["num_envs"])
-    prefill_env_steps = prefill_actor_steps * env_steps_per_actor_step
-    if prefill_env_steps >= a["num_timesteps"]:
-        raise ValueError(
-            f"min_replay_size ({a['min_replay_size']}) takes {prefill_env_steps} env steps to collect (whole steps "
-            f"of num_envs = {a['num_envs']} envs, action_repeat = {a['action_repeat']}), not less than "
-            f"num_timesteps ({a['num_timesteps']}): no training would happen"
-        )
-    epochs = max(a["num_evals"] - 1, 1)
-    steps_per_epoch = -(-(a["num_timesteps"] - prefill_env_steps) // (epochs * env_steps_per_actor_step))
-    return dict(max_replay_size=max_replay_size, prefill_actor_steps=prefill_actor_steps, epochs=epochs,
-                steps_per_epoch=steps_per_epoch, env_steps_per_actor_step=env_steps_per_actor_step)
+    return environment
 
 
 def make_sgd_step(
@@ -232,20 +234,46 @@ def train(
       bootstrap_on_timeout: targets of transitions cut by the time limit bootstrap from the observation reached
         (``False``: Brax's, which drops them from the critics' loss).
     """
-    if isinstance(environment, str):
-        environment = envs.get_environment(environment)
-    plan = check_arguments(environment, eval_env, dict(
-        num_timesteps=num_timesteps, episode_length=episode_length, wrap_env=wrap_env, wrap_env_fn=wrap_env_fn,
-        action_repeat=action_repeat, num_envs=num_envs, num_eval_envs=num_eval_envs, learning_rate=learning_rate,
-        discounting=discounting, seed=seed, batch_size=batch_size, num_evals=num_evals,
-        normalize_observations=normalize_observations, max_devices_per_host=max_devices_per_host,
-        reward_scaling=reward_scaling, tau=tau, min_replay_size=min_replay_size, max_replay_size=max_replay_size,
-        grad_updates_per_step=grad_updates_per_step, deterministic_eval=deterministic_eval,
-        network_factory=network_factory, progress_fn=progress_fn, randomization_fn=randomization_fn,
-        bootstrap_on_timeout=bootstrap_on_timeout,
-    ))
+    # Brax's keywords as one SACConfig (a make_sac_networks partial's keywords become its network fields).
+    config = SACConfig.from_train_kwargs({
+        "name": environment if isinstance(environment, str) else None, "num_timesteps": num_timesteps,
+        "episode_length": episode_length, "action_repeat": action_repeat, "num_envs": num_envs,
+        "num_eval_envs": num_eval_envs, "learning_rate": learning_rate, "discounting": discounting, "seed": seed,
+        "batch_size": batch_size, "num_evals": num_evals, "normalize_observations": normalize_observations,
+        "reward_scaling": reward_scaling, "tau": tau, "min_replay_size": min_replay_size,
+        "max_replay_size": max_replay_size, "grad_updates_per_step": grad_updates_per_step,
+        "deterministic_eval": deterministic_eval, "bootstrap_on_timeout": bootstrap_on_timeout,
+        **network_fields(network_factory),
+    })
+    return train_from_config(
+        config, environment, wrap_env=wrap_env, wrap_env_fn=wrap_env_fn, max_devices_per_host=max_devices_per_host,
+        network_factory=network_factory, progress_fn=progress_fn, eval_env=eval_env,
+        randomization_fn=randomization_fn, checkpoint_logdir=checkpoint_logdir,
+        restore_checkpoint_path=restore_checkpoint_path,
+    )
+
+
+def train_from_config(
+    config: SACConfig, environment: Env | str | None = None, **options: Any
+) -> tuple[Callable[..., types.Policy], tuple[Any, Any], Metrics]:
+    """Trains ``config`` (a ``SACConfig``, checked when it was built) on ``environment`` (default:
+    ``config.env.name``, a registered name). ``options``: ``train``'s arguments that are not config fields, by the
+    same names and meanings (``OPTIONS``); without a ``network_factory`` the networks are ``make_sac_networks`` with
+    ``config.network``'s fields. Returns what ``train`` returns."""
+    environment = check_options(config, environment, options)
+    env_cfg, algorithm, run = config.env, config.algorithm, config.run
+    episode_length = env_cfg.episode_length or int(getattr(environment.unwrapped, "default_episode_length", 1000))
+    num_envs, num_eval_envs, action_repeat = env_cfg.num_envs, env_cfg.num_eval_envs, env_cfg.action_repeat
+    wrap_env, wrap_env_fn = options.get("wrap_env", True), options.get("wrap_env_fn")
+    randomization_fn, eval_env = options.get("randomization_fn"), options.get("eval_env")
+    network_factory = options.get("network_factory") or network_factory_of(config)
+    progress_fn = options.get("progress_fn") or (lambda *args: None)
+    checkpoint_logdir = options.get("checkpoint_logdir")
+    restore_checkpoint_path = options.get("restore_checkpoint_path")
     obs_size, action_size = environment.observation_size, environment.action_size
-    env_steps_per_actor_step = plan["env_steps_per_actor_step"]
+    env_steps_per_actor_step = config.env_steps_per_training_step
+    seed, num_evals, batch_size = run.seed, run.num_evals, algorithm.batch_size
+    grad_updates_per_step = algorithm.grad_updates_per_step
 
     # Brax's splits of the seed, so one seed starts the same networks and envs.
     rng, randomize_key = jax.random.split(jax.random.PRNGKey(seed))
@@ -263,25 +291,28 @@ def train(
         wrap_env=(wrap_env_fn or True) if wrap_env else False, **options,
     )
 
-    preprocess = running_statistics.normalize if normalize_observations else types.identity_observation_preprocessor
+    preprocess = types.identity_observation_preprocessor
+    if algorithm.normalize_observations:
+        preprocess = running_statistics.normalize
     sac_network = network_factory(observation_size=obs_size, action_size=action_size,
                                   preprocess_observations_fn=preprocess)
     make_policy = sac_networks.make_inference_fn(sac_network)
     alpha_optimizer = optax.adam(learning_rate=3e-4)
-    policy_optimizer = optax.adam(learning_rate=learning_rate)
-    q_optimizer = optax.adam(learning_rate=learning_rate)
+    policy_optimizer = optax.adam(learning_rate=algorithm.learning_rate)
+    q_optimizer = optax.adam(learning_rate=algorithm.learning_rate)
 
     zeros_obs, zeros_action = jnp.zeros((obs_size,)), jnp.zeros((action_size,))
     dummy = Transition(observation=zeros_obs, action=zeros_action, reward=0.0, discount=0.0,
                        next_observation=zeros_obs,
                        extras={"state_extras": {"truncation": 0.0}, "policy_extras": {}})
     replay_buffer = replay_buffers.UniformSamplingQueue(
-        max_replay_size=plan["max_replay_size"], dummy_data_sample=dummy,
+        max_replay_size=config.replay_capacity, dummy_data_sample=dummy,
         sample_batch_size=batch_size * grad_updates_per_step,
     )
     sgd_step = make_sgd_step(
-        sac_network, (alpha_optimizer, policy_optimizer, q_optimizer), reward_scaling=reward_scaling,
-        discounting=discounting, action_size=action_size, tau=tau, bootstrap_on_timeout=bootstrap_on_timeout,
+        sac_network, (alpha_optimizer, policy_optimizer, q_optimizer), reward_scaling=algorithm.reward_scaling,
+        discounting=algorithm.discounting, action_size=action_size, tau=algorithm.tau,
+        bootstrap_on_timeout=algorithm.bootstrap_on_timeout,
     )
 
     def get_experience(state: TrainingState, env_state: State, buffer_state: Any, key: jax.Array):
@@ -311,13 +342,13 @@ def train(
             return (*get_experience(state, env_state, buffer_state, experience_key), key), ()
 
         carry = (state, env_state, buffer_state, key)
-        return jax.lax.scan(step, carry, (), length=plan["prefill_actor_steps"])[0][:3]
+        return jax.lax.scan(step, carry, (), length=config.prefill_actor_steps)[0][:3]
 
     @functools.partial(jax.jit, donate_argnums=(0, 1, 2))
     def training_epoch(state: TrainingState, env_state: State, buffer_state: Any, key: jax.Array):
         carry = (state, env_state, buffer_state, key)
         (state, env_state, buffer_state, _), metrics = jax.lax.scan(
-            training_step, carry, (), length=plan["steps_per_epoch"]
+            training_step, carry, (), length=config.steps_per_epoch
         )
         return state, env_state, buffer_state, jax.tree.map(jnp.mean, metrics)
 
@@ -339,10 +370,11 @@ def train(
 
     saved_config = None
     if checkpoint_logdir:  # a factory that cannot be named fails here, before anything compiles
-        saved_config = checkpoint.network_config(obs_size, action_size, normalize_observations, network_factory)
+        saved_config = checkpoint.network_config(obs_size, action_size, algorithm.normalize_observations,
+                                                 network_factory)
         checkpoint.config_to_json(saved_config)
     evaluator = None if evaluation_env is None else acting.Evaluator(
-        evaluation_env, functools.partial(make_policy, deterministic=deterministic_eval), num_eval_envs,
+        evaluation_env, functools.partial(make_policy, deterministic=run.deterministic_eval), num_eval_envs,
         episode_length, action_repeat, eval_key,
     )
     params = lambda s: (s.normalizer_params, s.policy_params)  # noqa: E731
@@ -360,7 +392,7 @@ def train(
     logging.info("replay buffer after the prefill: %s transitions", int(replay_buffer.size(buffer_state)))
     walltime = time.perf_counter() - start
 
-    for _ in range(plan["epochs"]):
+    for _ in range(config.num_epochs):
         epoch_key, local_key = jax.random.split(local_key)
         start = time.perf_counter()
         state, env_state, buffer_state, epoch_metrics = training_epoch(state, env_state, buffer_state, epoch_key)
@@ -368,7 +400,7 @@ def train(
         seconds = time.perf_counter() - start
         walltime += seconds
         metrics = {
-            "training/sps": env_steps_per_actor_step * plan["steps_per_epoch"] / seconds,
+            "training/sps": env_steps_per_actor_step * config.steps_per_epoch / seconds,
             "training/walltime": walltime,
             **{f"training/{name}": float(value) for name, value in epoch_metrics.items()},
         }
