@@ -18,10 +18,10 @@ from brax_core.training.agents.apg import train as jax_apg
 from brax_core.training.agents.apg.config import APGConfig
 from brax_core.training.agents.ppo import presets as ppo_presets
 from brax_core.training.agents.ppo.config import PPOConfig
-from brax_core.training.agents.shac import presets as shac_presets
 from brax_core.training.agents.sac import presets as sac_presets
 from brax_core.training.agents.sac import train as jax_sac
 from brax_core.training.agents.sac.config import SACConfig
+from brax_core.training.agents.shac import presets as shac_presets
 from brax_core.training.agents.shac.config import SHACConfig
 from brax_core.training.config import ConfigError
 from brax_core.training.run import checkpoints
