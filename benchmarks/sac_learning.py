@@ -1,0 +1,66 @@
+"""The JAX SAC from a preset, seed by seed: each evaluation's reward, when it first reached ``--mark``, the final and
+best rewards, wall time and training steps/s, as Markdown rows (the "SAC" section of benchmarks/results/learning.md).
+
+    python benchmarks/sac_learning.py --env inverted_pendulum --seeds 0 1 2
+
+Each seed runs in a process of its own (``--seeds`` spawns one per seed), from the preset
+``brax_core.training.agents.sac.presets.PRESETS[--env]`` with only the seed changed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+
+def one_run(env: str, seed: int) -> dict:
+    from brax_core.training.agents.sac import presets
+    from brax_core.training.agents.sac import train as sac
+
+    evaluations, start = [], time.perf_counter()
+
+    def progress(steps: int, metrics: dict) -> None:
+        evaluations.append({"env_steps": int(steps), "seconds": round(time.perf_counter() - start, 1),
+                            "reward": float(metrics["eval/episode_reward"]),
+                            "sps": float(metrics.get("training/sps", 0.0))})
+
+    sac.train_from_config(presets.PRESETS[env].replace(seed=seed), env, progress_fn=progress)
+    return {"seed": seed, "evaluations": evaluations, "wall_s": round(time.perf_counter() - start, 1)}
+
+
+def row(env: str, run: dict, mark: float) -> str:
+    evaluations = run["evaluations"]
+    best = max(evaluations, key=lambda e: e["reward"])
+    first = next((e for e in evaluations if e["reward"] >= mark), None)
+    reached = f"{first['env_steps']:,} ({first['seconds']:.0f} s)" if first else "-"
+    return (f"| `{env}` | {run['seed']} | {evaluations[0]['reward']:,.1f} | {evaluations[-1]['reward']:,.1f} | "
+            f"{best['reward']:,.1f} | {reached} | {run['wall_s']:.0f} | {evaluations[-1]['sps']:,.0f} |")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--env", default="inverted_pendulum")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--mark", type=float, default=900.0)
+    parser.add_argument("--worker", type=int, default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker is not None:
+        print(json.dumps(one_run(args.env, args.worker)))
+        return
+    print(f"started {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load average {os.getloadavg()[0]:.2f}")
+    print("| env | seed | before training | final reward | best reward | first at the mark (env steps, s) | wall (s) "
+          "| training steps/s |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for seed in args.seeds:
+        command = [sys.executable, __file__, "--env", args.env, "--worker", str(seed)]
+        out = subprocess.run(command, capture_output=True, text=True, check=True).stdout
+        print(row(args.env, json.loads(out.strip().splitlines()[-1]), args.mark), flush=True)
+    print(f"finished {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
+
+
+if __name__ == "__main__":
+    main()
