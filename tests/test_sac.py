@@ -20,6 +20,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from test_ars import _scale_body_mass  # each env's masses scaled by a factor in [0.8, 1.2]
 
 from brax_core import envs
 from brax_core.training import replay_buffers, types
@@ -56,12 +57,6 @@ def test_brax_sac_checkpoint_test_passes_with_the_import_prefix_changed(tmp_path
 def test_brax_sac_train_test_passes_with_the_import_prefix_changed(tmp_path):
     # testTrain (fast, 2**15 env steps, eval reward > 139.3, Brax's trace counts) and testNetworkEncoding.
     _run_brax_test(tmp_path, "sac_train_test", "3 passed, 1 deselected", "-k", "not testTrainDomainRandomize")
-
-
-def _scale_body_mass(sys_, rng):
-    masses = jax.vmap(lambda key: sys_.body_mass * jax.random.uniform(key, (), minval=0.8, maxval=1.2))(rng)
-    in_axes = jax.tree.map(lambda _: None, sys_).tree_replace({"body_mass": 0})
-    return sys_.tree_replace({"body_mass": masses}), in_axes
 
 
 def test_train_domain_randomize():  # Brax's testTrainDomainRandomize, over the MJX model's masses
