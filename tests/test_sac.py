@@ -169,6 +169,7 @@ def test_twin_critics_have_brax_layout():
         (dict(tau=1.5), "tau"),
         (dict(max_replay_size=16, batch_size=32), r"max_replay_size \(16\) is smaller than one batch: batch_size = 32"),
         (dict(max_replay_size=8, batch_size=4, num_envs=16), r"max_replay_size \(8\) must hold one step of every env"),
+        (dict(min_replay_size=40, max_replay_size=32, batch_size=4), r"min_replay_size \(40\) must be at most max"),
         (dict(batch_size=0), "batch_size"),
         (dict(grad_updates_per_step=1.5), "grad_updates_per_step"),
         (dict(learning_rate=-1.0), "learning_rate"),
@@ -215,17 +216,41 @@ def test_a_replay_buffer_refuses_samples_that_are_not_its_samples():
 def test_a_checkpoint_of_a_sac_run_loads_its_policy(tmp_path):
     from brax_core.training.agents.sac import checkpoint
 
-    make_policy, params, _ = sac.train(
-        envs.get_environment("fast"), num_timesteps=256, episode_length=32, num_envs=16, batch_size=16,
-        num_evals=2, checkpoint_logdir=str(tmp_path),
-        network_factory=functools.partial(sac_networks.make_sac_networks, hidden_layer_sizes=(8,)),
-    )
+    settings = dict(num_timesteps=256, episode_length=32, num_envs=16, batch_size=16, num_evals=2,
+                    normalize_observations=True, deterministic_eval=True,
+                    network_factory=functools.partial(sac_networks.make_sac_networks, hidden_layer_sizes=(8,)))
+    finals = []
+    make_policy, params, _ = sac.train(envs.get_environment("fast"), checkpoint_logdir=str(tmp_path),
+                                       progress_fn=lambda step, m: finals.append(m["eval/episode_reward"]),
+                                       **settings)
+    assert float(np.abs(np.asarray(params[0].mean)).sum()) > 0  # the normaliser has statistics to restore
     obs = jnp.asarray([0.1, -0.2])
     loaded = checkpoint.load_policy(str(tmp_path))
     expected = make_policy(params, deterministic=True)(obs, jax.random.PRNGKey(0))[0]
     np.testing.assert_allclose(np.asarray(loaded(obs, jax.random.PRNGKey(0))[0]), np.asarray(expected), rtol=1e-6)
     config = checkpoint.load_config(str(tmp_path))
     assert config.network_factory_kwargs["hidden_layer_sizes"] == (8,)
+    # A run restored from it starts from that policy and normaliser: its first evaluation (deterministic, on the
+    # deterministic `fast`) scores what the saved run's last did.
+    restarted = []
+    sac.train(envs.get_environment("fast"), restore_checkpoint_path=str(tmp_path),
+              progress_fn=lambda step, m: restarted.append(m["eval/episode_reward"]), **settings)
+    assert restarted[0] == pytest.approx(finals[-1])
+    wider = {**settings, "network_factory": functools.partial(sac_networks.make_sac_networks, hidden_layer_sizes=(4,))}
+    mismatch = r"policy\['params'\]\['hidden_0'\]\['bias'\] has shape \(8,\), this run's networks \(4,\)"
+    with pytest.raises(ValueError, match=mismatch):
+        sac.train(envs.get_environment("fast"), restore_checkpoint_path=str(tmp_path), **wider)
+
+
+def test_bootstrapping_on_timeout_needs_the_final_observation():
+    from brax_core.envs import training as env_training
+
+    def no_auto_reset(env, episode_length, action_repeat, randomization_fn=None):
+        return env_training.VmapWrapper(env_training.EpisodeWrapper(env, episode_length, action_repeat))
+
+    with pytest.raises(ValueError, match=r"bootstrap_on_timeout=True .* keep none"):
+        sac.train(envs.get_environment("fast"), num_timesteps=64, episode_length=16, num_envs=4, batch_size=4,
+                  wrap_env_fn=no_auto_reset)
 
 
 # ---- the configuration

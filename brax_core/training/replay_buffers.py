@@ -114,8 +114,9 @@ class QueueBase(ReplayBuffer[ReplayBufferState, Sample], Generic[Sample]):
             if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
                 raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
         dtype = _common_dtype(dummy_data_sample)
-        flat, unflatten = flatten_util.ravel_pytree(jax.tree.map(lambda x: jnp.asarray(x, dtype), dummy_data_sample))
         self._dummy = jax.tree.map(jnp.asarray, dummy_data_sample)
+        # Unflattened from the sample as given, so a draw returns every leaf in its own dtype.
+        flat, unflatten = flatten_util.ravel_pytree(self._dummy)
         self._flatten_fn = jax.vmap(lambda x: flatten_util.ravel_pytree(x)[0])
         self._unflatten_fn = jax.vmap(unflatten)
         self._data_shape = (int(max_replay_size), int(flat.size))
@@ -125,9 +126,9 @@ class QueueBase(ReplayBuffer[ReplayBufferState, Sample], Generic[Sample]):
         self._size = 0
 
     def init(self, key: PRNGKey) -> ReplayBufferState:
-        zero = jnp.zeros((), jnp.int32)
         return ReplayBufferState(
-            data=jnp.zeros(self._data_shape, self._data_dtype), insert_position=zero, sample_position=zero, key=key
+            data=jnp.zeros(self._data_shape, self._data_dtype), insert_position=jnp.zeros((), jnp.int32),
+            sample_position=jnp.zeros((), jnp.int32), key=key,
         )
 
     def _check_samples(self, samples: Any) -> int:
@@ -297,7 +298,6 @@ class PjitWrapper(_Sharded[State, Sample]):
 
     def __init__(self, buffer: ReplayBuffer[State, Sample], mesh: jax.sharding.Mesh, axis_names: Sequence[str]):
         self._buffer = buffer
-        self._mesh = mesh
         self._num_devices = math.prod(mesh.shape[name] for name in axis_names)
         shards = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec(tuple(axis_names)))
         count = self._num_devices

@@ -137,6 +137,14 @@ class SACConfig(Config):
                 f"{algorithm.batch_size}",
                 ("max_replay_size", "batch_size"),
             )
+        if algorithm.min_replay_size > self.replay_capacity:
+            raise ConfigError(
+                f"min_replay_size ({algorithm.min_replay_size}) must be at most max_replay_size "
+                f"({self.replay_capacity}): the prefill would overflow the replay buffer",
+                f"--min-replay-size ({algorithm.min_replay_size}) must be at most --max-replay-size "
+                f"({self.replay_capacity})",
+                ("min_replay_size", "max_replay_size"),
+            )
         if self.replay_capacity < self.env.num_envs:
             raise ConfigError(
                 f"max_replay_size ({self.replay_capacity}) must hold one step of every env: num_envs = "

@@ -20,7 +20,7 @@ from brax_core.training import distribution, networks, types
 
 @flax.struct.dataclass
 class SACNetworks:
-    """The SAC agent's networks (Brax's fields); functions and settings, so static under ``jax.jit``."""
+    """The SAC agent's networks (Brax's fields): functions and settings, not arrays (a pytree without leaves)."""
 
     policy_network: networks.FeedForwardNetwork = flax.struct.field(pytree_node=False)
     q_network: networks.FeedForwardNetwork = flax.struct.field(pytree_node=False)

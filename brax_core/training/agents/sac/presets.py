@@ -11,8 +11,9 @@ from typing import Any
 from brax_core.training.agents.sac.config import SACConfig
 
 PRESET_FIELDS: dict[str, dict[str, Any]] = {
-    # Brax's training notebook's inverted_pendulum recipe (128 envs, 32 SGD steps of 128 per env step, a replay
-    # buffer prefilled with 8,192 transitions), evaluated on 16 envs.
+    # The shape of the SAC recipes in Brax's training notebook (128 envs, 32 SGD steps on batches of 128 per env
+    # step, a replay buffer prefilled with 8,192 transitions) with discount 0.97 and reward scaling 10, evaluated on
+    # 16 envs: every seed balances the pole by 66,560 env steps (results/learning.md, "Learning, SAC").
     "inverted_pendulum": dict(
         num_timesteps=300_000, num_evals=11, episode_length=1000, num_envs=128, num_eval_envs=16,
         learning_rate=6e-4, discounting=0.97, batch_size=128, grad_updates_per_step=32, reward_scaling=10.0,

@@ -1,7 +1,7 @@
 """Soft Actor-Critic training (``brax.training.agents.sac.train`` counterpart; Haarnoja et al., 2018,
 https://arxiv.org/abs/1812.05905).
 
-Same signature, argument names, defaults, flow and return value as Brax 0.14.2's ``train``: every env steps once
+Same signature, argument names, defaults and return value as Brax 0.14.2's ``train``, and its flow: every env steps once
 per training step and its transitions go into a uniform replay buffer (after a prefill of ``min_replay_size``
 transitions), then ``grad_updates_per_step`` SGD steps each update the temperature, the twin critics and the actor
 on a batch of ``batch_size`` drawn from the buffer, and the target critics follow by Polyak averaging (``tau``).
@@ -16,6 +16,8 @@ Where this differs from Brax (its behaviour where Brax's works):
   (``max_replay_size`` given) smaller than a batch or than one step of the envs, ``min_replay_size >=
   num_timesteps``, ``tau`` outside ``(0, 1]``, dict observations (Brax asserts, fails inside JAX or trains on);
 * the policy's kernel initialiser's keyword arguments reach it (``networks``);
+* the networks and the envs' first state come from Brax's splits of ``seed``; the later random streams (actions,
+  replay draws, SGD noise) are split in another order, so a seed gives other samples than Brax's;
 * ``num_evals=0`` trains without evaluating (Brax evaluates once anyway); one device (``max_devices_per_host`` is
   accepted and checked).
 """
@@ -132,6 +134,20 @@ def check_options(config: SACConfig, environment: Any, options: Mapping[str, Any
             f"keys {sorted(environment.observation_size)}"
         )
     return environment
+
+
+def _check_restored(path: Any, restored: Any, expected: Any) -> None:
+    """A restored policy must be the one this run builds: ``ValueError`` naming the first parameter whose shape
+    differs (before it reaches a compiled program)."""
+    got = jax.tree_util.tree_flatten_with_path(restored)[0]
+    want = jax.tree_util.tree_flatten_with_path(expected)[0]
+    if [p for p, _ in got] != [p for p, _ in want]:
+        raise ValueError(f"restore_checkpoint_path={str(path)!r} holds a policy of other layers than this run's "
+                         "networks: train with the network settings it was saved with")
+    for (name, r), (_, e) in zip(got, want, strict=True):
+        if r.shape != e.shape:
+            raise ValueError(f"restore_checkpoint_path={str(path)!r}: policy{jax.tree_util.keystr(name)} has shape "
+                             f"{tuple(r.shape)}, this run's networks {tuple(e.shape)}")
 
 
 def make_sgd_step(
@@ -284,11 +300,12 @@ def train_from_config(
     randomized = randomization_fn is not None
     training_wrap: Any = False if not wrap_env else wrap_env_fn or functools.partial(env_training.wrap,
                                                                                        full_reset=False)
-    options = dict(episode_length=episode_length, action_repeat=action_repeat, randomization_fn=randomization_fn)
-    env = wrap_for(environment, num_envs, randomize_key if randomized else None, wrap_env=training_wrap, **options)
+    env_options = dict(episode_length=episode_length, action_repeat=action_repeat, randomization_fn=randomization_fn)
+    env = wrap_for(environment, num_envs, randomize_key if randomized else None, wrap_env=training_wrap,
+                   **env_options)
     evaluation_env = None if num_evals == 0 else make_eval_env(
         eval_env or environment, num_eval_envs, eval_key if randomized else None,
-        wrap_env=(wrap_env_fn or True) if wrap_env else False, **options,
+        wrap_env=(wrap_env_fn or True) if wrap_env else False, **env_options,
     )
 
     preprocess = types.identity_observation_preprocessor
@@ -357,7 +374,9 @@ def train_from_config(
     policy_params, q_params = sac_network.policy_network.init(key_policy), sac_network.q_network.init(key_q)
     normalizer_params = running_statistics.init_state(jax.ShapeDtypeStruct((obs_size,), jnp.float32))
     if restore_checkpoint_path is not None:
-        normalizer_params, policy_params = checkpoint.load(restore_checkpoint_path)
+        normalizer_params, restored = checkpoint.load(restore_checkpoint_path)
+        _check_restored(restore_checkpoint_path, restored, policy_params)
+        policy_params = restored
     state = TrainingState(
         policy_optimizer_state=policy_optimizer.init(policy_params), policy_params=policy_params,
         q_optimizer_state=q_optimizer.init(q_params), q_params=q_params, target_q_params=q_params,
@@ -366,6 +385,13 @@ def train_from_config(
         normalizer_params=normalizer_params,
     )
     env_state = jax.jit(env.reset)(jax.random.split(env_key, num_envs))
+    if algorithm.bootstrap_on_timeout and "final_obs" not in env_state.info:
+        raise ValueError(
+            "bootstrap_on_timeout=True bootstraps a transition cut by the time limit from the observation it reached, "
+            "which brax_core's auto-reset wrapper keeps in info['final_obs']; the training env's wrappers keep none "
+            "(wrap_env=False or a wrap_env_fn): wrap it with brax_core.envs.training.wrap, or pass "
+            "bootstrap_on_timeout=False"
+        )
     buffer_state = jax.jit(replay_buffer.init)(buffer_key)
 
     saved_config = None
@@ -384,8 +410,8 @@ def train_from_config(
         progress_fn(0, metrics)
 
     # The programs donate their carry, and the start shares buffers (the target critics are the critics, the envs'
-    # first state is their state): every leaf gets a buffer of its own once.
-    state, env_state, buffer_state = jax.tree.map(jnp.copy, (state, env_state, buffer_state))
+    # first state is their state): every leaf of those gets a buffer of its own once (the replay buffer's have).
+    state, env_state = jax.tree.map(jnp.copy, (state, env_state))
     start = time.perf_counter()
     prefill_key, local_key = jax.random.split(local_key)
     state, env_state, buffer_state = prefill(state, env_state, buffer_state, prefill_key)
