@@ -355,13 +355,38 @@ def restore_checked(step_dir: str, item: str, target: Any) -> Any:
 
     try:
         with ocp.StandardCheckpointer() as checkpointer:
-            restored = checkpointer.restore(item_dir, target)
+            mismatch = _saved_shape_mismatch(step_dir, item, checkpointer.metadata(item_dir), target)
+            restored = None if mismatch else checkpointer.restore(item_dir, target)
     except Exception as e:  # orbax raises many types; the caller needs the path and the cause
         raise ValueError(
             f"checkpoint at {step_dir!r} is corrupt or does not match: cannot restore {item!r} ({e})"
         ) from e
+    if mismatch:
+        raise ValueError(mismatch)
     _check_shapes(step_dir, item, restored, target)
     return restored
+
+
+def _path_names(path: tuple[Any, ...]) -> tuple[str, ...]:
+    """A tree path as plain names, alike for a dict's keys, a dataclass's fields and a sequence's indices."""
+    return tuple(str(getattr(k, "key", getattr(k, "name", getattr(k, "idx", k)))) for k in path)
+
+
+def _saved_shape_mismatch(step_dir: str, item: str, metadata: Any, target: Any) -> str | None:
+    """Before restoring: the refusal of the first array the checkpoint holds with another shape than ``target``'s,
+    naming it (orbax's own refusal names no array); ``None`` when none differs. Arrays only one side has are left to
+    orbax."""
+    tree = getattr(getattr(metadata, "item_metadata", None), "tree", None)
+    if tree is None:
+        return None
+    saved = {_path_names(path): tuple(leaf.shape) for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]
+             if hasattr(leaf, "shape")}
+    for path, leaf in jax.tree_util.tree_flatten_with_path(target)[0]:
+        shape = saved.get(_path_names(path))
+        if shape is not None and hasattr(leaf, "shape") and shape != tuple(leaf.shape):
+            return (f"checkpoint at {step_dir!r} does not match: {item}{jax.tree_util.keystr(path)} was saved with "
+                    f"shape {shape}, expected {tuple(leaf.shape)}")
+    return None
 
 
 def _check_shapes(step_dir: str, item: str, restored: Any, target: Any) -> None:

@@ -134,6 +134,23 @@ ACTIVATIONS: dict[str, ActivationFn] = {
 }
 
 
+def factory_keywords(network_factory: Any) -> tuple[Any, dict[str, Any]]:
+    """A network factory unwrapped from its (nested) ``functools.partial``s: the base function and the keywords the
+    partials bind, the outermost winning (how a trainer reads a Brax-style factory's settings into its config)."""
+    keywords: dict[str, Any] = {}
+    while isinstance(network_factory, functools.partial):
+        keywords = {**network_factory.keywords, **keywords}
+        network_factory = network_factory.func
+    return network_factory, keywords
+
+
+def activation_name(activation: Any) -> str | None:
+    """The name an activation has in ``ACTIVATIONS`` (a name is returned as it is), or ``None``."""
+    if isinstance(activation, str):
+        return activation
+    return next((name for name, fn in ACTIVATIONS.items() if fn is activation), None)
+
+
 def validate_activation(activation: Any) -> ActivationFn:
     """A callable activation; a string is looked up in ``ACTIVATIONS``."""
     if isinstance(activation, str):

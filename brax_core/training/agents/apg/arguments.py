@@ -193,11 +193,7 @@ def network_fields(network_factory: Any) -> dict[str, Any]:
     """The config's network fields that a ``network_factory`` of Brax's signature sets: those of a
     ``functools.partial`` of ``make_apg_networks`` (an activation by its name where it has one); nothing for any
     other factory, which a run then uses as it is."""
-    keywords: dict[str, Any] = {}
-    factory = network_factory
-    while isinstance(factory, functools.partial):
-        keywords = {**factory.keywords, **keywords}
-        factory = factory.func
+    factory, keywords = networks.factory_keywords(network_factory)
     if factory is not apg_networks.make_apg_networks:
         return {}
     fields = {}
@@ -205,13 +201,8 @@ def network_fields(network_factory: Any) -> dict[str, Any]:
         fields["policy_hidden_layer_sizes"] = keywords["hidden_layer_sizes"]
     if "layer_norm" in keywords:
         fields["layer_norm"] = keywords["layer_norm"]
-    activation = keywords.get("activation")
-    if isinstance(activation, str):
-        fields["activation"] = activation
-    elif activation is not None:
-        names = [name for name, fn in networks.ACTIVATIONS.items() if fn is activation]
-        if names:
-            fields["activation"] = names[0]
+    if (name := networks.activation_name(keywords.get("activation"))) is not None:
+        fields["activation"] = name
     return fields
 
 

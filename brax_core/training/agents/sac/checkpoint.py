@@ -34,7 +34,7 @@ from brax_core.training.checkpoint import (
 )
 from brax_core.training.run.checkpoints import resolve_for
 
-__all__ = ["load", "load_config", "load_policy", "network_config", "save"]
+__all__ = ["load", "load_config", "load_policy", "network_config", "restore_params", "save"]
 
 register_callable("make_sac_networks", sac_networks.make_sac_networks)
 
@@ -57,14 +57,24 @@ def load_config(path: str | os.PathLike) -> config_dict.ConfigDict:
     return config_dict.ConfigDict(live_config(read_config(path, "sac")))
 
 
+def restore_params(path: str | os.PathLike, target: Any) -> tuple[Any, Any]:
+    """The ``(normalizer_params, policy_params)`` of a SAC checkpoint restored into ``target``'s shapes (arrays or
+    ``jax.ShapeDtypeStruct``s): an array saved with another shape is refused, naming it."""
+    step_dir = resolve_for(path, "jax")
+    read_config(step_dir, "sac")  # refuses another algorithm's checkpoint, naming its loader
+    return tuple(restore_checked(step_dir, "params", on_default_device(target)))
+
+
+def _saved_shapes(config: Mapping[str, Any], network: sac_networks.SACNetworks) -> Any:
+    statistics = running_statistics.init_state(jax.ShapeDtypeStruct((saved_observation_size(config),), "float32"))
+    return jax.eval_shape(lambda: (statistics, network.policy_network.init(jax.random.PRNGKey(0))))
+
+
 def load(path: str | os.PathLike, network_factory: Callable[..., Any] | None = None) -> tuple[Any, Any]:
     """The ``(normalizer_params, policy_params)`` of a SAC checkpoint."""
     step_dir = resolve_for(path, "jax")
     config = read_config(step_dir, "sac")
-    network = networks_from_config(config, network_factory)
-    statistics = running_statistics.init_state(jax.ShapeDtypeStruct((saved_observation_size(config),), "float32"))
-    target = jax.eval_shape(lambda: (statistics, network.policy_network.init(jax.random.PRNGKey(0))))
-    return tuple(restore_checked(step_dir, "params", on_default_device(target)))
+    return restore_params(step_dir, _saved_shapes(config, networks_from_config(config, network_factory)))
 
 
 def load_policy(
@@ -80,5 +90,6 @@ def load_policy(
     step_dir = resolve_for(path, "jax")
     config = read_config(step_dir, "sac")
     network = networks_from_config(config, network_factory)
-    policy = sac_networks.make_inference_fn(network)(load(step_dir, network_factory), deterministic=deterministic)
+    params = restore_params(step_dir, _saved_shapes(config, network))
+    policy = sac_networks.make_inference_fn(network)(params, deterministic=deterministic)
     return checked_policy(step_dir, policy, config)

@@ -35,7 +35,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from brax_core import envs
+from brax_core import devices, envs
 from brax_core.envs.base import Env, State
 from brax_core.envs.wrappers import training as env_training
 from brax_core.training import acting, gradients, networks, replay_buffers, types
@@ -77,11 +77,7 @@ OPTIONS = ("wrap_env", "wrap_env_fn", "max_devices_per_host", "network_factory",
 def network_fields(network_factory: Any) -> dict[str, Any]:
     """The config's network fields a ``functools.partial`` of ``make_sac_networks`` sets (an activation by its name
     where it has one); nothing for any other factory, which a run then uses as it is."""
-    keywords: dict[str, Any] = {}
-    factory = network_factory
-    while isinstance(factory, functools.partial):
-        keywords = {**factory.keywords, **keywords}
-        factory = factory.func
+    factory, keywords = networks.factory_keywords(network_factory)
     if factory is not sac_networks.make_sac_networks:
         return {}
     fields: dict[str, Any] = {}
@@ -89,10 +85,8 @@ def network_fields(network_factory: Any) -> dict[str, Any]:
         fields["policy_hidden_layer_sizes"] = fields["value_hidden_layer_sizes"] = keywords["hidden_layer_sizes"]
     if keywords.get("q_hidden_layer_sizes") is not None:
         fields["value_hidden_layer_sizes"] = keywords["q_hidden_layer_sizes"]
-    activation = keywords.get("activation")
-    names = [name for name, fn in networks.ACTIVATIONS.items() if fn is activation or name == activation]
-    if names:
-        fields["activation"] = names[0]
+    if (name := networks.activation_name(keywords.get("activation"))) is not None:
+        fields["activation"] = name
     return fields
 
 
@@ -125,8 +119,8 @@ def check_options(config: SACConfig, environment: Any, options: Mapping[str, Any
     if options.get("max_devices_per_host") is not None:
         v.positive_int("max_devices_per_host", options["max_devices_per_host"])
     v.boolean("wrap_env", options.get("wrap_env", True))
-    for name in ("network_factory", "progress_fn", "wrap_env_fn", "randomization_fn"):
-        if options.get(name) is not None or name == "progress_fn" and name in options:
+    for name in ("network_factory", "progress_fn", "wrap_env_fn", "randomization_fn"):  # None: the default
+        if options.get(name) is not None:
             v.callable_arg(name, options[name])
     if isinstance(environment.observation_size, Mapping):
         raise ValueError(
@@ -134,20 +128,6 @@ def check_options(config: SACConfig, environment: Any, options: Mapping[str, Any
             f"keys {sorted(environment.observation_size)}"
         )
     return environment
-
-
-def _check_restored(path: Any, restored: Any, expected: Any) -> None:
-    """A restored policy must be the one this run builds: ``ValueError`` naming the first parameter whose shape
-    differs (before it reaches a compiled program)."""
-    got = jax.tree_util.tree_flatten_with_path(restored)[0]
-    want = jax.tree_util.tree_flatten_with_path(expected)[0]
-    if [p for p, _ in got] != [p for p, _ in want]:
-        raise ValueError(f"restore_checkpoint_path={str(path)!r} holds a policy of other layers than this run's "
-                         "networks: train with the network settings it was saved with")
-    for (name, r), (_, e) in zip(got, want, strict=True):
-        if r.shape != e.shape:
-            raise ValueError(f"restore_checkpoint_path={str(path)!r}: policy{jax.tree_util.keystr(name)} has shape "
-                             f"{tuple(r.shape)}, this run's networks {tuple(e.shape)}")
 
 
 def make_sgd_step(
@@ -275,8 +255,17 @@ def train_from_config(
     """Trains ``config`` (a ``SACConfig``, checked when it was built) on ``environment`` (default:
     ``config.env.name``, a registered name). ``options``: ``train``'s arguments that are not config fields, by the
     same names and meanings (``OPTIONS``); without a ``network_factory`` the networks are ``make_sac_networks`` with
-    ``config.network``'s fields. Returns what ``train`` returns."""
+    ``config.network``'s fields. Runs on ``config.run.device`` (``None``: where JAX places arrays now), as every
+    trainer. Returns what ``train`` returns."""
     environment = check_options(config, environment, options)
+    with devices.placed(config.run.device):
+        return _train(config, environment, options)
+
+
+def _train(
+    config: SACConfig, environment: Env, options: Mapping[str, Any]
+) -> tuple[Callable[..., types.Policy], tuple[Any, Any], Metrics]:
+    """The run of a checked config on a checked environment (``train_from_config``)."""
     env_cfg, algorithm, run = config.env, config.algorithm, config.run
     episode_length = env_cfg.episode_length or int(getattr(environment.unwrapped, "default_episode_length", 1000))
     num_envs, num_eval_envs, action_repeat = env_cfg.num_envs, env_cfg.num_eval_envs, env_cfg.action_repeat
@@ -374,9 +363,10 @@ def train_from_config(
     policy_params, q_params = sac_network.policy_network.init(key_policy), sac_network.q_network.init(key_q)
     normalizer_params = running_statistics.init_state(jax.ShapeDtypeStruct((obs_size,), jnp.float32))
     if restore_checkpoint_path is not None:
-        normalizer_params, restored = checkpoint.load(restore_checkpoint_path)
-        _check_restored(restore_checkpoint_path, restored, policy_params)
-        policy_params = restored
+        # Into this run's own shapes: a policy of other sizes is refused naming the parameter.
+        normalizer_params, policy_params = checkpoint.restore_params(
+            restore_checkpoint_path, jax.eval_shape(lambda: (normalizer_params, policy_params))
+        )
     state = TrainingState(
         policy_optimizer_state=policy_optimizer.init(policy_params), policy_params=policy_params,
         q_optimizer_state=q_optimizer.init(q_params), q_params=q_params, target_q_params=q_params,
