@@ -302,3 +302,18 @@ def test_the_inverted_pendulum_preset_balances():
 
     _, _, metrics = sac.train_from_config(presets.PRESETS["inverted_pendulum"], "inverted_pendulum")
     assert metrics["eval/episode_reward"] >= 900
+
+
+def test_a_config_runs_on_its_device_and_an_absent_device_is_refused_by_name(monkeypatch):
+    from brax_core.training.agents.sac.config import SACConfig
+
+    config = SACConfig.from_flat({"num_timesteps": 64, "episode_length": 16, "num_envs": 8, "batch_size": 8,
+                                  "num_eval_envs": 4, "device": "cpu", "policy_hidden_layer_sizes": (8,),
+                                  "value_hidden_layer_sizes": (8,)})
+    _, (_, policy_params), _ = sac.train_from_config(config, "fast")
+    assert {d.platform for leaf in jax.tree.leaves(policy_params) for d in leaf.devices()} == {"cpu"}
+    if any(d.platform == "gpu" for d in jax.devices()):
+        return  # the refusal below needs a machine without CUDA devices
+    monkeypatch.setattr(jax, "jit", lambda *a, **k: pytest.fail("compiled"))
+    with pytest.raises((ValueError, RuntimeError), match="config.run.device"):
+        sac.train_from_config(config.replace(device="cuda"), "fast")
