@@ -106,9 +106,10 @@ def _stop_at_the_env(monkeypatch, decided):
 
 
 def test_every_torch_trainer_trains_where_the_rule_says(reported_gpu, monkeypatch):
-    """torch_ppo.train, torch_analytic.apg.train and shac.train, given no device, put their envs (and so their
-    networks) on JAX's default GPU when torch reaches it, and on the CPU when it does not."""
+    """torch_ppo.train, torch_analytic.apg.train, shac.train and torch_sac.train, given no device, put their envs (and
+    so their networks) on JAX's default GPU when torch reaches it, and on the CPU when it does not."""
     import torch_ppo
+    import torch_sac
     from torch_analytic import apg, shac
 
     tiny = dict(episode_length=20, num_envs=4, num_evals=1, num_eval_envs=4)
@@ -122,7 +123,9 @@ def test_every_torch_trainer_trains_where_the_rule_says(reported_gpu, monkeypatc
             apg.train("fast", policy_updates=1, horizon_length=4, **tiny)
         with pytest.raises(_Decided):
             shac.train("fast", policy_updates=1, horizon_length=4, **tiny)
-        assert decided == [expected] * 3, (cuda, decided)
+        with pytest.raises(_Decided):
+            torch_sac.train("fast", num_timesteps=100, batch_size=4, **tiny)
+        assert decided == [expected] * 4, (cuda, decided)
 
 
 def test_every_load_policy_loads_where_the_rule_says(reported_gpu, monkeypatch, tmp_path):
@@ -130,18 +133,20 @@ def test_every_load_policy_loads_where_the_rule_says(reported_gpu, monkeypatch, 
     onto that device); the JAX trainers' onto JAX's default device."""
     import torch_analytic
     import torch_ppo
+    import torch_sac
     from torch_analytic import checkpoint as analytic_checkpoint
     from torch_ppo import checkpoint as torch_checkpoint
+    from torch_sac import checkpoint as sac_checkpoint
 
     asked = []
-    for module in (torch_checkpoint, analytic_checkpoint):
+    for module in (torch_checkpoint, analytic_checkpoint, sac_checkpoint):
         monkeypatch.setattr(module, "read_state", lambda path, trainer, fmt, map_location="cpu":
                             asked.append(str(map_location)) or (_ for _ in ()).throw(_Decided()))
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    for load in (torch_ppo.load_policy, torch_analytic.load_policy):
+    for load in (torch_ppo.load_policy, torch_analytic.load_policy, torch_sac.load_policy):
         with pytest.raises(_Decided):
             load(tmp_path)
-    assert asked == ["cuda:0", "cuda:0"]
+    assert asked == ["cuda:0"] * 3
 
 
 def test_train_device_auto_and_the_jax_trainer_from_python_agree(reported_gpu, monkeypatch, tmp_path):

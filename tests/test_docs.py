@@ -288,7 +288,7 @@ def test_runnable_blocks_run(shard, tmp_path):
 
 
 
-OUR_PACKAGES = ("brax_core", "brax_bridge", "torch_training", "torch_ppo", "torch_analytic", "brax_bridge_app")
+OUR_PACKAGES = ("brax_core", "brax_bridge", "torch_training", "torch_ppo", "torch_analytic", "torch_sac", "brax_bridge_app")
 
 
 def _imports_of(code: str) -> list[tuple[str, str | None]]:

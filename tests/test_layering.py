@@ -1,9 +1,9 @@
-"""The packages depend in one direction: brax_core -> brax_bridge -> torch_training -> torch_ppo, torch_analytic ->
-brax_bridge_app.
+"""The packages depend in one direction: brax_core -> brax_bridge -> torch_training -> torch_ppo, torch_analytic,
+torch_sac -> brax_bridge_app.
 
 One folder per layer, no exceptions: brax_core is JAX only; brax_bridge adds torch; torch_training holds what every
 torch trainer shares (normaliser, layers, bridge evaluator, device rule, gradient norms, checkpoint files); the torch
-trainers, torch_ppo and torch_analytic, stand beside each other on it and import nothing of each other;
+trainers, torch_ppo, torch_analytic and torch_sac, stand beside each other on it and import nothing of each other;
 brax_bridge_app (the command line, its run folders and reports) may import everything. Two checks:
 importing each layer's modules in a fresh interpreter loads nothing from a layer above (or torch, for
 brax_core), and no module of ours hides an import of our packages inside a function.
@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("brax_core", "brax_bridge", "torch_training", "torch_ppo", "torch_analytic", "brax_bridge_app")
+PACKAGES = ("brax_core", "brax_bridge", "torch_training", "torch_ppo", "torch_analytic", "torch_sac", "brax_bridge_app")
 APPLICATION = ("brax_bridge_app",)
 # The adapters' libraries (optional extras) build on torch, so they sit with it: never below the bridge core.
 TORCH = ("torch", "tensordict", "torchrl", "gymnasium", "stable_baselines3", "rsl_rl")
@@ -72,13 +72,14 @@ LAYERS = {
     "torch_training": [m for m in MODULES if _within(m, ("torch_training",))],
     "torch_ppo": [m for m in MODULES if _within(m, ("torch_ppo",))],
     "torch_analytic": [m for m in MODULES if _within(m, ("torch_analytic",))],
+    "torch_sac": [m for m in MODULES if _within(m, ("torch_sac",))],
 }
+TORCH_TRAINERS = ("torch_ppo", "torch_analytic", "torch_sac")
 FORBIDDEN = {
-    "brax_core": ("brax_bridge", "torch_training", "torch_ppo", "torch_analytic", *TORCH),
-    "brax_bridge": ("torch_training", "torch_ppo", "torch_analytic", *APPLICATION),
-    "torch_training": ("torch_ppo", "torch_analytic", *APPLICATION),
-    "torch_ppo": ("torch_analytic", *APPLICATION),
-    "torch_analytic": ("torch_ppo", *APPLICATION),
+    "brax_core": ("brax_bridge", "torch_training", *TORCH_TRAINERS, *TORCH),
+    "brax_bridge": ("torch_training", *TORCH_TRAINERS, *APPLICATION),
+    "torch_training": (*TORCH_TRAINERS, *APPLICATION),
+    **{trainer: (*(t for t in TORCH_TRAINERS if t != trainer), *APPLICATION) for trainer in TORCH_TRAINERS},
 }
 
 # Stages of (modules, forbidden prefixes), imported bottom-up in one fresh interpreter, one module at a time;
@@ -130,11 +131,11 @@ def _probe(*stages: tuple[list[str], tuple[str, ...]]) -> list[dict]:
 
 @pytest.fixture(scope="module")
 def layer_imports() -> dict[str, dict]:
-    # The two torch trainers sit side by side: each is probed after the layers below in an interpreter of its own,
+    # The torch trainers sit side by side: each is probed after the layers below in an interpreter of its own,
     # so that neither's modules are already loaded when the other's imports are checked.
     below = ["brax_core", "brax_bridge", "torch_training"]
     reports = {}
-    for trainer in ("torch_ppo", "torch_analytic"):
+    for trainer in TORCH_TRAINERS:
         names = [*below, trainer]
         stages = [(LAYERS[name], (*FORBIDDEN[name], *IMPORTED_ON_USE)) for name in names]
         reports.update(zip(names, _probe(*stages), strict=True))
@@ -147,6 +148,7 @@ def test_layers_are_found():
     assert {"torch_training.normalizer", "torch_training.evaluation"} <= set(LAYERS["torch_training"])
     assert "torch_ppo.policy_transfer" in LAYERS["torch_ppo"]
     assert {"torch_analytic.apg", "torch_analytic.networks"} <= set(LAYERS["torch_analytic"])
+    assert {"torch_sac.train", "torch_sac.losses", "torch_sac.replay_buffer"} <= set(LAYERS["torch_sac"])
     assert {"brax_bridge_app.cli", "brax_bridge_app.runs"} <= set(MODULES)
     assert not any(_within(m, APPLICATION) for layer in LAYERS.values() for m in layer)
 
@@ -173,8 +175,7 @@ SCHEMA_MODULES = {
 
 
 def test_the_command_line_module_loads_no_framework():
-    forbidden = ("jax", "mujoco", "flax", *TORCH, "brax_core", "brax_bridge", "torch_training", "torch_ppo",
-                 "torch_analytic")
+    forbidden = ("jax", "mujoco", "flax", *TORCH, "brax_core", "brax_bridge", "torch_training", *TORCH_TRAINERS)
     (result,) = _probe((["brax_bridge_app.cli"], forbidden))
     loaded = set(result["blame"].get("brax_bridge_app.cli", []))
     # Not even brax_bridge: importing it configures JAX's GPU memory, which the command's help has no business doing.

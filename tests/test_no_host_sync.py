@@ -1,4 +1,4 @@
-"""The CPU stand-in for the GPU's sync check: a training call of each torch trainer (torch_ppo, the torch APG, SHAC)
+"""The CPU stand-in for the GPU's sync check: a training call of each torch trainer (torch_ppo, the torch APG, SHAC, the torch SAC)
 reads nothing back to the host (no ``.item()``, ``bool(tensor)``, ``.tolist()``, ``.cpu()``, ``.numpy()``: each would
 wait for the device on a GPU) and makes no implicit transfer between host and device on JAX's side
 (``jax.transfer_guard("disallow")``). The metrics are read once per call, after it (``training_metrics``). On a GPU,
@@ -16,8 +16,10 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import torch_ppo
+import torch_sac
 from torch_analytic import apg, common, shac
 from torch_ppo.trainer import TorchPPOBackend
+from torch_sac.train import SACBackend
 
 aten = torch.ops.aten
 # What a host read of a tensor's value dispatches to.
@@ -95,3 +97,11 @@ def test_a_gradient_trainers_epoch_reads_nothing_back(monkeypatch, module):
     module.train("fast", episode_length=20, policy_updates=4, horizon_length=4, num_envs=4, num_evals=2,
                  num_eval_envs=4)
     assert calls == [4]
+
+
+def test_a_torch_sac_epoch_reads_nothing_back(monkeypatch):
+    calls = _guard_training_calls(monkeypatch, SACBackend)
+    torch_sac.train("fast", num_timesteps=512, episode_length=20, num_envs=8, batch_size=16, grad_updates_per_step=2,
+                    min_replay_size=64, num_evals=3, num_eval_envs=4, normalize_observations=True,
+                    hidden_layer_sizes=(8,))
+    assert len(calls) == 2 and sum(calls) == (512 - 64) // 8

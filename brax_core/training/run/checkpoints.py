@@ -140,6 +140,7 @@ TRAINERS = {
         "torch_analytic (APG or SHAC in torch)",
         "torch_analytic.apg.train or torch_analytic.shac.train(..., restore_checkpoint_path=PATH)",
     ),
+    "torch_sac": ("torch_sac (SAC in torch)", "torch_sac.train(..., restore_checkpoint_path=PATH)"),
 }
 
 

@@ -30,7 +30,16 @@ from brax_core.training.config import (
     real,
 )
 
-__all__ = ["SACAlgorithm", "SACConfig", "SACNetwork"]
+__all__ = ["SACAlgorithm", "SACConfig", "SACNetwork", "check_flat_observations"]
+
+
+def check_flat_observations(name: str, observation_size: Any) -> None:
+    """Both SAC trainers' refusal of an env with dict observations, in the same words (``name``: the argument)."""
+    if isinstance(observation_size, Mapping):
+        raise ValueError(
+            f"{name}: SAC's networks take a flat observation vector; this env's observations are a dict with "
+            f"keys {sorted(observation_size)}"
+        )
 
 
 @dataclasses.dataclass(frozen=True)

@@ -45,7 +45,7 @@ from brax_core.training.agents.ppo.environments import make_eval_env, wrap_for
 from brax_core.training.agents.sac import checkpoint
 from brax_core.training.agents.sac import losses as sac_losses
 from brax_core.training.agents.sac import networks as sac_networks
-from brax_core.training.agents.sac.config import SACConfig
+from brax_core.training.agents.sac.config import SACConfig, check_flat_observations
 
 Metrics = types.Metrics
 Transition = types.Transition
@@ -122,11 +122,7 @@ def check_options(config: SACConfig, environment: Any, options: Mapping[str, Any
     for name in ("network_factory", "progress_fn", "wrap_env_fn", "randomization_fn"):  # None: the default
         if options.get(name) is not None:
             v.callable_arg(name, options[name])
-    if isinstance(environment.observation_size, Mapping):
-        raise ValueError(
-            "environment: SAC's networks take a flat observation vector; this env's observations are a dict with "
-            f"keys {sorted(environment.observation_size)}"
-        )
+    check_flat_observations("environment", environment.observation_size)
     return environment
 
 
