@@ -16,15 +16,19 @@ from typing import Any
 
 from brax_core.training.agents.apg.config import APGConfig
 from brax_core.training.agents.ppo.config import PPOConfig
+from brax_core.training.agents.sac.config import SACConfig
 from brax_core.training.agents.shac.config import SHACConfig
 from brax_core.training.config import Config
 
-CONFIGS: dict[str, type[Config]] = {"ppo": PPOConfig, "apg": APGConfig, "shac": SHACConfig}
+CONFIGS: dict[str, type[Config]] = {"ppo": PPOConfig, "apg": APGConfig, "shac": SHACConfig, "sac": SACConfig}
 ALGOS = tuple(CONFIGS)
 GRADIENT_ALGOS = ("apg", "shac")
 # The trainers each algorithm has, the first its default.
-TRAINERS_OF: dict[str, tuple[str, ...]] = {"ppo": ("jax", "torch"), "apg": ("torch", "jax"), "shac": ("torch",)}
-NAMES = {"ppo": "PPO", "apg": "APG (Brax's analytic policy gradient)", "shac": "SHAC (Short-Horizon Actor-Critic)"}
+TRAINERS_OF: dict[str, tuple[str, ...]] = {
+    "ppo": ("jax", "torch"), "apg": ("torch", "jax"), "shac": ("torch",), "sac": ("jax", "torch"),
+}
+NAMES = {"ppo": "PPO", "apg": "APG (Brax's analytic policy gradient)", "shac": "SHAC (Short-Horizon Actor-Critic)",
+         "sac": "SAC (Soft Actor-Critic)"}
 
 # Where neither a preset nor a flag sets a field, a command-line run starts from these rather than the trainers'
 # Python defaults (PPO's: one env, batches of 32, right for a library call and too small for a command-line run;
@@ -38,6 +42,13 @@ COMMAND_LINE_DEFAULTS: dict[str, dict[str, Any]] = {
     },
     "apg": {"num_timesteps": 1_000_000, "num_envs": 64, "num_evals": 10, "max_to_keep": 3},
     "shac": {"num_timesteps": 1_000_000, "num_evals": 10, "max_to_keep": 3},
+    # The shape of Brax's notebook SAC recipes (the inverted_pendulum preset's): 128 envs, 32 SGD steps on batches
+    # of 128 per env step, a prefilled replay buffer of a million transitions.
+    "sac": {
+        "num_timesteps": 1_000_000, "num_envs": 128, "num_evals": 10, "learning_rate": 6e-4, "discounting": 0.97,
+        "batch_size": 128, "grad_updates_per_step": 32, "reward_scaling": 10.0, "normalize_observations": True,
+        "min_replay_size": 8192, "max_replay_size": 1_048_576, "max_to_keep": 3,
+    },
 }
 
 
@@ -46,6 +57,7 @@ RESUME_MAY_CHANGE = {
     "ppo": "--num-timesteps, and other hyperparameter flags with --allow-changes",
     "apg": "--num-timesteps only (a larger one trains on)",
     "shac": "--num-timesteps only (a larger one trains on)",
+    "sac": "--num-timesteps only (a larger one trains on)",
 }
 
 

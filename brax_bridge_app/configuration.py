@@ -21,6 +21,7 @@ from brax_bridge_app.hparams import HParamError
 from brax_core.training.agents.apg import presets as apg_presets
 from brax_core.training.agents.ppo import presets as ppo_presets
 from brax_core.training.agents.ppo.config import fields_of_train_kwargs
+from brax_core.training.agents.sac import presets as sac_presets
 from brax_core.training.agents.shac import presets as shac_presets
 from brax_core.training.config import SECTION_ORDER, Config, ConfigError
 
@@ -34,6 +35,8 @@ def presets(algo: str = "ppo") -> dict[str, dict[str, Any]]:
         return {name: dict(fields) for name, fields in apg_presets.PRESET_FIELDS.items()}
     if algo == "shac":
         return {name: dict(fields) for name, fields in shac_presets.PRESET_FIELDS.items()}
+    if algo == "sac":
+        return {name: dict(fields) for name, fields in sac_presets.PRESET_FIELDS.items()}
     table = {**ppo_presets.TRAIN_KWARGS, **{f"{env}-gpu": kw for env, kw in ppo_presets.GPU_TRAIN_KWARGS.items()}}
     return {name: _preset_values(kwargs) for name, kwargs in table.items()}
 

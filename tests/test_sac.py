@@ -317,3 +317,28 @@ def test_a_config_runs_on_its_device_and_an_absent_device_is_refused_by_name(mon
     monkeypatch.setattr(jax, "jit", lambda *a, **k: pytest.fail("compiled"))
     with pytest.raises((ValueError, RuntimeError), match="config.run.device"):
         sac.train_from_config(config.replace(device="cuda"), "fast")
+
+
+def test_an_interrupted_run_resumed_from_its_checkpoint_ends_as_the_unbroken_run(tmp_path):
+    """``save_checkpoint_path`` saves the whole run (training state, replay buffer, key, envs) at each epoch's end;
+    ``restore_checkpoint_path`` continues it exactly; ``policy_params_fn`` sees each epoch's end."""
+    kwargs = dict(num_timesteps=2_048, episode_length=100, num_envs=16, num_eval_envs=16, batch_size=64,
+                  grad_updates_per_step=2, min_replay_size=256, num_evals=3,
+                  network_factory=functools.partial(sac_networks.make_sac_networks, hidden_layer_sizes=(32, 32)))
+    ends = []
+    _, unbroken, _ = sac.train("inverted_pendulum", save_checkpoint_path=tmp_path / "a",
+                               policy_params_fn=lambda step, make_policy, params: ends.append(step), **kwargs)
+    assert ends == [256, 1152, 2048]
+
+    def stop_after_first(step, metrics):
+        if step > 256:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        sac.train("inverted_pendulum", save_checkpoint_path=tmp_path / "b", progress_fn=stop_after_first, **kwargs)
+    _, resumed, _ = sac.train("inverted_pendulum", save_checkpoint_path=tmp_path / "b",
+                              restore_checkpoint_path=tmp_path / "b", **kwargs)
+    for a, b in zip(jax.tree.leaves(unbroken), jax.tree.leaves(resumed), strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    with pytest.raises(ValueError, match="batch_size: 64 in the checkpoint, 32 requested"):
+        sac.train("inverted_pendulum", restore_checkpoint_path=tmp_path / "a", **{**kwargs, "batch_size": 32})

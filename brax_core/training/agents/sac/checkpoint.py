@@ -4,7 +4,9 @@ digests, written atomically).
 
 A step directory holds ``config`` (the network configuration of ``brax_core.training.checkpoint`` with
 ``"algo": "sac"``) and ``params``, the ``(normalizer_params, policy_params)`` pair ``make_inference_fn`` takes;
-``load_policy`` rebuilds the policy from it alone, as Brax's does.
+``load_policy`` rebuilds the policy from it alone, as Brax's does. A run saved with ``save_checkpoint_path`` also
+holds its configuration (``"training"``), ``state`` (the training state, the replay buffer and the run's key) and
+``env_state``, from which ``restore_checkpoint_path`` continues the run exactly (``resumable``, ``restore``).
 """
 
 from __future__ import annotations
@@ -16,9 +18,10 @@ from typing import Any
 import jax
 from ml_collections import config_dict
 
-from brax_core.training import types
+from brax_core.training import resume, types
 from brax_core.training.acme import running_statistics
 from brax_core.training.agents.sac import networks as sac_networks
+from brax_core.training.agents.sac.config import SACConfig
 from brax_core.training.checkpoint import (
     Saver,
     checked_policy,
@@ -30,11 +33,15 @@ from brax_core.training.checkpoint import (
     read_config,
     register_callable,
     restore_checked,
+    restore_env_state,
     saved_observation_size,
 )
 from brax_core.training.run.checkpoints import resolve_for
 
-__all__ = ["load", "load_config", "load_policy", "network_config", "restore_params", "save"]
+__all__ = [
+    "checkpoint_config", "load", "load_config", "load_policy", "network_config", "restore", "restore_params",
+    "resumable", "save",
+]
 
 register_callable("make_sac_networks", sac_networks.make_sac_networks)
 
@@ -49,6 +56,17 @@ def save(path: str | os.PathLike, step: int, params: Any, config: Mapping[str, A
         return saver.save(step, tuple(params), None, saved)
     finally:
         saver.close()
+
+
+def checkpoint_config(
+    observation_size: int, action_size: int, network_factory: Callable[..., Any], config: SACConfig
+) -> dict[str, Any]:
+    """What a run's checkpoints record: the networks (``network_config``: a factory that cannot be named raises
+    ``ValueError`` here, before training), ``"algo": "sac"`` and the run's configuration."""
+    saved = config_to_json(
+        network_config(observation_size, action_size, config.algorithm.normalize_observations, network_factory)
+    )
+    return {**saved, "algo": "sac", "training": config.to_json()}
 
 
 def load_config(path: str | os.PathLike) -> config_dict.ConfigDict:
@@ -93,3 +111,34 @@ def load_policy(
     params = restore_params(step_dir, _saved_shapes(config, network))
     policy = sac_networks.make_inference_fn(network)(params, deterministic=deterministic)
     return checked_policy(step_dir, policy, config)
+
+
+def resumable(path: str | os.PathLike | None, config: SACConfig) -> str | None:
+    """The step directory of a whole saved run that a run of ``config`` continues exactly (``None``: no path, or a
+    checkpoint of the policy alone, which a run starts from as Brax's does), checked to hold a SAC run of the same
+    settings (only ``num_timesteps`` may change; with it a replay buffer left at its default size, which must
+    then keep its size): read before anything compiles."""
+    if path is None:
+        return None
+    step_dir = resolve_for(path, "jax")
+    saved_config = read_config(step_dir, "sac")
+    if "training" not in saved_config or not os.path.isdir(os.path.join(step_dir, "state")):
+        return None
+    saved = SACConfig.from_json(saved_config["training"])
+    resume.check_same_settings(step_dir, saved.flat(), config.flat())
+    if saved.replay_capacity != config.replay_capacity:
+        raise ValueError(
+            f"cannot resume from {step_dir!r}: its replay buffer holds {saved.replay_capacity} transitions (the run's "
+            f"num_timesteps, max_replay_size being unset) and this run's would hold {config.replay_capacity}; set "
+            f"max_replay_size={saved.replay_capacity} to resume it with another num_timesteps"
+        )
+    return step_dir
+
+
+def restore(step_dir: str, params: Any, state: Mapping[str, Any], env_state: Any) -> tuple[Any, dict[str, Any], Any]:
+    """A whole run's parameters, state (``training_state``, ``buffer_state``, ``key``) and envs' state, restored into
+    the structures of the arguments."""
+    restored_state = restore_checked(step_dir, "state", on_default_device(dict(state)))
+    restored_env = restore_env_state(step_dir, env_state)
+    params = tuple(restore_checked(step_dir, "params", on_default_device(params)))
+    return params, restored_state, env_state if restored_env is None else restored_env

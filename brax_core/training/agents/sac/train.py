@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -46,6 +45,8 @@ from brax_core.training.agents.sac import checkpoint
 from brax_core.training.agents.sac import losses as sac_losses
 from brax_core.training.agents.sac import networks as sac_networks
 from brax_core.training.agents.sac.config import SACConfig, check_flat_observations
+from brax_core.training.run.driver import RunDriver
+from brax_core.training.run.schedule import plan_updates
 
 Metrics = types.Metrics
 Transition = types.Transition
@@ -71,7 +72,8 @@ class TrainingState:
 
 # train_from_config's options: train's arguments that are not configuration fields.
 OPTIONS = ("wrap_env", "wrap_env_fn", "max_devices_per_host", "network_factory", "progress_fn", "eval_env",
-           "randomization_fn", "checkpoint_logdir", "restore_checkpoint_path")
+           "randomization_fn", "checkpoint_logdir", "restore_checkpoint_path", "save_checkpoint_path",
+           "policy_params_fn")
 
 
 def network_fields(network_factory: Any) -> dict[str, Any]:
@@ -119,7 +121,8 @@ def check_options(config: SACConfig, environment: Any, options: Mapping[str, Any
     if options.get("max_devices_per_host") is not None:
         v.positive_int("max_devices_per_host", options["max_devices_per_host"])
     v.boolean("wrap_env", options.get("wrap_env", True))
-    for name in ("network_factory", "progress_fn", "wrap_env_fn", "randomization_fn"):  # None: the default
+    # None: the default.
+    for name in ("network_factory", "progress_fn", "policy_params_fn", "wrap_env_fn", "randomization_fn"):
         if options.get(name) is not None:
             v.callable_arg(name, options[name])
     check_flat_observations("environment", environment.observation_size)
@@ -197,6 +200,8 @@ def train(
     checkpoint_logdir: str | None = None,
     restore_checkpoint_path: str | None = None,
     bootstrap_on_timeout: bool = True,
+    save_checkpoint_path: str | None = None,
+    policy_params_fn: Callable[..., None] | None = None,
 ) -> tuple[Callable[..., types.Policy], tuple[Any, Any], Metrics]:
     """Trains a SAC agent; returns ``(make_policy, (normalizer_params, policy_params), metrics)`` as Brax's.
 
@@ -222,9 +227,15 @@ def train(
       eval_env: the env to evaluate on (default: ``environment``).
       randomization_fn: domain randomisation ``(sys, rng) -> (sys, in_axes)``, one model per env.
       checkpoint_logdir: where to save ``(normalizer_params, policy_params)`` after each epoch (``checkpoint``).
-      restore_checkpoint_path: a SAC checkpoint whose policy and normaliser the run starts from.
+      restore_checkpoint_path: a SAC checkpoint whose policy and normaliser the run starts from; one of a whole run
+        (``save_checkpoint_path``'s) is continued exactly, with the same arguments but ``num_timesteps``.
       bootstrap_on_timeout: targets of transitions cut by the time limit bootstrap from the observation reached
         (``False``: Brax's, which drops them from the critics' loss).
+      save_checkpoint_path: where to save the whole run at each epoch's end (the training state, the replay buffer,
+        the run's key and the envs' state beside the policy), for ``restore_checkpoint_path`` (an addition to
+        Brax's signature, as the other trainers').
+      policy_params_fn: ``policy_params_fn(env_steps, make_policy, params)`` before training and after every epoch
+        (an addition to Brax's signature, as the other trainers').
     """
     # Brax's keywords as one SACConfig (a make_sac_networks partial's keywords become its network fields).
     config = SACConfig.from_train_kwargs({
@@ -241,7 +252,8 @@ def train(
         config, environment, wrap_env=wrap_env, wrap_env_fn=wrap_env_fn, max_devices_per_host=max_devices_per_host,
         network_factory=network_factory, progress_fn=progress_fn, eval_env=eval_env,
         randomization_fn=randomization_fn, checkpoint_logdir=checkpoint_logdir,
-        restore_checkpoint_path=restore_checkpoint_path,
+        restore_checkpoint_path=restore_checkpoint_path, save_checkpoint_path=save_checkpoint_path,
+        policy_params_fn=policy_params_fn,
     )
 
 
@@ -271,6 +283,7 @@ def _train(
     progress_fn = options.get("progress_fn") or (lambda *args: None)
     checkpoint_logdir = options.get("checkpoint_logdir")
     restore_checkpoint_path = options.get("restore_checkpoint_path")
+    save_checkpoint_path = options.get("save_checkpoint_path")
     obs_size, action_size = environment.observation_size, environment.action_size
     env_steps_per_actor_step = config.env_steps_per_training_step
     seed, num_evals, batch_size = run.seed, run.num_evals, algorithm.batch_size
@@ -346,20 +359,19 @@ def _train(
         carry = (state, env_state, buffer_state, key)
         return jax.lax.scan(step, carry, (), length=config.prefill_actor_steps)[0][:3]
 
-    @functools.partial(jax.jit, donate_argnums=(0, 1, 2))
-    def training_epoch(state: TrainingState, env_state: State, buffer_state: Any, key: jax.Array):
+    def training_epoch(state: TrainingState, env_state: State, buffer_state: Any, key: jax.Array, *, length: int):
         carry = (state, env_state, buffer_state, key)
-        (state, env_state, buffer_state, _), metrics = jax.lax.scan(
-            training_step, carry, (), length=config.steps_per_epoch
-        )
+        (state, env_state, buffer_state, _), metrics = jax.lax.scan(training_step, carry, (), length=length)
         return state, env_state, buffer_state, jax.tree.map(jnp.mean, metrics)
 
     key_policy, key_q = jax.random.split(global_key)
     log_alpha = jnp.zeros((), jnp.float32)
     policy_params, q_params = sac_network.policy_network.init(key_policy), sac_network.q_network.init(key_q)
     normalizer_params = running_statistics.init_state(jax.ShapeDtypeStruct((obs_size,), jnp.float32))
-    if restore_checkpoint_path is not None:
-        # Into this run's own shapes: a policy of other sizes is refused naming the parameter.
+    resumed = checkpoint.resumable(restore_checkpoint_path, config)
+    if restore_checkpoint_path is not None and resumed is None:
+        # A checkpoint of the policy alone (Brax's): the run starts from it, into this run's own shapes (a policy
+        # of other sizes is refused naming the parameter).
         normalizer_params, policy_params = checkpoint.restore_params(
             restore_checkpoint_path, jax.eval_shape(lambda: (normalizer_params, policy_params))
         )
@@ -381,45 +393,87 @@ def _train(
     buffer_state = jax.jit(replay_buffer.init)(buffer_key)
 
     saved_config = None
-    if checkpoint_logdir:  # a factory that cannot be named fails here, before anything compiles
-        saved_config = checkpoint.network_config(obs_size, action_size, algorithm.normalize_observations,
-                                                 network_factory)
-        checkpoint.config_to_json(saved_config)
-    evaluator = None if evaluation_env is None else acting.Evaluator(
-        evaluation_env, functools.partial(make_policy, deterministic=run.deterministic_eval), num_eval_envs,
-        episode_length, action_repeat, eval_key,
+    if checkpoint_logdir or save_checkpoint_path:  # a factory that cannot be named fails here, before compiling
+        saved_config = checkpoint.checkpoint_config(obs_size, action_size, network_factory, config)
+    make_evaluator = None if evaluation_env is None else functools.partial(
+        acting.Evaluator, evaluation_env, functools.partial(make_policy, deterministic=run.deterministic_eval),
+        num_eval_envs, episode_length, action_repeat,
     )
-    params = lambda s: (s.normalizer_params, s.policy_params)  # noqa: E731
-    metrics: dict[str, Any] = {}
-    if evaluator is not None and num_evals > 1:
-        metrics = evaluator.run_evaluation(params(state), training_metrics={})
-        progress_fn(0, metrics)
 
     # The programs donate their carry, and the start shares buffers (the target critics are the critics, the envs'
     # first state is their state): every leaf of those gets a buffer of its own once (the replay buffer's have).
     state, env_state = jax.tree.map(jnp.copy, (state, env_state))
-    start = time.perf_counter()
     prefill_key, local_key = jax.random.split(local_key)
-    state, env_state, buffer_state = prefill(state, env_state, buffer_state, prefill_key)
-    logging.info("replay buffer after the prefill: %s transitions", int(replay_buffer.size(buffer_state)))
-    walltime = time.perf_counter() - start
+    if resumed is not None:
+        params, saved, env_state = checkpoint.restore(
+            resumed, (state.normalizer_params, state.policy_params),
+            {"training_state": state, "buffer_state": buffer_state, "key": local_key}, env_state,
+        )
+        state, buffer_state, local_key = saved["training_state"], saved["buffer_state"], saved["key"]
+    else:
+        state, env_state, buffer_state = prefill(state, env_state, buffer_state, prefill_key)
+        logging.info("replay buffer after the prefill: %s transitions", int(replay_buffer.size(buffer_state)))
+    prefill_env_steps = config.prefill_actor_steps * env_steps_per_actor_step
+    steps_done = (int(state.env_steps) - prefill_env_steps) // env_steps_per_actor_step
+    schedule = plan_updates(config.num_epochs * config.steps_per_epoch, num_evals, steps_done,
+                            env_steps_per_actor_step)
+    epoch_fn = jax.jit(functools.partial(training_epoch, length=schedule.steps_per_call), donate_argnums=(0, 1, 2))
+    backend = _Backend(epoch_fn, state, env_state, buffer_state, local_key, make_evaluator, eval_key,
+                       saved_config, checkpoint_logdir, save_checkpoint_path, config.run.max_to_keep)
+    driver = RunDriver(
+        backend, num_evals=num_evals, progress_fn=progress_fn, make_policy=make_policy,
+        env_steps=int(state.env_steps), policy_params_fn=options.get("policy_params_fn") or (lambda *args: None),
+        save_checkpoint_path=save_checkpoint_path or checkpoint_logdir, restore_checkpoint_path=resumed,
+    )
+    metrics = driver.run(schedule, evaluate=make_evaluator is not None)
+    return make_policy, backend.params(), metrics
 
-    for _ in range(config.num_epochs):
-        epoch_key, local_key = jax.random.split(local_key)
-        start = time.perf_counter()
-        state, env_state, buffer_state, epoch_metrics = training_epoch(state, env_state, buffer_state, epoch_key)
-        epoch_metrics = jax.device_get(epoch_metrics)
-        seconds = time.perf_counter() - start
-        walltime += seconds
-        metrics = {
-            "training/sps": env_steps_per_actor_step * config.steps_per_epoch / seconds,
-            "training/walltime": walltime,
-            **{f"training/{name}": float(value) for name, value in epoch_metrics.items()},
-        }
-        current_step = int(state.env_steps)
-        if saved_config is not None:
-            checkpoint.save(checkpoint_logdir, current_step, params(state), saved_config)
-        if evaluator is not None:
-            metrics = evaluator.run_evaluation(params(state), metrics)
-            progress_fn(current_step, metrics)
-    return make_policy, params(state), metrics
+
+class _Backend:
+    """The JAX SAC's side of the run driver (``brax_core.training.run.driver.Backend``): a call is one compiled
+    epoch of training steps; evaluations on their own key stream; saves of the policy (``checkpoint_logdir``,
+    Brax's) and of the whole run (``save_checkpoint_path``)."""
+
+    def __init__(self, epoch_fn, state, env_state, buffer_state, key, make_evaluator, eval_key, saved_config,
+                 checkpoint_logdir, save_checkpoint_path, max_to_keep):
+        self._epoch_fn, self._make_evaluator, self._eval_key = epoch_fn, make_evaluator, eval_key
+        self.state, self.env_state, self.buffer_state, self.key = state, env_state, buffer_state, key
+        self._saved_config, self._logdir, self._path = saved_config, checkpoint_logdir, save_checkpoint_path
+        self._max_to_keep = max_to_keep
+        self._evaluator = None  # built once, where the run's first evaluation is (skip_evaluations)
+        self._metrics: dict[str, float] = {}
+
+    def skip_evaluations(self, count: int) -> None:
+        key = self._eval_key
+        for _ in range(count):  # the evaluator splits its key once per evaluation
+            key, _ = jax.random.split(key)
+        if self._make_evaluator is not None:
+            self._evaluator = self._make_evaluator(key)
+
+    def train(self, num_steps: int) -> None:
+        del num_steps  # the compiled epoch's own length
+        epoch_key, self.key = jax.random.split(self.key)
+        self.state, self.env_state, self.buffer_state, metrics = self._epoch_fn(
+            self.state, self.env_state, self.buffer_state, epoch_key
+        )
+        self._metrics = {name: float(value) for name, value in jax.device_get(metrics).items()}
+
+    def training_metrics(self) -> dict[str, float]:
+        return self._metrics
+
+    def evaluate(self, training_metrics: Mapping[str, float]) -> Metrics:
+        return self._evaluator.run_evaluation(self.params(), dict(training_metrics))
+
+    def save(self, env_steps: int) -> None:
+        if self._logdir:
+            checkpoint.save(self._logdir, env_steps, self.params(), self._saved_config)
+        if self._path:
+            saver = checkpoint.Saver(self._path, self._max_to_keep)
+            try:
+                run_state = {"training_state": self.state, "buffer_state": self.buffer_state, "key": self.key}
+                saver.save(env_steps, self.params(), run_state, self._saved_config, self.env_state)
+            finally:
+                saver.close()
+
+    def params(self) -> tuple[Any, Any]:
+        return self.state.normalizer_params, self.state.policy_params
