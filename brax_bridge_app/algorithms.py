@@ -66,7 +66,10 @@ def resume_text() -> str:
     groups: dict[str, list[str]] = {}
     for algo, text in RESUME_MAY_CHANGE.items():
         groups.setdefault(text, []).append(algo.upper())
-    return "; ".join(f"{' and '.join(algos)} runs: {text}" for text, algos in groups.items())
+    def listed(names: list[str]) -> str:
+        return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+
+    return "; ".join(f"{listed(algos)} runs: {text}" for text, algos in groups.items())
 
 
 class AlgorithmError(ValueError):

@@ -41,7 +41,7 @@ logging.getLogger("jax").setLevel(logging.ERROR)
 console = Console()
 app = typer.Typer(
     name="brax-bridge",
-    help="Train and compare PPO, APG and SHAC on MuJoCo MJX environments with JAX and with PyTorch (through the "
+    help="Train and compare PPO, APG, SHAC and SAC on MuJoCo MJX environments with JAX and with PyTorch (through the "
     "DLPack bridge).",
     # A bare `brax-bridge` prints this help and succeeds (root_callback); click's no_args_is_help would exit 2.
     invoke_without_command=True,
@@ -254,18 +254,19 @@ def train_command(
     env: Annotated[str | None, typer.Option(metavar="NAME", help=helpformat.with_default(
         _env_help("unless --resume or --config gives it"), None))] = None,
     algo: Annotated[str | None, typer.Option(metavar="|".join(algorithms.ALGOS), help=helpformat.with_default(
-        "the algorithm: ppo, apg (Brax's analytic policy gradient) or shac (Short-Horizon Actor-Critic); apg and "
-        "shac follow the gradient of the return through the physics; each takes the hyperparameter flags its help "
+        "the algorithm: ppo, apg (Brax's analytic policy gradient), shac (Short-Horizon Actor-Critic) or sac (Soft "
+        "Actor-Critic, off-policy from a replay buffer); apg and shac follow the gradient of the return through the "
+        "physics; each takes the hyperparameter flags its help "
         "marks with it, and refuses the others", "ppo, or the one of --resume's run or --config's file"))] = None,
     trainer: Annotated[
         str | None,
         typer.Option(metavar=TRAINER_METAVAR, help=helpformat.with_default(
             "jax (brax_core's trainer) or torch (through the bridge); --algo shac trains with torch only",
-            "jax (ppo); torch (apg, shac)")),
+            "jax (ppo, sac); torch (apg, shac)")),
     ] = None,
     preset: Annotated[str | None, typer.Option(metavar="NAME", help=PRESET_HELP)] = None,
     out: Annotated[Path | None, typer.Option(metavar="DIR", file_okay=False, help=helpformat.with_default(
-        "the run folder to write", "runs/ENV-TRAINER-TIME (runs/ENV-ALGO-TRAINER-TIME with --algo apg|shac)"))
+        "the run folder to write", "runs/ENV-TRAINER-TIME (runs/ENV-ALGO-TRAINER-TIME with --algo apg|shac|sac)"))
     ] = None,
     seed: Annotated[int | None, typer.Option(metavar="INT", help=helpformat.with_default("random seed", "0"))] = None,
     resume: Annotated[
@@ -298,7 +299,8 @@ def train_command(
 
     Every hyperparameter flag overrides the preset's value; where the preset sets none, the flag's default is the
     one shown for the algorithm, and Python's (the trainers' keyword defaults) is shown beside it where that
-    differs. --algo apg or shac trains with the gradient of the return through the physics instead of PPO.
+    differs. --algo apg or shac trains with the gradient of the return through the physics instead of PPO; --algo sac
+    trains Soft Actor-Critic from a replay buffer.
     """
     from brax_bridge_app import envinfo, loggers, resume_rules, runs
 
@@ -379,9 +381,10 @@ def compare_command(
     ] = None,
     algos: Annotated[
         str | None, typer.Option(metavar="NAMES", help=helpformat.with_default(
-            "the algorithms to compare, comma-separated from ppo, apg, shac: each runs every seed with each trainer "
-            "of --trainers it has, at the same --num-timesteps (PPO's where PPO runs), and the report compares them "
-            "as it compares trainers (each as ALGO/TRAINER); each algorithm takes the hyperparameter flags it has, "
+            "the algorithms to compare, comma-separated from ppo, apg, shac, sac: each runs every seed with each "
+            "trainer of --trainers it has, at the same --num-timesteps (PPO's where PPO runs), and the report "
+            "compares them as it compares trainers (each as ALGO/TRAINER); each algorithm takes the hyperparameter "
+            "flags it has, "
             "and a flag none of them has is refused", "ppo, or the algorithm of --config's file"))
     ] = None,
     device: Annotated[str | None, typer.Option(metavar=DEVICE_METAVAR, help=helpformat.with_default(

@@ -51,6 +51,16 @@ def _by_value(values: dict[str, str], every: tuple[str, ...]) -> str:
     return ", ".join(f"{text} ({', '.join(algos)})" for text, algos in groups.items())
 
 
+def _by_help(helps: dict[str, str]) -> str:
+    """Each algorithm's description of one flag: one text where they agree, else "X (ppo); Y (sac)"."""
+    groups: dict[str, list[str]] = {}
+    for algo, text in helps.items():
+        groups.setdefault(text, []).append(algo)
+    if len(groups) == 1:
+        return next(iter(groups))
+    return "; ".join(f"{text} ({', '.join(algos)})" for text, algos in groups.items())
+
+
 def default_text(spec: FieldSpec) -> str:
     """A flag's default: the preset's, else the command line's for each algorithm that takes it, and Python's
     (the trainers' keyword defaults) where that differs."""
@@ -71,7 +81,8 @@ def default_text(spec: FieldSpec) -> str:
 
 def _annotation(spec: FieldSpec, panel: str) -> Any:
     algos = algorithms.algos_of(spec.name)
-    text = hparams.flag_help(spec) + _ONLY.get(spec.trainers, "")
+    text = _by_help({algo: hparams.flag_help(hparams.spec_of(spec.name, algo)) for algo in algos})
+    text += _ONLY.get(spec.trainers, "")
     if algos != algorithms.ALGOS:
         text += f" (--algo {'|'.join(algos)})"
     choices = "|".join(spec.choices)

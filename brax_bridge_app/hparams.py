@@ -1,4 +1,4 @@
-"""The command line's view of the algorithms' configurations (``algorithms.CONFIGS``: PPO's, APG's, SHAC's).
+"""The command line's view of the algorithms' configurations (``algorithms.CONFIGS``: PPO's, APG's, SHAC's, SAC's).
 
 Every configuration field with ``command_line`` set is a flag of the same name (``num_envs`` -> ``--num-envs``),
 one flag per name across the algorithms, with the field's help text (``flag_help``: without the schema's note on
@@ -55,6 +55,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
         "clipping_epsilon_value", "vf_loss_coefficient", "normalize_advantage", "bootstrap_on_timeout",
         "use_distributional_critic",
     ),
+    "SAC: replay buffer and targets": ("grad_updates_per_step", "tau", "min_replay_size", "max_replay_size"),
     "SHAC: critic and horizon": (
         "critic_iterations", "num_critic_batches", "target_critic_alpha", "adaptive_horizon", "horizon_min",
         "horizon_learning_rate", "horizon_dual_learning_rate",

@@ -19,12 +19,15 @@ import jax.numpy as jnp
 import torch
 
 import torch_ppo
+import torch_sac
 from brax_bridge_app import envinfo, hparams, runtime
 from brax_bridge_app.configuration import RunSpec
 from brax_core.training.agents.apg import checkpoint as apg_checkpoint
 from brax_core.training.agents.apg import train as jax_apg
 from brax_core.training.agents.ppo import checkpoint as jax_checkpoint
 from brax_core.training.agents.ppo import train as ppo_train
+from brax_core.training.agents.sac import checkpoint as sac_checkpoint
+from brax_core.training.agents.sac import train as jax_sac
 from brax_core.training.run.checkpoints import latest_step
 from torch_analytic import apg as torch_apg
 from torch_analytic import checkpoint as analytic_checkpoint
@@ -61,6 +64,11 @@ class Trainer:
         """Trains ``spec.config`` on ``placement``; ``run_kwargs`` are the callbacks and checkpoint paths every
         trainer takes by the same names (``allow_config_changes`` too: PPO's alone takes a true one)."""
         config = spec.config.replace(device=placement.torch_device)
+        run_kwargs = dict(run_kwargs)
+        if self.algo != "ppo" and run_kwargs.pop("allow_config_changes", False):
+            raise hparams.HParamError(
+                f"--allow-changes: a resumed {self.algo.upper()} run continues the saved one exactly"
+            )
         keep_name = self.keeps_env_name and not envinfo.is_user_env(spec.env_name)
         environment = spec.env_name if keep_name else envinfo.of_run(spec)
         if self.reports_epochs:
@@ -77,8 +85,6 @@ def _in_env_steps(run_kwargs: dict[str, Any]) -> dict[str, Any]:
     """The run's callbacks for a trainer that reports epochs: ``progress_fn`` told the env steps instead (those of
     the last ``policy_params_fn`` call, at the epoch's end; at the start, the restored checkpoint's)."""
     run_kwargs = dict(run_kwargs)
-    if run_kwargs.pop("allow_config_changes", False):
-        raise hparams.HParamError("--allow-changes: a resumed APG or SHAC run continues the saved one exactly")
     restore = run_kwargs.get("restore_checkpoint_path")
     at = {"env_steps": (latest_step(restore) or 0) if restore else 0}
     progress_fn, policy_params_fn = run_kwargs["progress_fn"], run_kwargs["policy_params_fn"]
@@ -125,6 +131,8 @@ TRAINERS: dict[tuple[str, str], Trainer] = {
         Trainer("apg", "jax", jax_apg, _jax_policy(apg_checkpoint.load_policy), False, True),
         Trainer("apg", "torch", torch_apg, _torch_policy(analytic_checkpoint.load_policy), True, True),
         Trainer("shac", "torch", shac, _torch_policy(analytic_checkpoint.load_policy), True, True),
+        Trainer("sac", "jax", jax_sac, _jax_policy(sac_checkpoint.load_policy), False, False),
+        Trainer("sac", "torch", torch_sac, _torch_policy(torch_sac.load_policy), True, False),
     )
 }
 

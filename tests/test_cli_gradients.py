@@ -78,7 +78,7 @@ def test_each_gradient_algorithm_trains_evaluates_resumes_and_reruns_like_ppo(tm
                                                      "is ppo's)"),
     (["--algo", "apg", "--critic-iterations", "2"], "--algo apg does not take --critic-iterations"),
     (["--horizon-length", "8"], "--algo ppo does not take --horizon-length (--horizon-length is apg/shac's)"),
-    (["--algo", "sac"], "--algo must be one of ppo, apg, shac; got 'sac'"),
+    (["--algo", "sarsa"], "--algo must be one of ppo, apg, shac, sac; got 'sarsa'"),
     (["--algo", "shac", "--discounting", "1.5"], "--discounting must be <= 1; got 1.5"),
     (["--algo", "shac", "--learning-rate-schedule", "cosine"],
      "--learning-rate-schedule must be one of: linear, constant; got 'cosine'"),
@@ -131,7 +131,7 @@ def test_compare_sets_algorithms_side_by_side_at_equal_env_steps(tmp_path):
 
 
 @pytest.mark.parametrize(("args", "message"), [
-    (["--algos", "ppo,sac"], "--algos must list distinct names from ppo, apg, shac; got 'ppo,sac'"),
+    (["--algos", "ppo,sarsa"], "--algos must list distinct names from ppo, apg, shac, sac; got 'ppo,sarsa'"),
     (["--algos", "shac", "--trainers", "jax"], "--algos shac trains with --trainers torch; --trainers gives jax"),
     (["--algos", "ppo", "--horizon-length", "8"], "--horizon-length: flags of no algorithm of --algos ppo"),
     (["--algos", "shac", "--preset", "inverted_double_pendulum"], "--preset must be one of the presets of --algo shac"),

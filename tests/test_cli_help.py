@@ -215,10 +215,10 @@ def test_hyperparameter_defaults_say_each_algorithms_and_pythons_where_it_differ
         assert (f"in Python: {spec.name}=" in help_text) == bool(differs), spec.flag
     deterministic = next(text for head, text in entries.items() if head.startswith("--deterministic-eval"))
     assert deterministic.endswith("[default: the preset's, else --deterministic-eval (ppo), --no-deterministic-eval "
-                                  "(apg, shac); in Python: deterministic_eval=False (ppo)]")
+                                  "(apg, shac, sac); in Python: deterministic_eval=False (ppo)]")
     num_envs = next(text for head, text in entries.items() if head.startswith("--num-envs"))
-    assert num_envs.endswith("[default: the preset's, else 2048 (ppo), 64 (apg, shac); in Python: num_envs=1 (ppo, "
-                             "apg)]")
+    assert num_envs.endswith("[default: the preset's, else 2048 (ppo), 64 (apg, shac), 128 (sac); in Python: "
+                             "num_envs=1 (ppo, apg, sac)]")
     (keep,) = [text for head, text in entries.items() if head == "--max-to-keep INT|all"]
     assert "an integer >= 1, or all" in keep
 

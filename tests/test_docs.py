@@ -133,6 +133,7 @@ def test_site_builds_strict_with_the_api_pages(tmp_path):
         "reference/jax-ppo": ["brax_core.training.agents.ppo.train.train", "num_timesteps"],
         "reference/torch-ppo": ["torch_ppo.train(", "eval_backend", "progress_fn"],
         "reference/torch-shac": ["torch_analytic.shac.train", "td_lambda_targets", "SHACCritic"],
+        "reference/torch-sac": ["torch_sac.train.train", "bootstrap_on_timeout", "ReplayBuffer", "critic_loss"],
         # The fields' table comes from the schema itself (docs/hooks/config_table.py).
         "reference/config": ["brax_core.training.agents.ppo.config.PPOConfig", "from_train_kwargs", "from_json",
                              "brax_core.training.agents.ppo.config.RunConfig", "<code>algorithm</code>",
@@ -288,7 +289,9 @@ def test_runnable_blocks_run(shard, tmp_path):
 
 
 
-OUR_PACKAGES = ("brax_core", "brax_bridge", "torch_training", "torch_ppo", "torch_analytic", "torch_sac", "brax_bridge_app")
+OUR_PACKAGES = (
+    "brax_core", "brax_bridge", "torch_training", "torch_ppo", "torch_analytic", "torch_sac", "brax_bridge_app",
+)
 
 
 def _imports_of(code: str) -> list[tuple[str, str | None]]:

@@ -170,7 +170,8 @@ SCHEMA_MODULES = {
     "brax_core.training.agents.ppo", "brax_core.training.agents.ppo.config",
     "brax_core.training.agents.ppo.adaptive_kl",
     "brax_core.training.agents.apg", "brax_core.training.agents.apg.config", "brax_core.training.agents.shac",
-    "brax_core.training.agents.shac.config", "brax_core.training.validation",
+    "brax_core.training.agents.shac.config", "brax_core.training.agents.sac", "brax_core.training.agents.sac.config",
+    "brax_core.training.validation",
 }
 
 

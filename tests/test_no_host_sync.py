@@ -1,8 +1,9 @@
-"""The CPU stand-in for the GPU's sync check: a training call of each torch trainer (torch_ppo, the torch APG, SHAC, the torch SAC)
-reads nothing back to the host (no ``.item()``, ``bool(tensor)``, ``.tolist()``, ``.cpu()``, ``.numpy()``: each would
-wait for the device on a GPU) and makes no implicit transfer between host and device on JAX's side
-(``jax.transfer_guard("disallow")``). The metrics are read once per call, after it (``training_metrics``). On a GPU,
-tests/test_gpu.py checks the same with ``torch.cuda.set_sync_debug_mode("error")``."""
+"""The CPU stand-in for the GPU's sync check: a training call of each torch trainer (torch_ppo, the torch APG, SHAC,
+the torch SAC) reads nothing back to the host (no ``.item()``, ``bool(tensor)``, ``.tolist()``, ``.cpu()``,
+``.numpy()``: each would wait for the device on a GPU) and makes no implicit transfer between host and device on
+JAX's side (``jax.transfer_guard("disallow")``). The metrics are read once per call, after it
+(``training_metrics``). On a GPU, tests/test_gpu.py checks the same with ``torch.cuda.set_sync_debug_mode("error")``.
+"""
 
 import contextlib
 import os
