@@ -26,11 +26,10 @@ from brax_core.training import resume
 from brax_core.training.agents.apg.config import APGConfig
 from brax_core.training.agents.shac.config import SHACConfig
 from brax_core.training.config import Config
-from brax_core.training.run import checkpoints as run_checkpoints
 from brax_core.training.run.checkpoints import CheckpointError, latest_step
 from torch_analytic.networks import APGPolicy
 from torch_training import network_factory as network_factory_checks
-from torch_training.checkpoint import check_network_factory, load_modules, read_state, write_state
+from torch_training.checkpoint import check_network_factory, checked_policy, load_modules, read_state, write_state
 
 __all__ = ["CheckpointError", "latest_step", "load", "load_policy", "save"]
 
@@ -144,15 +143,4 @@ def load_policy(
     ).to(device)
     load_modules(state, policy, state["modules"]["policy"])
     policy.eval()
-    expected = sizes["observation_size"]
-
-    @torch.inference_mode()
-    def act(observation: torch.Tensor) -> tuple[torch.Tensor, dict[str, Any]]:
-        run_checkpoints.check_policy_input(state["path"], observation, expected, "tensors")
-        if deterministic:
-            return policy.mode(observation), {}
-        loc, _ = policy(observation)
-        return policy.act(observation, torch.randn_like(loc)), {}
-
-    act.modules = policy  # callers move or inspect the network behind the policy
-    return act
+    return checked_policy(state, policy, deterministic)

@@ -20,10 +20,9 @@ import torch
 import brax_bridge
 from brax_core.training import resume
 from brax_core.training.agents.sac.config import SACConfig
-from brax_core.training.run import checkpoints as run_checkpoints
 from brax_core.training.run.checkpoints import CheckpointError, latest_step
 from torch_sac.networks import SACActor
-from torch_training.checkpoint import load_modules, read_state, write_state
+from torch_training.checkpoint import checked_policy, load_modules, read_state, write_state
 
 __all__ = ["CheckpointError", "latest_step", "load", "load_policy", "resumable", "save"]
 
@@ -78,15 +77,4 @@ def load_policy(path: str | os.PathLike, deterministic: bool = True,
                      network.activation, network.layer_norm, config.algorithm.normalize_observations).to(device)
     load_modules(state, actor, state["modules"]["actor"])
     actor.eval()
-    expected = sizes["observation_size"]
-
-    @torch.inference_mode()
-    def act(observation: torch.Tensor) -> tuple[torch.Tensor, dict[str, Any]]:
-        run_checkpoints.check_policy_input(state["path"], observation, expected, "tensors")
-        if deterministic:
-            return actor.mode(observation), {}
-        loc, scale = actor(observation)
-        return actor.postprocess(loc + scale * torch.randn_like(loc)), {}
-
-    act.modules = actor  # callers move or inspect the network behind the policy
-    return act
+    return checked_policy(state, actor, deterministic)

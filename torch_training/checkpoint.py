@@ -11,7 +11,7 @@ from __future__ import annotations
 import io
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
@@ -76,6 +76,26 @@ def check_network_factory(state: Mapping[str, Any], recorded: str | None, networ
             f"network_factory={network_factory!r}: checkpoint {state['path']!r} holds {own}, which it rebuilds "
             "alone; leave network_factory None"
         )
+
+
+def checked_policy(state: Mapping[str, Any], actor: torch.nn.Module,
+                   deterministic: bool) -> Callable[[torch.Tensor], tuple[torch.Tensor, dict[str, Any]]]:
+    """``policy(observation) -> (action, extras)`` of a torch trainer's loaded ``actor`` (``actor(observation) ->
+    (loc, scale)`` of the pre-squash normal, ``mode``, ``postprocess``): the mode with ``deterministic``, else a sample
+    from torch's global generator; observations of another size than the checkpoint's are refused, naming both.
+    ``policy.modules`` is the actor."""
+    expected = state["network"]["observation_size"]
+
+    @torch.inference_mode()
+    def act(observation: torch.Tensor) -> tuple[torch.Tensor, dict[str, Any]]:
+        run_checkpoints.check_policy_input(state["path"], observation, expected, "tensors")
+        if deterministic:
+            return actor.mode(observation), {}
+        loc, scale = actor(observation)
+        return actor.postprocess(loc + scale * torch.randn_like(loc)), {}
+
+    act.modules = actor  # callers move or inspect the network behind the policy
+    return act
 
 
 def load_modules(state: Mapping[str, Any], module: torch.nn.Module, weights: Mapping[str, Any]) -> None:
