@@ -65,6 +65,9 @@ class SACUpdate:
             "alpha": torch.optim.Adam([self.log_alpha], lr=ALPHA_LEARNING_RATE),
         }
         self.entropy_target = losses.target_entropy(action_size)
+        # The parameters each loss's gradient is taken for, listed once (every SGD step uses them).
+        self._params = ([self.log_alpha], list(self.critic.parameters()), list(self.actor.parameters()))
+        self._target_params = list(self.target_critic.parameters())
 
     def sgd_step(self, batch: TensorDict, noise: torch.Tensor) -> torch.Tensor:
         """One SGD step on ``batch`` (normalised observations) with ``noise`` ``[3, batch, action]`` (the
@@ -78,14 +81,13 @@ class SACUpdate:
         )
         actor_loss = losses.actor_loss(self.actor, self.critic, alpha, batch, noise[2])
         # Each gradient at the step's starting parameters (the actor's through the critics before their step).
-        for loss, params in ((alpha_loss, [self.log_alpha]), (critic_loss, list(self.critic.parameters())),
-                             (actor_loss, list(self.actor.parameters()))):
+        for loss, params in zip((alpha_loss, critic_loss, actor_loss), self._params, strict=True):
             for param, grad in zip(params, torch.autograd.grad(loss, params), strict=True):
                 param.grad = grad
         for optimizer in self.optimizers.values():
             optimizer.step()
         with torch.no_grad():
-            torch._foreach_lerp_(list(self.target_critic.parameters()), list(self.critic.parameters()), algorithm.tau)
+            torch._foreach_lerp_(self._target_params, self._params[1], algorithm.tau)
             return torch.stack([critic_loss, actor_loss, alpha_loss, self.log_alpha.exp()]).detach()
 
     def modules(self) -> dict[str, torch.nn.Module]:

@@ -222,6 +222,18 @@ def network_config(
     return config_dict.ConfigDict(config)
 
 
+def run_config(
+    observation_size: types.ObservationSize, action_size: int, network_factory: Callable[..., Any], config: Any
+) -> dict[str, Any]:
+    """What a JAX run's checkpoints record: the networks (``network_config``: a factory that cannot be named raises
+    ``ValueError`` here, before training), ``"algo"`` (``config.ALGO``) and the run's configuration (``"training"``,
+    ``config.to_json()``)."""
+    saved = config_to_json(
+        network_config(observation_size, action_size, config.algorithm.normalize_observations, network_factory)
+    )
+    return {**saved, "algo": config.ALGO, "training": config.to_json()}
+
+
 def config_to_json(config: Mapping[str, Any] | config_dict.ConfigDict) -> dict[str, Any]:
     """The JSON form of a checkpoint configuration, as ``save`` writes it: callables by name, tuples as lists,
     scalar arrays as numbers. A configuration already in this form comes back unchanged.

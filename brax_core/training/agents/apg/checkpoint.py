@@ -24,14 +24,13 @@ from brax_core.training.agents.apg.config import APGConfig
 from brax_core.training.checkpoint import (
     Saver,
     checked_policy,
-    config_to_json,
-    network_config,
     networks_from_config,
     on_default_device,
     read_config,
     register_callable,
     restore_checked,
     restore_env_state,
+    run_config,
     saved_observation_size,
 )
 from brax_core.training.run.checkpoints import CheckpointError, latest_step, resolve_for
@@ -41,15 +40,10 @@ __all__ = ["CheckpointError", "Saver", "checkpoint_config", "latest_step", "load
 register_callable("make_apg_networks", apg_networks.make_apg_networks)
 
 
-def checkpoint_config(
-    observation_size: int, action_size: int, network_factory: Callable[..., Any], config: APGConfig
-) -> dict[str, Any]:
-    """What a run's checkpoints record: the networks (``network_config``: a factory that cannot be named raises
-    ``ValueError`` here, before training), ``"algo": "apg"`` and the run's configuration."""
-    saved = config_to_json(
-        network_config(observation_size, action_size, config.algorithm.normalize_observations, network_factory)
-    )
-    return {**saved, "algo": "apg", "training": config.to_json()}
+def checkpoint_config(observation_size: int, action_size: int, network_factory: Callable[..., Any], config: Any
+                      ) -> dict[str, Any]:
+    """What a run's checkpoints record (``brax_core.training.checkpoint.run_config``)."""
+    return run_config(observation_size, action_size, network_factory, config)
 
 
 def _abstract_params(network: apg_networks.APGNetworks, observation_size: int, dtype: Any) -> Any:

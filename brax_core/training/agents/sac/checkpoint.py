@@ -34,6 +34,7 @@ from brax_core.training.checkpoint import (
     register_callable,
     restore_checked,
     restore_env_state,
+    run_config,
     saved_observation_size,
 )
 from brax_core.training.run.checkpoints import resolve_for
@@ -58,15 +59,10 @@ def save(path: str | os.PathLike, step: int, params: Any, config: Mapping[str, A
         saver.close()
 
 
-def checkpoint_config(
-    observation_size: int, action_size: int, network_factory: Callable[..., Any], config: SACConfig
-) -> dict[str, Any]:
-    """What a run's checkpoints record: the networks (``network_config``: a factory that cannot be named raises
-    ``ValueError`` here, before training), ``"algo": "sac"`` and the run's configuration."""
-    saved = config_to_json(
-        network_config(observation_size, action_size, config.algorithm.normalize_observations, network_factory)
-    )
-    return {**saved, "algo": "sac", "training": config.to_json()}
+def checkpoint_config(observation_size: int, action_size: int, network_factory: Callable[..., Any], config: Any
+                      ) -> dict[str, Any]:
+    """What a run's checkpoints record (``brax_core.training.checkpoint.run_config``)."""
+    return run_config(observation_size, action_size, network_factory, config)
 
 
 def load_config(path: str | os.PathLike) -> config_dict.ConfigDict:
