@@ -24,6 +24,7 @@ cache lives in a ``programs`` folder inside JAX's compilation cache folder and i
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import functools
 import hashlib
@@ -359,3 +360,60 @@ def cached(
     except Exception as error:  # a read-only folder, a full disk, or serialisation missing (flatbuffers)
         _warn_once(f"store a program in {where}", error)
     return make_jit(_runner(exported, out_tree)), False
+
+
+def run_config(config: Any, randomized: bool) -> dict[str, Any]:
+    """A trainer's configuration (a ``brax_core.training.config.Config``) as its programs see it, for a
+    description: without the records that reach no program (the env's name, since the environment describes itself;
+    which trainer runs it; the device, which the platform names; the preset it came from), and without the seed
+    unless ``randomized`` (the seed reaches the programs only through randomised models; otherwise its keys are
+    arguments, so every seed of a configuration shares its programs)."""
+    plain = dataclasses.asdict(config)
+    plain["env"].pop("name", None)
+    for record in ("trainer", "device", "preset") + (() if randomized else ("seed",)):
+        plain["run"].pop(record, None)
+    return plain
+
+
+class Programs:
+    """A run's programs through this cache: ``jit(name, base)`` stands for ``base`` (a ``jax.jit`` partial), and
+    the program it makes is found on disk, or traced and stored, at its first use (``eval_shape``, ``lower`` or a
+    call), when its arguments are known. ``description`` (plain data, see ``cached``) names what every program of
+    the run computes beyond its arguments; each program adds its ``name``. ``None``: every program is traced as
+    usual."""
+
+    def __init__(self, description: dict[str, Any] | None, platform_name: str):
+        self.description, self.platform = description, platform_name
+
+    def jit(self, name: str, base: functools.partial) -> functools.partial:
+        """``base`` for the program ``name``: same keywords, so callers read its options."""
+        return functools.partial(self._program, name, **base.keywords)
+
+    def _program(self, name: str, fn: Callable[..., Any], **jit_kwargs: Any) -> Any:
+        make_jit = functools.partial(jax.jit, **jit_kwargs)
+        if self.description is None:
+            return make_jit(fn)
+        return _CachedProgram(fn, make_jit, {**self.description, "program": name}, self.platform)
+
+
+class _CachedProgram:
+    """A jitted program found through ``cached`` at its first use, when its arguments are known."""
+
+    def __init__(self, fn: Callable[..., Any], make_jit: Callable[..., Any], description: dict, platform_name: str):
+        self._fn, self._make_jit, self._description, self._platform = fn, make_jit, description, platform_name
+        self._jitted: Any = None
+
+    def _resolve(self, args: tuple[Any, ...]) -> Any:
+        if self._jitted is None:
+            self._jitted, from_disk = cached(self._fn, self._make_jit, args, self._description, self._platform)
+            logger.info("program %s %s", self._description["program"], "from disk" if from_disk else "traced")
+        return self._jitted
+
+    def eval_shape(self, *args: Any) -> Any:
+        return self._resolve(args).eval_shape(*args)
+
+    def lower(self, *args: Any) -> Any:
+        return self._resolve(args).lower(*args)
+
+    def __call__(self, *args: Any) -> Any:
+        return self._resolve(args)(*args)

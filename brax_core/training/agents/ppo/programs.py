@@ -12,7 +12,6 @@ A later run of the same configuration lowers the programs from disk instead of t
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import logging
 import time
@@ -44,7 +43,7 @@ def compiler_options(
     return compile_options.compiler_options(devices[0].platform, auto_level)
 
 
-class Programs:
+def run_programs(args: Arguments) -> program_cache.Programs:
     """The run's reset, training and evaluation programs through ``brax_core.program_cache``: a later run of the same
     configuration lowers them from disk instead of tracing them (MJX under ``vmap``: seconds of Python per program).
 
@@ -53,77 +52,30 @@ class Programs:
     description; a run with user code among them (a user's env class, randomisation or wrapper function, network
     factory) or over several processes traces as usual.
     """
-
-    def __init__(self, args: Arguments):
-        self.description: dict[str, Any] | None = None
-        self.platform = args.devices[0].platform
-        if program_cache.folder() is None or jax.process_count() > 1:
-            return
-        config = dataclasses.asdict(args.config)
-        # Records that reach no program: the env's name (the environment describes itself), which trainer runs the
-        # config and the preset it came from; the device is the platform's, below.
-        config["env"].pop("name")
-        for record in ("trainer", "device", "preset"):
-            config["run"].pop(record)
-        if args.randomization_fn is None:
-            # The seed reaches the programs only through the randomised models; otherwise its keys are arguments,
-            # so every seed of a configuration shares its programs.
-            config["run"].pop("seed")
-        try:
-            self.description = dict(
-                owner="brax_core.training.agents.ppo.train",
-                config=program_cache.describe(config),
-                environment=program_cache.describe(args.environment),
-                eval_env=program_cache.describe(args.eval_env),
-                wrap_env=program_cache.describe(args.wrap_env),
-                randomization_fn=program_cache.describe(args.randomization_fn),
-                network_factory=program_cache.describe(args.network_factory),
-                devices=program_cache.describe(args.devices),
-                evaluate=args.evaluate,
-                vision=args.vision,
-                augment_pixels=args.augment_pixels,
-                restore_value_fn=args.restore_value_fn,
-                restore_params=args.restore_params is not None,
-                env_steps_restored=args.env_steps_restored,
-            )
-        except TypeError as reason:
-            logging.info("programs traced each run: %s", reason)
-
-    def jit(self, name: str, base: functools.partial) -> functools.partial:
-        """``base`` (a ``jax.jit`` partial) for the program ``name``: same keywords, so callers read its options."""
-        return functools.partial(self._program, name, **base.keywords)
-
-    def _program(self, name: str, fn: Callable[..., Any], **jit_kwargs: Any) -> Any:
-        make_jit = functools.partial(jax.jit, **jit_kwargs)
-        if self.description is None:
-            return make_jit(fn)
-        return _CachedProgram(fn, make_jit, {**self.description, "program": name}, self.platform)
-
-
-class _CachedProgram:
-    """A jitted program found through ``program_cache`` at its first use (``eval_shape``, ``lower`` or a call), when
-    its arguments are known."""
-
-    def __init__(self, fn: Callable[..., Any], make_jit: Callable[..., Any], description: dict, platform: str):
-        self._fn, self._make_jit, self._description, self._platform = fn, make_jit, description, platform
-        self._jitted: Any = None
-
-    def _resolve(self, args: tuple[Any, ...]) -> Any:
-        if self._jitted is None:
-            self._jitted, from_disk = program_cache.cached(
-                self._fn, self._make_jit, args, self._description, self._platform
-            )
-            logging.info("program %s %s", self._description["program"], "from disk" if from_disk else "traced")
-        return self._jitted
-
-    def eval_shape(self, *args: Any) -> Any:
-        return self._resolve(args).eval_shape(*args)
-
-    def lower(self, *args: Any) -> Any:
-        return self._resolve(args).lower(*args)
-
-    def __call__(self, *args: Any) -> Any:
-        return self._resolve(args)(*args)
+    platform = args.devices[0].platform
+    if program_cache.folder() is None or jax.process_count() > 1:
+        return program_cache.Programs(None, platform)
+    try:
+        description = dict(
+            owner="brax_core.training.agents.ppo.train",
+            config=program_cache.describe(program_cache.run_config(args.config, args.randomization_fn is not None)),
+            environment=program_cache.describe(args.environment),
+            eval_env=program_cache.describe(args.eval_env),
+            wrap_env=program_cache.describe(args.wrap_env),
+            randomization_fn=program_cache.describe(args.randomization_fn),
+            network_factory=program_cache.describe(args.network_factory),
+            devices=program_cache.describe(args.devices),
+            evaluate=args.evaluate,
+            vision=args.vision,
+            augment_pixels=args.augment_pixels,
+            restore_value_fn=args.restore_value_fn,
+            restore_params=args.restore_params is not None,
+            env_steps_restored=args.env_steps_restored,
+        )
+    except TypeError as reason:
+        logging.info("programs traced each run: %s", reason)
+        description = None
+    return program_cache.Programs(description, platform)
 
 
 def compile_in_parallel(jobs: list[tuple[Any, tuple[Any, ...]]]) -> list[Any]:
@@ -142,7 +94,12 @@ def sharded(abstract_env_state: Any, mesh: Mesh) -> Any:
 
 
 def make_training_env(
-    args: Arguments, remaining: int, key_randomize: jax.Array, key_env: jax.Array, mesh: Mesh, programs: Programs
+    args: Arguments,
+    remaining: int,
+    key_randomize: jax.Array,
+    key_env: jax.Array,
+    mesh: Mesh,
+    programs: program_cache.Programs,
 ) -> tuple[Env | None, Any, Any]:
     """One device's training envs, their jitted reset and its abstract output (``None``s with nothing to train)."""
     if remaining <= 0:

@@ -178,7 +178,7 @@ def _train(args: arguments.Arguments) -> tuple[Callable[..., types.Policy], PPOT
     mesh = Mesh(np.asarray(args.devices), (AXIS,))
     options = programs.compiler_options(args.devices, remaining, args.environment)
     jit = functools.partial(jax.jit, compiler_options=options)
-    cached = programs.Programs(args)
+    cached = programs.run_programs(args)
     replicated = NamedSharding(mesh, P())
     algorithm = config.algorithm
     optimizer = ppo_optimizer.make_optimizer(
