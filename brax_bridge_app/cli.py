@@ -1,4 +1,4 @@
-"""The ``brax-bridge`` command line: list envs, train, compare the two trainers, evaluate, render, benchmark.
+"""The ``brax-bridge`` command line: list envs, train, compare trainers and algorithms, evaluate, render, benchmark.
 
 Run ``brax-bridge --help`` (or ``python -m brax_bridge_app.cli --help``) for the commands, and ``--help`` after any
 command for its flags. Hyperparameter flags override the env's preset; every value is validated before

@@ -48,6 +48,11 @@ _QUICK_COMPILE_STEPS_WITH_CONTACTS = 100_000
 # benchmarks/results/startup.md, "Compile options").
 _QUICK_STEP_COMPILE_STEPS = 250_000
 _QUICK_STEP_COMPILE_STEPS_WITH_CONTACTS = 50_000
+# The same choice for a program differentiated through the physics (the JAX APG's epoch): level 0 runs its reverse
+# pass about 3x slower than level 1 where a forward program loses little, so level 1 repays its compile after far
+# fewer env steps (benchmarks/results/startup.md, "Compile options, differentiated programs").
+_QUICK_GRADIENT_STEPS = 200_000
+_QUICK_GRADIENT_STEPS_WITH_CONTACTS = 50_000
 
 
 def default_cache_dir() -> str:
@@ -182,12 +187,17 @@ def possible_contact_pairs(mj_model: Any) -> int:
     return int(candidate.sum()) + int(mj_model.npair)
 
 
-def auto_level_for_run(env_steps_to_run: int, mj_model: Any = None, step_only: bool = False) -> int:
+def auto_level_for_run(
+    env_steps_to_run: int, mj_model: Any = None, step_only: bool = False, differentiated: bool = False
+) -> int:
     """The LLVM level for a run of ``env_steps_to_run`` env steps on ``mj_model`` (``None``: no physics model):
     0 while compiling would dominate the run, else 1 (see the module's measurements). ``step_only``: the program is
-    the env's step alone (the bridge's), not a trainer's whole program, so level 1 repays its compile sooner."""
+    the env's step alone (the bridge's), not a trainer's whole program, so level 1 repays its compile sooner.
+    ``differentiated``: a trainer's program that runs the physics' reverse pass, which level 0 slows the most."""
     has_contacts = mj_model is not None and possible_contact_pairs(mj_model) > 0
-    if step_only:
+    if differentiated:
+        quick_steps = _QUICK_GRADIENT_STEPS_WITH_CONTACTS if has_contacts else _QUICK_GRADIENT_STEPS
+    elif step_only:
         quick_steps = _QUICK_STEP_COMPILE_STEPS_WITH_CONTACTS if has_contacts else _QUICK_STEP_COMPILE_STEPS
     else:
         quick_steps = _QUICK_COMPILE_STEPS_WITH_CONTACTS if has_contacts else _QUICK_COMPILE_STEPS

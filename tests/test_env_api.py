@@ -337,6 +337,43 @@ def test_contact_pairs_and_the_jax_ppo_opt_level_follow_the_model(monkeypatch):
     assert level(500_000, envs.get_environment("fast")) == 0  # no model, no contacts
 
 
+def test_the_jax_apg_compiles_each_program_at_its_own_level(monkeypatch):
+    """The epoch, which runs the physics' reverse pass, leaves level 0 after far fewer env steps than a forward
+    program; the first state compiles at level 0; the evaluation follows the forward rule for its env steps."""
+    from brax_core import compile as compile_options
+    from brax_core.training.agents.apg import train as apg_train
+
+    monkeypatch.setenv("BRAX_CORE_CPU_OPT_LEVEL", "auto")
+    contact_free = envs.get_environment("reacher").mj_model
+    with_contacts = envs.get_environment("halfcheetah").mj_model
+    level = compile_options.auto_level_for_run
+    assert level(500_000, contact_free) == 0 and level(500_000, contact_free, differentiated=True) == 1
+    assert level(100_000, contact_free, differentiated=True) == 0
+    assert level(100_000, with_contacts, differentiated=True) == 1
+    assert level(20_000, with_contacts, differentiated=True) == 0
+
+    class Captured(Exception):
+        pass
+
+    seen = {}
+    original = apg_train.program_cache.Programs.jit
+
+    def recording(self, name, base):
+        seen[name.split("/")[0]] = base.keywords["compiler_options"]["xla_backend_optimization_level"]
+        return original(self, name, base)
+
+    def stop(jobs):
+        raise Captured  # the levels are chosen; nothing needs compiling
+
+    monkeypatch.setattr(apg_train.program_cache.Programs, "jit", recording)
+    monkeypatch.setattr(apg_train.ppo_programs, "compile_in_parallel", stop)
+    # 400 updates of 16 envs x 32 steps: 204,800 env steps to differentiate, 2 evaluations of 4 x 1,000 steps.
+    with pytest.raises(Captured):
+        apg_train.train("reacher", episode_length=1000, policy_updates=400, horizon_length=32, num_envs=16,
+                        num_evals=2, num_eval_envs=4)
+    assert seen == {"first_state": 0, "epoch": 1, "evaluation": 0}
+
+
 def test_the_jax_ppo_compiles_its_reset_at_level_0_whatever_the_run_length(monkeypatch):
     from brax_core.training.agents.ppo import programs
     from brax_core.training.agents.ppo import train as ppo_train

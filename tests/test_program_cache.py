@@ -326,6 +326,31 @@ def test_jax_ppo_loads_its_programs_in_a_later_run(cache_dir, monkeypatch):
     assert any(not np.array_equal(a, b) for a, b in pairs)  # the seed did change the run
 
 
+def test_jax_apg_loads_its_programs_in_a_later_run(cache_dir, monkeypatch):
+    """The JAX APG's first-state, epoch and evaluation programs: stored by a first run, run from disk by a second
+    (nothing traced again), with the same parameters and evaluation bit for bit, and the same as traced."""
+    from brax_core import envs
+    from brax_core.training.agents.apg import train as apg_train
+
+    kwargs = dict(episode_length=20, policy_updates=4, horizon_length=4, num_envs=4, num_evals=3, num_eval_envs=4,
+                  seed=1, learning_rate=1e-3)
+    _, first_params, first_metrics = apg_train.train(envs.get_environment("fast"), **kwargs)
+    assert len(os.listdir(cache_dir)) == 3  # first state, epoch, evaluation
+
+    monkeypatch.setattr(program_cache, "_export", lambda *a: pytest.fail("traced again"))
+    _, params, metrics = apg_train.train(envs.get_environment("fast"), **kwargs)
+    for got, want in zip(jax.tree.leaves(params), jax.tree.leaves(first_params), strict=True):
+        np.testing.assert_array_equal(got, want)
+    assert metrics["eval/episode_reward"] == first_metrics["eval/episode_reward"]
+
+    monkeypatch.undo()
+    monkeypatch.setenv(program_cache.ENV_VAR, "0")
+    _, traced_params, traced_metrics = apg_train.train(envs.get_environment("fast"), **kwargs)
+    for got, want in zip(jax.tree.leaves(traced_params), jax.tree.leaves(first_params), strict=True):
+        np.testing.assert_array_equal(got, want)
+    assert traced_metrics["eval/episode_reward"] == first_metrics["eval/episode_reward"]
+
+
 @pytest.mark.parametrize(("version", "expected"), [("cuda 13000", "cuda"), ("rocm 6.4", "rocm")])
 def test_gpu_programs_are_exported_for_the_gpu_runtime_they_lower_on(monkeypatch, version, expected):
     # A GPU device's platform is "gpu", but jax.export only accepts the runtime's name ("cuda" or "rocm").

@@ -111,6 +111,24 @@ def key_after_evaluations(key: jax.Array, count: int) -> jax.Array:
     return key
 
 
+def evaluation_run(
+    eval_env: Env,
+    eval_policy_fn: Callable[[Any], types.Policy],
+    num_eval_envs: int,
+    episode_length: int,
+    action_repeat: int,
+) -> Callable[[Any, jax.Array], dict[str, jax.Array]]:
+    """``Evaluator``'s program before it is jitted: ``(policy_params, key) -> metrics``, ``num_eval_envs`` episodes
+    of at most ``episode_length`` env steps summarised (a trainer jits it with its own options)."""
+    num_steps = -(-episode_length // action_repeat)
+
+    def generate_eval_unroll(policy_params: Any, key: jax.Array) -> dict[str, jax.Array]:
+        state = evaluation_rollout(eval_env, eval_policy_fn(policy_params), key, num_eval_envs, num_steps)
+        return summarize_eval(state.info["eval_metrics"])
+
+    return generate_eval_unroll
+
+
 class Evaluator:
     """Runs evaluation episodes with a compiled rollout and reports Brax's ``eval/*`` metrics.
 
@@ -138,12 +156,9 @@ class Evaluator:
         self._key = key
         self._eval_walltime = 0.0
         num_steps = -(-episode_length // action_repeat)
-
-        def generate_eval_unroll(policy_params: Any, key: jax.Array) -> dict[str, jax.Array]:
-            state = evaluation_rollout(eval_env, eval_policy_fn(policy_params), key, num_eval_envs, num_steps)
-            return summarize_eval(state.info["eval_metrics"])
-
-        self._generate_eval_unroll = run_fn if run_fn is not None else jax.jit(generate_eval_unroll)
+        if run_fn is None:
+            run_fn = jax.jit(evaluation_run(eval_env, eval_policy_fn, num_eval_envs, episode_length, action_repeat))
+        self._generate_eval_unroll = run_fn
         self._steps_per_unroll = num_steps * num_eval_envs * action_repeat
 
     def run_evaluation(

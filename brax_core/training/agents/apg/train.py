@@ -16,6 +16,7 @@ Where this differs from Brax (the same on one device): the envs are data-paralle
 from __future__ import annotations
 
 import functools
+import logging
 import os
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
@@ -28,7 +29,8 @@ import optax
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from brax_core import devices
+from brax_core import compile as compile_options
+from brax_core import devices, program_cache
 from brax_core.devices import training_devices
 from brax_core.envs.base import Env, State
 from brax_core.envs.wrappers.gradients import finite_gradient_step
@@ -37,7 +39,9 @@ from brax_core.training.acme import running_statistics
 from brax_core.training.agents.apg import arguments, checkpoint
 from brax_core.training.agents.apg import networks as apg_networks
 from brax_core.training.agents.apg.config import APGConfig
+from brax_core.training.agents.ppo import programs as ppo_programs
 from brax_core.training.agents.ppo.environments import make_eval_env, wrap_for
+from brax_core.training.checkpoint import restore_checked, restore_env_state
 from brax_core.training.run.driver import RunDriver, ignore
 from brax_core.training.run.schedule import plan_updates
 
@@ -180,21 +184,31 @@ def _train(args: arguments.Arguments) -> tuple[Callable[..., types.Policy], tupl
     init_fn = functools.partial(_init_training_state, apg_network, optimizer, obs_size, dtype)
     training_state = jax.jit(init_fn, out_shardings=replicated)(keys.policy)
 
-    # ---- the two compiled programs: the first env state, and one epoch of policy updates
     key_first, key_run = jax.random.split(keys.run)
     # Laid out as the epoch returns it, replicated over the mesh: a key on one device would compile the epoch again.
     key_run = jax.device_put(key_run, replicated)
-    env_state = jax.jit(_make_first_state_fn(env, args, mesh))(key_first)
     updates = 0
     if resumed is not None:
-        params, state, env_state = checkpoint.restore(
-            resumed, _params(training_state),
-            {"optimizer_state": training_state.optimizer_state, "key": key_run, "updates": jnp.zeros((), jnp.int32)},
-            env_state,
-        )
+        state = restore_checked(resumed, "state", {
+            "optimizer_state": training_state.optimizer_state, "key": key_run, "updates": jnp.zeros((), jnp.int32)
+        })
+        params = tuple(restore_checked(resumed, "params", _params(training_state)))
         training_state = TrainingState(state["optimizer_state"], *params)
         key_run, updates = state["key"], int(state["updates"])
     schedule = plan_updates(config.policy_updates, config.run.num_evals, updates, config.env_steps_per_update)
+
+    # ---- the three programs (the first env state, an epoch of policy updates, an evaluation), traced in turn and
+    # compiled side by side; a later run of the same configuration lowers them from disk instead of tracing them
+    remaining = (config.policy_updates - updates) * config.env_steps_per_update
+    platform = args.devices[0].platform
+    model = getattr(getattr(args.environment, "unwrapped", args.environment), "mj_model", None)
+    epoch_level = compile_options.auto_level_for_run(remaining, model, differentiated=True)
+    evaluated = config.env.num_eval_envs * config.env.episode_length * max(config.run.num_evals, 1)
+    eval_level = compile_options.auto_level_for_run(evaluated, model)
+    cached = _programs(args)
+    first_state_fn = cached.jit("first_state", functools.partial(
+        jax.jit, compiler_options=compile_options.reset_compiler_options(platform)
+    ))(_make_first_state_fn(env, args, mesh))
     training_epoch = make_training_epoch(
         env,
         make_policy,
@@ -204,7 +218,9 @@ def _train(args: arguments.Arguments) -> tuple[Callable[..., types.Policy], tupl
         max_gradient_norm=algorithm.max_grad_norm,
         axis_name=AXIS,
     )
-    epoch_fn = jax.jit(
+    epoch_fn = cached.jit(f"epoch/{schedule.steps_per_call}", functools.partial(
+        jax.jit, compiler_options=compile_options.compiler_options(platform, epoch_level)
+    ))(
         jax.shard_map(
             training_epoch,
             mesh=mesh,
@@ -214,15 +230,35 @@ def _train(args: arguments.Arguments) -> tuple[Callable[..., types.Policy], tupl
         ),
         donate_argnums=(0, 1),
     )
+    eval_policy = functools.partial(make_policy, deterministic=config.run.deterministic_eval)
+    eval_fn = cached.jit("evaluation", functools.partial(
+        jax.jit, compiler_options=compile_options.compiler_options(platform, eval_level)
+    ))(acting.evaluation_run(
+        eval_env, eval_policy, config.env.num_eval_envs, args.episode_length, config.env.action_repeat
+    ))
+    # Laid out as the calls' own arguments, so that the compiled programs run them as they are.
+    abstract_env_state = ppo_programs.sharded(first_state_fn.eval_shape(key_first), mesh)
+    eval_key = jax.device_put(keys.eval, replicated)
+    jobs = {"first_state": (first_state_fn, (key_first,))}
+    if remaining > 0:
+        jobs["epoch"] = (epoch_fn, (training_state, abstract_env_state, key_run))
+    if jax.process_index() == 0 and config.run.num_evals > 0:
+        jobs["evaluation"] = (eval_fn, (_params(training_state), eval_key))
+    compiled = dict(zip(jobs, ppo_programs.compile_in_parallel(list(jobs.values())), strict=True))
+    epoch_fn, eval_fn = compiled.get("epoch", epoch_fn), compiled.get("evaluation", eval_fn)
+    env_state = compiled["first_state"](key_first)
+    if resumed is not None:
+        env_state = restore_env_state(resumed, env_state) or env_state
 
     def make_evaluator(skipped: int) -> acting.Evaluator:
         return acting.Evaluator(
             eval_env,
-            functools.partial(make_policy, deterministic=config.run.deterministic_eval),
+            eval_policy,
             num_eval_envs=config.env.num_eval_envs,
             episode_length=args.episode_length,
             action_repeat=config.env.action_repeat,
-            key=acting.key_after_evaluations(keys.eval, skipped),
+            key=acting.key_after_evaluations(eval_key, skipped),
+            run_fn=eval_fn,
         )
 
     # ---- the run: an evaluation before training (with num_evals > 1), then epochs, each saved, then evaluated
@@ -243,6 +279,26 @@ def _train(args: arguments.Arguments) -> tuple[Callable[..., types.Policy], tupl
     finally:
         backend.close()
     return make_policy, _params(backend.training_state), metrics
+
+
+def _programs(args: arguments.Arguments) -> program_cache.Programs:
+    """The run's programs through ``brax_core.program_cache``, described by ``train``'s arguments (as the JAX PPO's
+    are: a run with user code among them, or over several processes, traces as usual)."""
+    platform = args.devices[0].platform
+    if program_cache.folder() is None or jax.process_count() > 1:
+        return program_cache.Programs(None, platform)
+    try:
+        description = dict(
+            owner="brax_core.training.agents.apg.train",
+            config=program_cache.describe(program_cache.run_config(args.config, args.randomization_fn is not None)),
+            **{name: program_cache.describe(getattr(args, name)) for name in (
+                "environment", "eval_env", "wrap_env", "randomization_fn", "network_factory", "devices"
+            )},
+        )
+    except TypeError as reason:
+        logging.info("programs traced each run: %s", reason)
+        description = None
+    return program_cache.Programs(description, platform)
 
 
 class APGBackend:
