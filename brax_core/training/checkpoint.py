@@ -8,8 +8,8 @@
 * ``Saver`` writes the orbax items ``config``, ``params``, ``state`` and ``env_state`` with the manifest;
   ``restore_checked`` restores one, refusing files whose digests differ from the manifest before orbax reads them,
   and arrays of another shape than the target's, by name.
-
-What a PPO checkpoint holds, and resuming from it, is ``brax_core.training.agents.ppo.checkpoint``.
+* ``load_policy``, ``load_checkpoint``, ``resumable`` and ``restore``: the loading each algorithm's checkpoint module
+  (``brax_core.training.agents.{ppo,apg,sac}.checkpoint``) calls with what its ``params`` hold.
 """
 
 from __future__ import annotations
@@ -22,13 +22,14 @@ import json
 import logging
 import math
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 from ml_collections import config_dict
 
-from brax_core.training import networks, types
+from brax_core.training import networks, resume, types
 from brax_core.training.acme import running_statistics
 from brax_core.training.run import checkpoints as run_checkpoints
 from brax_core.training.run.checkpoints import STEP_NAME_DIGITS, CheckpointError, resolve_for, step_name
@@ -348,11 +349,14 @@ def _saved_shape_mismatch(step_dir: str, item: str, metadata: Any, target: Any) 
 class Saver:
     """Writes checkpoints of the JAX trainers into ``path``: one step directory per save (atomic, at most
     ``max_to_keep`` kept) of the orbax items ``config`` (JSON), ``params``, ``state`` and ``env_state`` (the last
-    two optional: a run needs both to resume) and its manifest.
+    two optional: a run needs both to resume) and its manifest. ``params_type``: the named tuple a plain tuple of
+    ``params`` is saved as (PPO's), so that both load alike.
 
     With several JAX processes every process saves into the same path, which must be on a filesystem they all see:
     each writes its own shards, process 0 the rest and the manifest.
     """
+
+    params_type: Any = None
 
     def __init__(self, path: str | os.PathLike, max_to_keep: int | None = None):
         import orbax.checkpoint as ocp  # here, not at module level: its import only where checkpoints are kept
@@ -376,8 +380,15 @@ class Saver:
         import orbax.checkpoint as ocp
         from jax.experimental import multihost_utils
 
+        named = self.params_type
+        if named is not None and type(params) in (tuple, list) and len(params) == len(named._fields):
+            params = named(*params)
         config_json = config_to_json(config)
         config_json.setdefault("env_steps", int(env_steps))
+        # The normaliser's std_eps is a setting, not an array, so the configuration carries it.
+        std_eps = float(getattr(getattr(params, "normalizer_params", None), "std_eps", 0.0))
+        if std_eps:
+            config_json["normalizer_std_eps"] = std_eps
         items = {"config": ocp.args.JsonSave(config_json), "params": ocp.args.StandardSave(params)}
         if state is not None:
             items["state"] = ocp.args.StandardSave(state)
@@ -415,6 +426,24 @@ def networks_from_config(
                    **config["network_factory_kwargs"])
 
 
+def abstract_params(
+    observation_size: types.ObservationSize, saved: Sequence[Any], std_eps: float = 0.0, dtype: Any = jnp.float32
+) -> tuple[Any, ...]:
+    """Shapes and dtypes (nothing is computed) of ``(normalizer_params, *params of each network in saved)``:
+    observation statistics in ``dtype`` (``std_eps``: their setting), then each network's ``init``."""
+    shape = lambda size: tuple(size) if isinstance(size, tuple | list) else (int(size),)
+    template = (
+        {k: jax.ShapeDtypeStruct(shape(v), dtype) for k, v in observation_size.items()}
+        if isinstance(observation_size, Mapping) else jax.ShapeDtypeStruct(shape(observation_size), dtype)
+    )
+
+    def init() -> tuple[Any, ...]:
+        statistics = jax.tree.map(lambda x: x.astype(dtype), running_statistics.init_state(template, std_eps))
+        return (statistics, *(network.init(jax.random.PRNGKey(0)) for network in saved))
+
+    return jax.eval_shape(init)
+
+
 def on_default_device(target: Any) -> Any:
     """``target``'s shapes laid on this process's default device (``jax.default_device`` where one is set, else its
     first): without a sharding orbax would ask for the devices that saved the checkpoint, which a policy loaded
@@ -423,6 +452,38 @@ def on_default_device(target: Any) -> Any:
     device = default if isinstance(default, jax.Device) else jax.local_devices(backend=default)[0]
     local = jax.sharding.SingleDeviceSharding(device)
     return jax.tree.map(lambda leaf: jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=local), target)
+
+
+def load_checkpoint(
+    path: str | os.PathLike, algo: str, params_shape: Callable[[Any, Mapping[str, Any]], Any],
+    network_factory: Callable[..., Any] | None = None,
+) -> tuple[str, dict[str, Any], Any, Any]:
+    """``(step directory, configuration, networks, params)`` of the checkpoint of ``algo`` that ``path`` names (a
+    step directory, or the newest under a save path): the networks its configuration describes (``network_factory``
+    replacing the saved factory, called with the saved arguments) and its ``params``, restored on this process's
+    default device into ``params_shape(networks, configuration)`` (the algorithm's, e.g. from ``abstract_params``)."""
+    step_dir = resolve_for(path, "jax")
+    config = read_config(step_dir, algo)
+    network = networks_from_config(config, network_factory)
+    params = restore_checked(step_dir, "params", on_default_device(params_shape(network, config)))
+    return step_dir, config, network, params
+
+
+def load_policy(
+    path: str | os.PathLike, algo: str, params_shape: Callable[[Any, Mapping[str, Any]], Any],
+    make_inference_fn: Callable[[Any], Callable[..., types.Policy]], network_factory: Callable[..., Any] | None = None,
+    deterministic: bool = True,
+) -> types.Policy:
+    """The inference function ``(observation, key) -> (action, extras)`` of a checkpoint of ``algo``, rebuilt from it
+    alone as Brax's ``load_policy`` does (``load_checkpoint``; ``make_inference_fn``: the algorithm's;
+    ``deterministic``: the policy's mode, else a sample)."""
+    if network_factory is not None and not callable(network_factory):
+        raise TypeError(
+            f"load_policy(path, network_factory=None, deterministic=True): network_factory must be callable or "
+            f"None, got {network_factory!r}"
+        )
+    step_dir, config, network, params = load_checkpoint(path, algo, params_shape, network_factory)
+    return checked_policy(step_dir, make_inference_fn(network)(params, deterministic=deterministic), config)
 
 
 def checked_policy(step_dir: str, policy: types.Policy, config: Mapping[str, Any]) -> types.Policy:
@@ -434,6 +495,25 @@ def checked_policy(step_dir: str, policy: types.Policy, config: Mapping[str, Any
         return policy(observations, key_sample)
 
     return checked
+
+
+def resumable(path: str | os.PathLike | None, config: Any) -> str | None:
+    """The step directory a run of ``config`` resumes from (``None`` without a path), checked to hold a run of its
+    algorithm with the same settings (``resume.check_same_config``): read before anything compiles."""
+    if path is None:
+        return None
+    step_dir = resolve_for(path, "jax")
+    resume.check_same_config(step_dir, read_config(step_dir, config.ALGO)["training"], config)
+    return step_dir
+
+
+def restore(step_dir: str, params: Any, state: Mapping[str, Any], env_state: Any) -> tuple[Any, dict[str, Any], Any]:
+    """A whole run's parameters (a tuple), state and envs' state, restored into the structures (and shardings) of
+    the arguments (the envs' as given where the saved ones do not fit, see ``restore_env_state``)."""
+    restored_state = restore_checked(step_dir, "state", dict(state))
+    restored_env = restore_env_state(step_dir, env_state)
+    params = tuple(restore_checked(step_dir, "params", params))
+    return params, restored_state, env_state if restored_env is None else restored_env
 
 
 def restore_env_state(path: str | os.PathLike, target: Any) -> Any | None:
