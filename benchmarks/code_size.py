@@ -14,7 +14,7 @@ from _results import replace_section
 
 ROOT = Path(__file__).resolve().parent.parent
 SECTION = "## Package sizes"
-PACKAGES = ("brax_core", "brax_bridge", "torch_training", "torch_ppo", "torch_analytic", "brax_bridge_app")
+PACKAGES = ("brax_core", "brax_bridge", "torch_training", "torch_ppo", "torch_analytic", "torch_sac", "brax_bridge_app")
 # Every trainer's checkpoint modules, named as at each commit (the files present there are counted).
 CHECKPOINTS = (
     "brax_core/training/run/checkpoints.py",
@@ -22,9 +22,11 @@ CHECKPOINTS = (
     "brax_core/training/agents/ppo/checkpoint.py",
     "brax_core/training/agents/ppo/checkpoint_config.py",
     "brax_core/training/agents/apg/checkpoint.py",
+    "brax_core/training/agents/sac/checkpoint.py",
     "torch_training/checkpoint.py",
     "torch_ppo/checkpoint.py",
     "torch_analytic/checkpoint.py",
+    "torch_sac/checkpoint.py",
 )
 
 

@@ -151,7 +151,7 @@ def train_from_config(
     config = common.with_episode_length(config, opts.environment)
     if opts.save_checkpoint_path is not None:
         config.to_json()  # a setting JSON cannot hold (a callable activation) is refused before training
-    saved = checkpoint.resumable(opts.restore_checkpoint_path, "apg", config)
+    saved = checkpoint.resumable(opts.restore_checkpoint_path, config)
 
     env, evaluator = common.build_envs("APG", config, opts)
     network, algorithm, device, seed = config.network, config.algorithm, opts.device, config.run.seed

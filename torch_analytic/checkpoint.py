@@ -1,15 +1,11 @@
-"""Checkpoints of the torch gradient trainers (``apg``, ``shac``): the complete run state in the step directories
-every trainer of this library writes (``brax_core.training.run.checkpoints``), so a run resumes exactly, and the
-policy rebuilt from one alone (``load_policy``).
+"""Checkpoints of the torch gradient trainers (``apg``, ``shac``): the complete run state as the ``state.pt`` of
+``torch_training.checkpoint``, so a run resumes exactly, and the policy rebuilt from one alone (``load_policy``).
 
-A checkpoint is ``<save_checkpoint_path>/<env steps, 12 digits>/`` holding ``state.pt`` and the manifest with its
-SHA-256, checked before torch reads it; the directory is written under a temporary name and renamed when complete,
-so a save cut short never looks like a checkpoint. ``state.pt`` loads with ``torch.load(weights_only=True)``: the
-algorithm, its configuration (``to_json``'s form, compared on resume), the networks' sizes and factory, the networks
-and optimisers, the update and epoch counts, the random generator, the training envs' JAX state and the evaluations
-made so far. A run saves at the end of each epoch, before its evaluation and before ``progress_fn`` sees it (the run
-driver's order), so a callback that stops the run leaves the checkpoint of the epoch it reported; a resumed run
-evaluates that epoch again, as the unbroken run did, and goes on from there.
+``state.pt`` holds the algorithm, its configuration (``to_json``'s form, compared on resume), the networks' sizes and
+factory, the networks and optimisers, the update and epoch counts, the random generator, the training envs' JAX state
+and the evaluations made so far. A run saves at the end of each epoch, before its evaluation and before
+``progress_fn`` sees it (the run driver's order), so a callback that stops the run leaves the checkpoint of the epoch
+it reported; a resumed run evaluates that epoch again, as the unbroken run did, and goes on from there.
 """
 
 from __future__ import annotations
@@ -22,14 +18,14 @@ import torch
 from torch import nn
 
 import brax_bridge
-from brax_core.training import resume
 from brax_core.training.agents.apg.config import APGConfig
 from brax_core.training.agents.shac.config import SHACConfig
 from brax_core.training.config import Config
 from brax_core.training.run.checkpoints import CheckpointError, latest_step
 from torch_analytic.networks import APGPolicy
+from torch_training import checkpoint as torch_checkpoint
 from torch_training import network_factory as network_factory_checks
-from torch_training.checkpoint import check_network_factory, checked_policy, load_modules, read_state, write_state
+from torch_training.checkpoint import TorchPolicy, read_state
 
 __all__ = ["CheckpointError", "latest_step", "load", "load_policy", "save"]
 
@@ -67,7 +63,7 @@ def save(
         "generator": generator.get_state(),
         "env": dict(env_state),
     }
-    return write_state(path, TRAINER, state, config.run.max_to_keep)
+    return torch_checkpoint.write_state(path, TRAINER, state, config.run.max_to_keep)
 
 
 def load(path: str | os.PathLike, map_location: Any = "cpu") -> dict[str, Any]:
@@ -76,25 +72,9 @@ def load(path: str | os.PathLike, map_location: Any = "cpu") -> dict[str, Any]:
     return read_state(path, TRAINER, FORMAT, map_location)
 
 
-def config_of(state: Mapping[str, Any]) -> Config:
-    """The configuration a loaded checkpoint was saved with."""
-    return CONFIGS[state["algo"]].from_json(state["config"])
-
-
-def resumable(path: str | os.PathLike | None, algo: str, config: Config) -> dict[str, Any] | None:
-    """The state of the checkpoint a run of ``algo`` with ``config`` restores (``None`` without a path), refused
-    when it holds another algorithm or other settings (only ``num_timesteps`` may change); read before anything
-    compiles."""
-    if path is None:
-        return None
-    state = load(path)
-    if state["algo"] != algo:
-        raise ValueError(
-            f"restore_checkpoint_path: the checkpoint at {state['path']!r} is of {state['algo']}, not of {algo}: "
-            f"restore it with torch_analytic.{state['algo']}.train"
-        )
-    resume.check_same_settings(state["path"], config_of(state).flat(), config.flat())
-    return state
+def resumable(path: str | os.PathLike | None, config: Config) -> dict[str, Any] | None:
+    """The state a run with ``config`` (APG's or SHAC's) restores (``torch_training.checkpoint.resumable``)."""
+    return torch_checkpoint.resumable(path, config, TRAINER, FORMAT)
 
 
 def restore(
@@ -116,7 +96,7 @@ def load_policy(
     deterministic: bool = True,
     device: Any = None,
     network_factory: Callable[[int, int], tuple[Any, Any]] | None = None,
-) -> Callable[..., tuple[torch.Tensor, dict[str, Any]]]:
+) -> TorchPolicy:
     """The policy of an APG or SHAC checkpoint, rebuilt from it alone: ``policy(observation) -> (action, extras)``,
     as ``torch_ppo.load_policy`` gives.
 
@@ -129,8 +109,9 @@ def load_policy(
     """
     device = brax_bridge.default_device() if device is None else torch.device(device)
     state = load(path, map_location=device)
-    config, sizes = config_of(state), state["network"]
-    check_network_factory(state, sizes["network_factory"], network_factory, "the trainer's own networks")
+    config, sizes = CONFIGS[state["algo"]].from_json(state["config"]), state["network"]
+    own_networks = "the trainer's own networks"
+    torch_checkpoint.check_network_factory(state, sizes["network_factory"], network_factory, own_networks)
     own = None
     if network_factory is not None:
         own = network_factory_checks.build(
@@ -141,6 +122,6 @@ def load_policy(
         sizes["observation_size"], sizes["action_size"], network.policy_hidden_layer_sizes, network.activation,
         network.layer_norm, config.algorithm.normalize_observations, module=own,
     ).to(device)
-    load_modules(state, policy, state["modules"]["policy"])
+    torch_checkpoint.load_modules(state, policy, state["modules"]["policy"])
     policy.eval()
-    return checked_policy(state, policy, deterministic)
+    return torch_checkpoint.checked_policy(state, policy, deterministic)

@@ -326,7 +326,7 @@ def train_from_config(
     config = common.with_episode_length(config, opts.environment)
     if opts.save_checkpoint_path is not None:
         config.to_json()  # a setting JSON cannot hold (a callable activation) is refused before training
-    saved = checkpoint.resumable(opts.restore_checkpoint_path, "shac", config)
+    saved = checkpoint.resumable(opts.restore_checkpoint_path, config)
 
     env, evaluator = common.build_envs("SHAC", config, opts)
     network, algorithm, device, seed = config.network, config.algorithm, opts.device, config.run.seed

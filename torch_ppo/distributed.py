@@ -11,6 +11,8 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import os
+from collections.abc import Callable
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -67,3 +69,28 @@ def broadcast_object(ctx: DistributedContext, value: object) -> object:
     box = [value]
     dist.broadcast_object_list(box, src=0, group=ctx.group)
     return box[0]
+
+
+def gather_process_states(
+    ctx: DistributedContext, rng_state: torch.Tensor, env_state: dict[str, Any] | None
+) -> tuple[list[Any], list[Any] | None]:
+    """Every rank's RNG state and (under DDP) env state, as rank 0 saves them: each rank steps its own envs and
+    resumes its own. Every rank must call it under DDP."""
+    if not ctx.enabled:
+        return [rng_state], None
+    rng_states: list[Any] = [None] * ctx.world_size
+    dist.all_gather_object(rng_states, rng_state, group=ctx.group)
+    # The env states cross as NumPy arrays: their tensors share memory with JAX's host buffers, which
+    # all_gather_object's pickling of torch storages does not carry.
+    as_numpy = None if env_state is None else {k: _map_tensors(v, torch.Tensor.numpy) for k, v in env_state.items()}
+    env_states: list[Any] = [None] * ctx.world_size
+    dist.all_gather_object(env_states, as_numpy, group=ctx.group)
+    env_states = [
+        None if e is None else {k: _map_tensors(v, torch.from_numpy) for k, v in e.items()} for e in env_states
+    ]
+    return rng_states, env_states
+
+
+def _map_tensors(value: Any, fn: Callable[[Any], Any]) -> Any:
+    """``fn`` applied to a tensor or array, or to each in a list."""
+    return [fn(v) for v in value] if isinstance(value, list) else fn(value)

@@ -15,6 +15,8 @@ from torch import nn
 
 from brax_core.training import resume
 from brax_core.training.agents.ppo import adaptive_kl
+from brax_core.training.agents.ppo.config import KEYWORD_FIELDS
+from brax_core.training.checkpoint import check_observation_size
 from torch_ppo import checkpoint, compiled_update, distributed, environments, fused_collection, update
 from torch_ppo.arguments import TrainArguments
 from torch_ppo.networks import PPOModules, make_actor
@@ -117,13 +119,7 @@ class TorchPPOBackend:
         else:
             obs_size = int(obs_size)
         if eval_env is not None and config.run.num_evals > 0:
-            size = checkpoint.size_json(eval_env.observation_size)
-            if size != checkpoint.size_json(obs_size):
-                raise ValueError(
-                    f"eval_env has observation_size {size!r} but the training environment's is "
-                    f"{checkpoint.size_json(obs_size)!r}; the networks read observations of the training environment's "
-                    "size"
-                )
+            check_observation_size("eval_env", eval_env.observation_size, obs_size)
         return obs_size, int(self.env.action_size)
 
     def _fused_collection(self, collection: str | None) -> fused_collection.FusedCollection | None:
@@ -183,8 +179,8 @@ class TorchPPOBackend:
         requested = self.checkpoint_config(0)
         changed = resume.check_config(
             state["path"],
-            checkpoint.comparable(state["config"]),
-            checkpoint.comparable(requested),
+            _comparable(state["config"]),
+            _comparable(requested),
             self.args.allow_config_changes,
         )
         for name, (saved, now) in changed.items():
@@ -204,10 +200,32 @@ class TorchPPOBackend:
             self.saved_env_state = state.get("env_state")
 
     def checkpoint_config(self, env_steps: int) -> dict[str, Any]:
-        """The run's configuration as checkpoints record it, at ``env_steps``."""
-        return checkpoint.checkpoint_config(
-            self.args, self.modules, self.env.episode_length, self.action_repeat, env_steps
-        )
+        """The run's configuration as checkpoints record it, at ``env_steps``: env, networks, hyperparameters (those of
+        its ``TrainArguments`` that are JSON values), env-step count."""
+        args, plain = self.args, (bool, int, float, str, type(None))
+        environment = args.environment
+        if not isinstance(environment, str):
+            environment = type(getattr(environment, "unwrapped_env", environment)).__name__
+        settings = {
+            **{k: v for k, v in args.config.flat().items()
+               if isinstance(v, plain) and k in KEYWORD_FIELDS and k != "num_timesteps"},
+            **{k: v for k, v in args.kernel_inits.items() if isinstance(v, plain)},
+            "eval_backend": args.eval_backend,
+            "num_threads": args.num_threads,
+            "restore_value_fn": args.restore_value_fn,
+            "action_repeat": int(self.action_repeat),  # a ready TorchEnv brings its own
+        }
+        for name in ("policy_hidden_layer_sizes", "value_hidden_layer_sizes"):
+            settings[name] = list(getattr(args.config.network, name))
+        return {
+            "format": checkpoint.FORMAT,
+            "environment": environment,
+            "network": self.modules.config(),
+            "episode_length": int(self.env.episode_length),
+            "action_repeat": int(self.action_repeat),
+            "env_steps": int(env_steps),
+            "training": settings,
+        }
 
     def build_envs(self) -> None:
         """Builds the evaluator (rank 0), compiles the envs and the evaluation, and resets (or restores) the envs."""
@@ -291,7 +309,7 @@ class TorchPPOBackend:
         if self.args.save_checkpoint_path is None:
             return
         env_state = self.env.state_dict() if self.obs is not None else None
-        rng_states, env_states = checkpoint.gather_process_states(self.dist, self.generator.get_state(), env_state)
+        rng_states, env_states = distributed.gather_process_states(self.dist, self.generator.get_state(), env_state)
         if self.dist.is_main:
             checkpoint.save(
                 self.args.save_checkpoint_path,
@@ -309,6 +327,16 @@ class TorchPPOBackend:
         if self.dist.enabled:
             # No rank goes on until the checkpoint exists: a rank that resumes from this folder next must find it.
             torch.distributed.barrier(group=self.dist.group)
+
+
+def _comparable(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The part of a run configuration a resumed run must share: env, networks, episode, and the training
+    hyperparameters both trainers record (``resume.RESUME_FIELDS``)."""
+    training = config.get("training", {})
+    return {
+        **{k: config[k] for k in ("environment", "network", "episode_length", "action_repeat") if k in config},
+        "training": {k: training[k] for k in resume.RESUME_FIELDS if k in training},
+    }
 
 
 def _adam(modules: PPOModules, learning_rate: float, adaptive: bool, device: torch.device) -> torch.optim.Adam:

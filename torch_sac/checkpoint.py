@@ -1,28 +1,26 @@
-"""Checkpoints of the torch SAC: the complete run state in the step directories every trainer of this library writes
-(``brax_core.training.run.checkpoints``: a manifest of SHA-256 digests checked before torch reads the file, written
-under a temporary name and renamed when complete), so a run resumes exactly, and the policy rebuilt from one alone
-(``load_policy``).
+"""Checkpoints of the torch SAC: the complete run state as the ``state.pt`` of ``torch_training.checkpoint``, so a run
+resumes exactly, and the policy rebuilt from one alone (``load_policy``).
 
-``state.pt`` loads with ``torch.load(weights_only=True)``: the configuration (``SACConfig.to_json``'s form, compared
-on resume), the networks' sizes, the actor (with the observation statistics), the critics and target critics, the
-temperature, the three optimisers, the counters, the random generator, the training envs' JAX state and the replay
-buffer's transitions (oldest first): a resumed run draws the batches the unbroken run would have drawn.
+``state.pt`` holds the configuration (``SACConfig.to_json``'s form, compared on resume), the networks' sizes, the
+actor (with the observation statistics), the critics and target critics, the temperature, the three optimisers, the
+counters, the random generator, the training envs' JAX state and the replay buffer's transitions (oldest first): a
+resumed run draws the batches the unbroken run would have drawn.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import torch
 
 import brax_bridge
-from brax_core.training import resume
 from brax_core.training.agents.sac.config import SACConfig
 from brax_core.training.run.checkpoints import CheckpointError, latest_step
 from torch_sac.networks import SACActor
-from torch_training.checkpoint import checked_policy, load_modules, read_state, write_state
+from torch_training import checkpoint as torch_checkpoint
+from torch_training.checkpoint import TorchPolicy, read_state
 
 __all__ = ["CheckpointError", "latest_step", "load", "load_policy", "resumable", "save"]
 
@@ -33,9 +31,8 @@ TRAINER = "torch_sac"
 def save(path: str | os.PathLike, config: SACConfig, env_steps: int, run_state: Mapping[str, Any]) -> str:
     """Writes the checkpoint of a run at ``env_steps`` (``run_state``: the trainer's ``state_dict``); returns its step
     directory."""
-    state = {"format": FORMAT, "algo": "sac", "config": config.to_json(), "env_steps": int(env_steps),
-             **run_state}
-    return write_state(path, TRAINER, state, config.run.max_to_keep)
+    state = {"format": FORMAT, "algo": "sac", "config": config.to_json(), "env_steps": int(env_steps), **run_state}
+    return torch_checkpoint.write_state(path, TRAINER, state, config.run.max_to_keep)
 
 
 def load(path: str | os.PathLike, map_location: Any = "cpu") -> dict[str, Any]:
@@ -46,21 +43,11 @@ def load(path: str | os.PathLike, map_location: Any = "cpu") -> dict[str, Any]:
 
 def resumable(path: str | os.PathLike | None, config: SACConfig) -> dict[str, Any] | None:
     """The state of the checkpoint a run with ``config`` restores (``None`` without a path), refused when it holds
-    other settings (only ``num_timesteps`` may change, and a replay buffer left at its default size with it); read
-    before anything compiles."""
-    if path is None:
-        return None
-    state = load(path)
-    saved = SACConfig.from_json(state["config"]).flat()
-    requested = config.flat()
-    if saved["max_replay_size"] is None and requested["max_replay_size"] is None:
-        saved.pop("max_replay_size"), requested.pop("max_replay_size")
-    resume.check_same_settings(state["path"], saved, requested)
-    return state
+    other settings (only ``num_timesteps`` may change); read before anything compiles."""
+    return torch_checkpoint.resumable(path, config, TRAINER, FORMAT)
 
 
-def load_policy(path: str | os.PathLike, deterministic: bool = True,
-                device: Any = None) -> Callable[..., tuple[torch.Tensor, dict[str, Any]]]:
+def load_policy(path: str | os.PathLike, deterministic: bool = True, device: Any = None) -> TorchPolicy:
     """The policy of a torch SAC checkpoint, rebuilt from it alone: ``policy(observation) -> (action, extras)``, as
     ``torch_ppo.load_policy`` gives.
 
@@ -75,6 +62,6 @@ def load_policy(path: str | os.PathLike, deterministic: bool = True,
     network = config.network
     actor = SACActor(sizes["observation_size"], sizes["action_size"], network.policy_hidden_layer_sizes,
                      network.activation, network.layer_norm, config.algorithm.normalize_observations).to(device)
-    load_modules(state, actor, state["modules"]["actor"])
+    torch_checkpoint.load_modules(state, actor, state["modules"]["actor"])
     actor.eval()
-    return checked_policy(state, actor, deterministic)
+    return torch_checkpoint.checked_policy(state, actor, deterministic)

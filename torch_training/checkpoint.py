@@ -1,9 +1,7 @@
-"""The step directory of a torch trainer's checkpoint: ``state.pt`` (and any JSON beside it) written whole or not at
-all, read back only when its digests match the manifest.
-
-A checkpoint is ``<save_checkpoint_path>/<env steps, 12 digits>/`` (``brax_core.training.run.checkpoints``: the
-layout, the manifest of every file's SHA-256, kill-safe writes under a temporary name). ``state.pt`` holds only
-tensors, numbers, strings and dicts, so it loads with ``torch.load(weights_only=True)``.
+"""The torch trainers' checkpoint files: ``state.pt`` (and any JSON beside it) in a step directory of
+``brax_core.training.run.checkpoints`` (whose docstring gives the layout, the manifest and the kill-safe writes),
+read back only when its digests match the manifest. ``state.pt`` holds only tensors, numbers, strings and dicts, so
+it loads with ``torch.load(weights_only=True)``. Also what loading a run or a policy from one shares.
 """
 
 from __future__ import annotations
@@ -16,10 +14,12 @@ from typing import Any
 
 import torch
 
+from brax_core.training import resume
 from brax_core.training.run import checkpoints as run_checkpoints
 from brax_core.training.run.checkpoints import CheckpointError, resolve_for
 
 STATE_FILE = "state.pt"
+TorchPolicy = Callable[..., tuple[torch.Tensor, dict[str, Any]]]
 
 
 def write_state(
@@ -33,8 +33,7 @@ def write_state(
     torch.save(dict(state), buffer)
     env_steps = state["env_steps"]
     files = {STATE_FILE: buffer.getvalue()}
-    for name, value in (json_files or {}).items():
-        files[name] = json.dumps(value, indent=2, sort_keys=True).encode()
+    files.update({name: json.dumps(v, indent=2, sort_keys=True).encode() for name, v in (json_files or {}).items()})
     with run_checkpoints.writing_step_directory(path, env_steps) as step_dir:
         for name, data in files.items():
             run_checkpoints.write_file(os.path.join(step_dir, name), data)
@@ -61,6 +60,22 @@ def read_state(path: str | os.PathLike, trainer: str, state_format: str, map_loc
     return state
 
 
+def resumable(path: str | os.PathLike | None, config: Any, trainer: str, state_format: str) -> dict[str, Any] | None:
+    """The state of the checkpoint (``read_state``'s) a run with ``config`` restores (``None`` without a path),
+    refused when it holds another algorithm or other settings (``resume.check_same_config``: only ``num_timesteps``
+    may change); read before anything compiles."""
+    if path is None:
+        return None
+    state = read_state(path, trainer, state_format)
+    if state["algo"] != config.ALGO:
+        raise ValueError(
+            f"restore_checkpoint_path: the checkpoint at {state['path']!r} is of {state['algo']}, not of "
+            f"{config.ALGO}: restore it with {trainer}.{state['algo']}.train"
+        )
+    resume.check_same_config(state["path"], state["config"], config)
+    return state
+
+
 def check_network_factory(state: Mapping[str, Any], recorded: str | None, network_factory: Any, own: str) -> None:
     """Refuses a ``load_policy`` whose ``network_factory`` does not fit the checkpoint: one recorded (``recorded``,
     its name) must be passed again, since a checkpoint holds its modules' weights but not their code; ``own`` names
@@ -78,24 +93,29 @@ def check_network_factory(state: Mapping[str, Any], recorded: str | None, networ
         )
 
 
-def checked_policy(state: Mapping[str, Any], actor: torch.nn.Module,
-                   deterministic: bool) -> Callable[[torch.Tensor], tuple[torch.Tensor, dict[str, Any]]]:
-    """``policy(observation) -> (action, extras)`` of a torch trainer's loaded ``actor`` (``actor(observation) ->
-    (loc, scale)`` of the pre-squash normal, ``mode``, ``postprocess``): the mode with ``deterministic``, else a sample
-    from torch's global generator; observations of another size than the checkpoint's are refused, naming both.
-    ``policy.modules`` is the actor."""
+def checked_policy(
+    state: Mapping[str, Any], actor: torch.nn.Module, deterministic: bool, policy: TorchPolicy | None = None
+) -> TorchPolicy:
+    """``policy(observation, ...) -> (action, extras)`` of a torch trainer's loaded ``actor``, refusing observations
+    of another size than the checkpoint's (``state['network']['observation_size']``), naming both. ``policy``: the
+    trainer's own; without one, ``actor(observation) -> (loc, scale)`` of the pre-squash normal (with ``mode`` and
+    ``postprocess``) gives its mode with ``deterministic``, else a sample from torch's global generator.
+    ``policy.modules`` is the actor: callers move or inspect the network behind the policy."""
     expected = state["network"]["observation_size"]
 
     @torch.inference_mode()
-    def act(observation: torch.Tensor) -> tuple[torch.Tensor, dict[str, Any]]:
-        run_checkpoints.check_policy_input(state["path"], observation, expected, "tensors")
+    def sample(observation: torch.Tensor) -> tuple[torch.Tensor, dict[str, Any]]:
         if deterministic:
             return actor.mode(observation), {}
         loc, scale = actor(observation)
         return actor.postprocess(loc + scale * torch.randn_like(loc)), {}
 
-    act.modules = actor  # callers move or inspect the network behind the policy
-    return act
+    def checked(observation: Any, *args: Any, **kwargs: Any) -> tuple[torch.Tensor, dict[str, Any]]:
+        run_checkpoints.check_policy_input(state["path"], observation, expected, "tensors")
+        return (sample if policy is None else policy)(observation, *args, **kwargs)
+
+    checked.modules = actor
+    return checked
 
 
 def load_modules(state: Mapping[str, Any], module: torch.nn.Module, weights: Mapping[str, Any]) -> None:

@@ -1,21 +1,20 @@
-"""Checkpoint contents every trainer's checkpoint shares (``brax.training.checkpoint`` counterpart): the network
-configuration as JSON, callables by name, and orbax items checked against the digests saved with them.
+"""What every JAX trainer's checkpoint shares (``brax.training.checkpoint`` counterpart), in the step directories of
+``brax_core.training.run.checkpoints`` (its docstring gives the layout, the manifest and the kill-safe writes).
 
 * ``network_config`` describes the networks as Brax's does (a ``ConfigDict`` of live values: sizes, the factory and
   every keyword argument of it); ``config_to_json`` gives the JSON form a checkpoint stores (callables by name: the
   ones Brax knows, those registered with ``register_callable``/``register_activation``, or an importable
   ``module:qualname``) and ``load_config`` the live values again.
-* ``Saver`` writes a step directory of orbax items (``config``, ``params``, ``state``, ``env_state``) with its
-  manifest; ``restore_checked`` restores one orbax item of a step directory, refusing files whose digests differ
-  from the manifest (``brax_core.training.run.checkpoints``) before orbax reads them, and arrays of another shape
-  than the target's.
-
-The folder layout, manifests and the choice of the newest checkpoint are ``brax_core.training.run.checkpoints``';
-what a PPO checkpoint holds, and resuming from it, is ``brax_core.training.agents.ppo.checkpoint``.
+* ``Saver`` writes the orbax items ``config``, ``params``, ``state`` and ``env_state`` with the manifest;
+  ``restore_checked`` restores one, refusing files whose digests differ from the manifest before orbax reads them,
+  and arrays of another shape than the target's, by name.
+* ``load_policy``, ``load_checkpoint``, ``resumable`` and ``restore``: the loading each algorithm's checkpoint module
+  (``brax_core.training.agents.{ppo,apg,sac}.checkpoint``) calls with what its ``params`` hold.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
 import inspect
@@ -23,13 +22,14 @@ import json
 import logging
 import math
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 from ml_collections import config_dict
 
-from brax_core.training import networks, types
+from brax_core.training import networks, resume, types
 from brax_core.training.acme import running_statistics
 from brax_core.training.run import checkpoints as run_checkpoints
 from brax_core.training.run.checkpoints import STEP_NAME_DIGITS, CheckpointError, resolve_for, step_name
@@ -38,10 +38,14 @@ CONFIG_FORMAT = "brax_core.ppo.checkpoint/1"
 # The orbax items a step directory holds; the manifest covers all but the configuration.
 ITEMS = ("config", "params", "state", "env_state")
 _CHECKED_ITEMS = ITEMS[1:]
-
+# Where a checkpoint of each algorithm is loaded (a configuration without "algo" is PPO's).
+LOADERS = {algo: f"brax_core.training.agents.{algo}.checkpoint" for algo in ("ppo", "apg", "sac")}
 # Callables known by name in configurations (activations are looked up in networks.ACTIVATIONS first); a trainer
 # adds its own network factory (register_callable).
 _NAMED_CALLABLES: dict[str, Any] = {"lecun_uniform": networks.LECUN_UNIFORM}
+
+
+# ------------------------------------------------------------------------------ the configuration as JSON
 
 
 def _register(table: dict[str, Any], name: str, fn: Callable[..., Any]) -> None:
@@ -62,26 +66,15 @@ def register_activation(name: str, fn: Callable[[jax.Array], jax.Array]) -> None
     _register(networks.ACTIVATIONS, name, fn)
 
 
-def _json_value(value: Any) -> bool:
-    try:
-        json.dumps(value)
-    except (TypeError, ValueError):
-        return False
-    return True
-
-
 def _callable_to_config(fn: Any, what: str) -> dict[str, Any]:
     """A JSON description of ``fn``: a registered name, an importable function, or a partial of one."""
-    for name, known in networks.ACTIVATIONS.items():
-        if fn is known:
-            return {"name": name}
-    for name, known in _NAMED_CALLABLES.items():
-        if fn is known:
-            return {"name": name}
-    # Initialiser factories (Brax's names) have their own key: "lecun_uniform" above is the initialiser itself.
-    for name, known in networks.KERNEL_INITIALIZER.items():
-        if fn is known:
-            return {"kernel_initializer": name}
+    # Initialiser factories (Brax's names) have their own key: "lecun_uniform" is the initialiser itself.
+    for key, table in (
+        ("name", networks.ACTIVATIONS), ("name", _NAMED_CALLABLES), ("kernel_initializer", networks.KERNEL_INITIALIZER)
+    ):
+        for name, known in table.items():
+            if fn is known:
+                return {key: name}
     if isinstance(fn, functools.partial):
         if fn.args:
             raise ValueError(f"{what}: functools.partial with positional arguments cannot be stored; use keywords")
@@ -89,12 +82,9 @@ def _callable_to_config(fn: Any, what: str) -> dict[str, Any]:
         return {**_callable_to_config(fn.func, what), "kwargs": kwargs}
     module, qualname = getattr(fn, "__module__", None), getattr(fn, "__qualname__", None)
     if module and qualname and module != "__main__" and "<" not in qualname:
-        try:
-            found = _import(f"{module}:{qualname}")
-        except (ImportError, AttributeError):
-            found = None
-        if found is fn:
-            return {"import": f"{module}:{qualname}"}
+        with contextlib.suppress(ImportError, AttributeError):
+            if _import(f"{module}:{qualname}") is fn:
+                return {"import": f"{module}:{qualname}"}
     raise ValueError(
         f"{what} {fn!r} cannot be named in the checkpoint configuration: use a name from "
         f"{sorted(networks.ACTIVATIONS)} (or register one with brax_core.training.checkpoint."
@@ -116,40 +106,29 @@ def _config_value(value: Any, what: str) -> Any:
         return value.item()
     if hasattr(value, "tolist") and isinstance(getattr(value, "ndim", None), int):
         return value.tolist()
-    if _json_value(value):
-        return value
     raise ValueError(f"{what} = {value!r} cannot be stored in a JSON checkpoint configuration")
 
 
 def _import(path: str) -> Any:
     module_name, _, qualname = path.partition(":")
-    obj: Any = importlib.import_module(module_name)
-    for part in qualname.split("."):
-        obj = getattr(obj, part)
-    return obj
+    return functools.reduce(getattr, qualname.split("."), importlib.import_module(module_name))
 
 
 def _callable_from_config(cfg: Mapping[str, Any]) -> Any:
     if "kernel_initializer" in cfg:
-        name = cfg["kernel_initializer"]
-        if name not in networks.KERNEL_INITIALIZER:
+        if cfg["kernel_initializer"] not in networks.KERNEL_INITIALIZER:
             raise ValueError(
-                f"the checkpoint names the kernel initialiser {name!r}; known: {sorted(networks.KERNEL_INITIALIZER)}"
+                f"the checkpoint names the kernel initialiser {cfg['kernel_initializer']!r}; known: "
+                f"{sorted(networks.KERNEL_INITIALIZER)}"
             )
-        return networks.KERNEL_INITIALIZER[name]
-    if "name" in cfg:
-        name = cfg["name"]
-        if name in networks.ACTIVATIONS:
-            fn = networks.ACTIVATIONS[name]
-        elif name in _NAMED_CALLABLES:
-            fn = _NAMED_CALLABLES[name]
-        else:
-            raise ValueError(
-                f"the checkpoint names the callable {name!r}, which is not registered here; register it with "
-                "brax_core.training.checkpoint.register_activation (or register_callable) before loading"
-            )
-    else:
+        return networks.KERNEL_INITIALIZER[cfg["kernel_initializer"]]
+    if "name" not in cfg:
         fn = _import(cfg["import"])
+    elif (fn := networks.ACTIVATIONS.get(cfg["name"], _NAMED_CALLABLES.get(cfg["name"]))) is None:
+        raise ValueError(
+            f"the checkpoint names the callable {cfg['name']!r}, which is not registered here; register it with "
+            "brax_core.training.checkpoint.register_activation (or register_callable) before loading"
+        )
     if "kwargs" in cfg:
         fn = functools.partial(fn, **{k: value_from_config(v) for k, v in cfg["kwargs"].items()})
     return fn
@@ -164,18 +143,6 @@ def value_from_config(value: Any) -> Any:
     if isinstance(value, Mapping):
         return {k: value_from_config(v) for k, v in value.items()}
     return value
-
-
-def _factory_and_kwargs(network_factory: Callable[..., Any]) -> tuple[Callable[..., Any], dict[str, Any]]:
-    """Unwraps (nested) ``functools.partial``s into the base factory and its keyword arguments."""
-    kwargs: dict[str, Any] = {}
-    fn = network_factory
-    while isinstance(fn, functools.partial):
-        if fn.args:
-            raise ValueError("network_factory: functools.partial with positional arguments cannot be stored")
-        kwargs = {**fn.keywords, **kwargs}
-        fn = fn.func
-    return fn, kwargs
 
 
 def network_config(
@@ -197,29 +164,24 @@ def network_config(
             "network_config(observation_size, action_size, normalize_observations, network_factory): "
             f"network_factory must be callable, got {network_factory!r}"
         )
-    factory, kwargs = _factory_and_kwargs(network_factory)
-    full_kwargs: dict[str, Any] = {}
+    factory, kwargs = network_factory, {}
+    while isinstance(factory, functools.partial):  # nested partials: the base factory and all their keywords
+        if factory.args:
+            raise ValueError("network_factory: functools.partial with positional arguments cannot be stored")
+        factory, kwargs = factory.func, {**factory.keywords, **kwargs}
     try:
-        signature = inspect.signature(factory)
+        parameters = inspect.signature(factory).parameters.values()
     except (TypeError, ValueError):
-        signature = None
-    if signature is not None:
-        for name, param in signature.parameters.items():
-            if name in ("observation_size", "action_size", "preprocess_observations_fn"):
-                continue
-            if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD) or param.default is param.empty:
-                continue
-            full_kwargs[name] = param.default
-    full_kwargs.update({k: v for k, v in kwargs.items() if k != "preprocess_observations_fn"})
-    config = {
-        "format": CONFIG_FORMAT,
-        "observation_size": observation_size,
-        "action_size": action_size,
-        "normalize_observations": normalize_observations,
-        "network_factory": factory,
-        "network_factory_kwargs": full_kwargs,
-    }
-    return config_dict.ConfigDict(config)
+        parameters = ()
+    skipped = ("observation_size", "action_size", "preprocess_observations_fn")
+    defaults = {p.name: p.default for p in parameters if p.name not in skipped and p.default is not p.empty
+                and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
+    defaults.update({k: v for k, v in kwargs.items() if k != "preprocess_observations_fn"})
+    return config_dict.ConfigDict({
+        "format": CONFIG_FORMAT, "observation_size": observation_size, "action_size": action_size,
+        "normalize_observations": normalize_observations, "network_factory": factory,
+        "network_factory_kwargs": defaults,
+    })
 
 
 def run_config(
@@ -242,9 +204,8 @@ def config_to_json(config: Mapping[str, Any] | config_dict.ConfigDict) -> dict[s
     """
     if not isinstance(config, Mapping | config_dict.ConfigDict):
         raise TypeError(f"config must be a ConfigDict or a mapping (see network_config), got {type(config).__name__}")
-    plain = _plain(config)
     out: dict[str, Any] = {}
-    for key, value in plain.items():
+    for key, value in _plain(config).items():
         if key == "network_factory" and callable(value):
             out[key] = _callable_to_config(value, "network_factory")
         elif key == "network_factory_kwargs" and isinstance(value, Mapping):
@@ -260,9 +221,8 @@ def config_to_json(config: Mapping[str, Any] | config_dict.ConfigDict) -> dict[s
 def live_config(config: Mapping[str, Any] | config_dict.ConfigDict) -> dict[str, Any]:
     """A configuration in JSON form (or already live) with its callables, tuples and sizes as Python values."""
     live = _plain(config)
-    factory = live.get("network_factory")
-    if isinstance(factory, Mapping):
-        live["network_factory"] = _callable_from_config(factory)
+    if isinstance(live.get("network_factory"), Mapping):
+        live["network_factory"] = _callable_from_config(live["network_factory"])
     if isinstance(live.get("network_factory_kwargs"), Mapping):
         live["network_factory_kwargs"] = {k: value_from_config(v) for k, v in live["network_factory_kwargs"].items()}
     if "observation_size" in live:
@@ -280,11 +240,15 @@ def check_observation_size(what: str, size: types.ObservationSize, expected: typ
 
 
 def observation_size_json(observation_size: types.ObservationSize) -> Any:
+    """An observation size as JSON: an int, or for dict observations ``{key: int or shape list}``."""
     if isinstance(observation_size, Mapping):
-        return {
-            k: ([int(d) for d in v] if isinstance(v, tuple | list) else int(v)) for k, v in observation_size.items()
-        }
+        return {k: [int(d) for d in v] if isinstance(v, tuple | list) else int(v) for k, v in observation_size.items()}
     return int(observation_size)
+
+
+def saved_observation_size(config: Mapping[str, Any]) -> types.ObservationSize:
+    obs = config["observation_size"]
+    return {k: tuple(v) if isinstance(v, list) else v for k, v in obs.items()} if isinstance(obs, Mapping) else obs
 
 
 def _plain(config: Any) -> dict[str, Any]:
@@ -292,8 +256,8 @@ def _plain(config: Any) -> dict[str, Any]:
     return config.to_dict() if isinstance(config, config_dict.ConfigDict) else dict(config)
 
 
-def load_config(path: str | os.PathLike) -> config_dict.ConfigDict:
-    """The configuration of a checkpoint (a step directory or the newest under ``path``), as Brax's: a
+def load_config(path: str | os.PathLike, algo: str = "ppo") -> config_dict.ConfigDict:
+    """The configuration of a checkpoint of ``algo`` (a step directory or the newest under ``path``), as Brax's: a
     ``ConfigDict`` of live values (``config.network_factory_kwargs``, ``config["env_steps"]``).
 
     The saved names become callables again (activations, kernel initialisers, the network factory; a custom
@@ -302,25 +266,13 @@ def load_config(path: str | os.PathLike) -> config_dict.ConfigDict:
     ``make_ppo_networks(obs, act, **config.network_factory_kwargs)`` works. ``config_to_json`` gives the saved
     JSON form.
     """
-    return config_dict.ConfigDict(live_config(read_config(path)))
-
-
-def load_config_json(path: str | os.PathLike) -> dict[str, Any]:
-    """The configuration of a checkpoint as saved: plain JSON dicts, callables by name (nothing is imported or
-    looked up, so a checkpoint naming an unregistered activation still reads)."""
-    return read_config(path)
-
-
-# Where a checkpoint of each algorithm is loaded (a configuration without "algo" is PPO's).
-LOADERS = {
-    "ppo": "brax_core.training.agents.ppo.checkpoint", "apg": "brax_core.training.agents.apg.checkpoint",
-    "sac": "brax_core.training.agents.sac.checkpoint",
-}
+    return config_dict.ConfigDict(live_config(read_config(path, algo)))
 
 
 def read_config(path: str | os.PathLike, algo: str = "ppo") -> dict[str, Any]:
-    """The JSON configuration of a checkpoint of ``algo`` as plain dicts; a checkpoint of another algorithm is
-    refused, naming the module that loads it."""
+    """The JSON configuration of a checkpoint of ``algo`` as plain dicts, callables by name (nothing is imported or
+    looked up, so a checkpoint naming an unregistered activation still reads); a checkpoint of another algorithm
+    is refused, naming the module that loads it."""
     step_dir = resolve_for(path, "jax")
     config_dir = os.path.join(step_dir, "config")
     files = [f for f in os.listdir(config_dir) if not f.startswith(".")] if os.path.isdir(config_dir) else []
@@ -342,11 +294,10 @@ def read_config(path: str | os.PathLike, algo: str = "ppo") -> dict[str, Any]:
     return config
 
 
-def saved_observation_size(config: Mapping[str, Any]) -> types.ObservationSize:
-    obs = config["observation_size"]
-    if isinstance(obs, Mapping):
-        return {k: tuple(v) if isinstance(v, list) else v for k, v in obs.items()}
-    return obs
+load_config_json = read_config  # the configuration as saved
+
+
+# ----------------------------------------------------------------------------------- the orbax items
 
 
 def drop_empty(tree: Any) -> Any:
@@ -357,8 +308,9 @@ def drop_empty(tree: Any) -> Any:
 
 
 def restore_checked(step_dir: str, item: str, target: Any) -> Any:
-    """The orbax item ``item`` of ``step_dir`` restored into ``target``'s structure, checked (see the module
-    docstring)."""
+    """The orbax item ``item`` of ``step_dir`` restored into ``target``'s structure (and shardings), checked: its
+    files against the manifest's digests before orbax reads them, and its arrays' saved shapes against
+    ``target``'s (the first that differs is refused by name; orbax's own refusal names no array)."""
     item_dir = os.path.join(step_dir, item)
     if not os.path.isdir(item_dir):
         raise CheckpointError(f"checkpoint at {step_dir!r} is corrupt or incomplete: {item!r} is missing")
@@ -375,61 +327,43 @@ def restore_checked(step_dir: str, item: str, target: Any) -> Any:
         ) from e
     if mismatch:
         raise ValueError(mismatch)
-    _check_shapes(step_dir, item, restored, target)
     return restored
 
 
-def _path_names(path: tuple[Any, ...]) -> tuple[str, ...]:
-    """A tree path as plain names, alike for a dict's keys, a dataclass's fields and a sequence's indices."""
-    return tuple(str(getattr(k, "key", getattr(k, "name", getattr(k, "idx", k)))) for k in path)
-
-
 def _saved_shape_mismatch(step_dir: str, item: str, metadata: Any, target: Any) -> str | None:
-    """Before restoring: the refusal of the first array the checkpoint holds with another shape than ``target``'s,
-    naming it (orbax's own refusal names no array); ``None`` when none differs. Arrays only one side has are left to
-    orbax."""
+    """The refusal of the first array the checkpoint holds with another shape than ``target``'s; ``None`` when none
+    differs. Arrays only one side has are left to orbax."""
+    # A tree path as plain names, alike for a dict's keys, a dataclass's fields and a sequence's indices.
+    names = lambda path: tuple(str(getattr(k, "key", getattr(k, "name", getattr(k, "idx", k)))) for k in path)
     tree = getattr(getattr(metadata, "item_metadata", None), "tree", None)
-    if tree is None:
-        return None
-    saved = {_path_names(path): tuple(leaf.shape) for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]
+    saved = {names(path): tuple(leaf.shape) for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]
              if hasattr(leaf, "shape")}
     for path, leaf in jax.tree_util.tree_flatten_with_path(target)[0]:
-        shape = saved.get(_path_names(path))
+        shape = saved.get(names(path))
         if shape is not None and hasattr(leaf, "shape") and shape != tuple(leaf.shape):
             return (f"checkpoint at {step_dir!r} does not match: {item}{jax.tree_util.keystr(path)} was saved with "
                     f"shape {shape}, expected {tuple(leaf.shape)}")
     return None
 
 
-def _check_shapes(step_dir: str, item: str, restored: Any, target: Any) -> None:
-    """orbax restores an array of another saved shape as saved, whatever the target says: refuse that here."""
-    got = jax.tree_util.tree_flatten_with_path(restored)[0]
-    want = jax.tree.leaves(target)
-    for (path, r), t in zip(got, want, strict=False):
-        if t is not None and hasattr(t, "shape") and tuple(r.shape) != tuple(t.shape):
-            raise ValueError(
-                f"checkpoint at {step_dir!r} does not match: {item}{jax.tree_util.keystr(path)} was saved with shape "
-                f"{tuple(r.shape)}, expected {tuple(t.shape)}"
-            )
-
-
 class Saver:
     """Writes checkpoints of the JAX trainers into ``path``: one step directory per save (atomic, at most
     ``max_to_keep`` kept) of the orbax items ``config`` (JSON), ``params``, ``state`` and ``env_state`` (the last
-    two optional: a run needs both to resume) and its manifest.
+    two optional: a run needs both to resume) and its manifest. ``params_type``: the named tuple a plain tuple of
+    ``params`` is saved as (PPO's), so that both load alike.
 
     With several JAX processes every process saves into the same path, which must be on a filesystem they all see:
     each writes its own shards, process 0 the rest and the manifest.
     """
+
+    params_type: Any = None
 
     def __init__(self, path: str | os.PathLike, max_to_keep: int | None = None):
         import orbax.checkpoint as ocp  # here, not at module level: its import only where checkpoints are kept
 
         self.path = os.path.abspath(os.fspath(path))
         options = ocp.CheckpointManagerOptions(
-            max_to_keep=max_to_keep,
-            create=True,
-            enable_async_checkpointing=False,
+            max_to_keep=max_to_keep, create=True, enable_async_checkpointing=False,
             step_format_fixed_length=STEP_NAME_DIGITS,
         )
         self._manager = ocp.CheckpointManager(self.path, options=options, item_names=ITEMS)
@@ -443,11 +377,18 @@ class Saver:
         env_state: Any | None = None,
     ) -> str:
         """Writes the step directory of ``env_steps``; returns it."""
-        config_json = {**config_to_json(config)}
-        config_json.setdefault("env_steps", int(env_steps))
         import orbax.checkpoint as ocp
         from jax.experimental import multihost_utils
 
+        named = self.params_type
+        if named is not None and type(params) in (tuple, list) and len(params) == len(named._fields):
+            params = named(*params)
+        config_json = config_to_json(config)
+        config_json.setdefault("env_steps", int(env_steps))
+        # The normaliser's std_eps is a setting, not an array, so the configuration carries it.
+        std_eps = float(getattr(getattr(params, "normalizer_params", None), "std_eps", 0.0))
+        if std_eps:
+            config_json["normalizer_std_eps"] = std_eps
         items = {"config": ocp.args.JsonSave(config_json), "params": ocp.args.StandardSave(params)}
         if state is not None:
             items["state"] = ocp.args.StandardSave(state)
@@ -469,6 +410,9 @@ class Saver:
         self._manager.close()
 
 
+# ---------------------------------------------------------------------------------------------- loading
+
+
 def networks_from_config(
     config: Mapping[str, Any] | config_dict.ConfigDict, network_factory: Callable[..., Any] | None = None
 ) -> Any:
@@ -476,13 +420,28 @@ def networks_from_config(
     form) describes, with ``network_factory`` instead of the saved factory when one is given."""
     config = live_config(config)
     factory = config["network_factory"] if network_factory is None else network_factory
-    preprocess = (
-        running_statistics.normalize if config["normalize_observations"] else types.identity_observation_preprocessor
+    normalize = config["normalize_observations"]
+    preprocess = running_statistics.normalize if normalize else types.identity_observation_preprocessor
+    return factory(config["observation_size"], config["action_size"], preprocess_observations_fn=preprocess,
+                   **config["network_factory_kwargs"])
+
+
+def abstract_params(
+    observation_size: types.ObservationSize, saved: Sequence[Any], std_eps: float = 0.0, dtype: Any = jnp.float32
+) -> tuple[Any, ...]:
+    """Shapes and dtypes (nothing is computed) of ``(normalizer_params, *params of each network in saved)``:
+    observation statistics in ``dtype`` (``std_eps``: their setting), then each network's ``init``."""
+    shape = lambda size: tuple(size) if isinstance(size, tuple | list) else (int(size),)
+    template = (
+        {k: jax.ShapeDtypeStruct(shape(v), dtype) for k, v in observation_size.items()}
+        if isinstance(observation_size, Mapping) else jax.ShapeDtypeStruct(shape(observation_size), dtype)
     )
-    return factory(
-        config["observation_size"], config["action_size"], preprocess_observations_fn=preprocess,
-        **config["network_factory_kwargs"],
-    )
+
+    def init() -> tuple[Any, ...]:
+        statistics = jax.tree.map(lambda x: x.astype(dtype), running_statistics.init_state(template, std_eps))
+        return (statistics, *(network.init(jax.random.PRNGKey(0)) for network in saved))
+
+    return jax.eval_shape(init)
 
 
 def on_default_device(target: Any) -> Any:
@@ -493,6 +452,68 @@ def on_default_device(target: Any) -> Any:
     device = default if isinstance(default, jax.Device) else jax.local_devices(backend=default)[0]
     local = jax.sharding.SingleDeviceSharding(device)
     return jax.tree.map(lambda leaf: jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=local), target)
+
+
+def load_checkpoint(
+    path: str | os.PathLike, algo: str, params_shape: Callable[[Any, Mapping[str, Any]], Any],
+    network_factory: Callable[..., Any] | None = None,
+) -> tuple[str, dict[str, Any], Any, Any]:
+    """``(step directory, configuration, networks, params)`` of the checkpoint of ``algo`` that ``path`` names (a
+    step directory, or the newest under a save path): the networks its configuration describes (``network_factory``
+    replacing the saved factory, called with the saved arguments) and its ``params``, restored on this process's
+    default device into ``params_shape(networks, configuration)`` (the algorithm's, e.g. from ``abstract_params``)."""
+    step_dir = resolve_for(path, "jax")
+    config = read_config(step_dir, algo)
+    network = networks_from_config(config, network_factory)
+    params = restore_checked(step_dir, "params", on_default_device(params_shape(network, config)))
+    return step_dir, config, network, params
+
+
+def load_policy(
+    path: str | os.PathLike, algo: str, params_shape: Callable[[Any, Mapping[str, Any]], Any],
+    make_inference_fn: Callable[[Any], Callable[..., types.Policy]], network_factory: Callable[..., Any] | None = None,
+    deterministic: bool = True,
+) -> types.Policy:
+    """The inference function ``(observation, key) -> (action, extras)`` of a checkpoint of ``algo``, rebuilt from it
+    alone as Brax's ``load_policy`` does (``load_checkpoint``; ``make_inference_fn``: the algorithm's;
+    ``deterministic``: the policy's mode, else a sample)."""
+    if network_factory is not None and not callable(network_factory):
+        raise TypeError(
+            f"load_policy(path, network_factory=None, deterministic=True): network_factory must be callable or "
+            f"None, got {network_factory!r}"
+        )
+    step_dir, config, network, params = load_checkpoint(path, algo, params_shape, network_factory)
+    return checked_policy(step_dir, make_inference_fn(network)(params, deterministic=deterministic), config)
+
+
+def checked_policy(step_dir: str, policy: types.Policy, config: Mapping[str, Any]) -> types.Policy:
+    """``policy`` refusing observations of another size than the checkpoint's networks read, naming both."""
+    expected = saved_observation_size(config)
+
+    def checked(observations: types.Observation, key_sample: jax.Array) -> tuple[jax.Array, Any]:
+        run_checkpoints.check_policy_input(step_dir, observations, expected, "arrays")
+        return policy(observations, key_sample)
+
+    return checked
+
+
+def resumable(path: str | os.PathLike | None, config: Any) -> str | None:
+    """The step directory a run of ``config`` resumes from (``None`` without a path), checked to hold a run of its
+    algorithm with the same settings (``resume.check_same_config``): read before anything compiles."""
+    if path is None:
+        return None
+    step_dir = resolve_for(path, "jax")
+    resume.check_same_config(step_dir, read_config(step_dir, config.ALGO)["training"], config)
+    return step_dir
+
+
+def restore(step_dir: str, params: Any, state: Mapping[str, Any], env_state: Any) -> tuple[Any, dict[str, Any], Any]:
+    """A whole run's parameters (a tuple), state and envs' state, restored into the structures (and shardings) of
+    the arguments (the envs' as given where the saved ones do not fit, see ``restore_env_state``)."""
+    restored_state = restore_checked(step_dir, "state", dict(state))
+    restored_env = restore_env_state(step_dir, env_state)
+    params = tuple(restore_checked(step_dir, "params", params))
+    return params, restored_state, env_state if restored_env is None else restored_env
 
 
 def restore_env_state(path: str | os.PathLike, target: Any) -> Any | None:
@@ -508,14 +529,3 @@ def restore_env_state(path: str | os.PathLike, target: Any) -> Any | None:
         logging.warning("not resuming the environment state (%s); environments start fresh", e)
         return None
     return jax.tree.map(lambda t, r: t if r is None else r, target, restored, is_leaf=lambda x: x is None)
-
-
-def checked_policy(step_dir: str, policy: types.Policy, config: Mapping[str, Any]) -> types.Policy:
-    """``policy`` refusing observations of another size than the checkpoint's networks read, naming both."""
-    expected = saved_observation_size(config)
-
-    def checked(observations: types.Observation, key_sample: jax.Array) -> tuple[jax.Array, Any]:
-        run_checkpoints.check_policy_input(step_dir, observations, expected, "arrays")
-        return policy(observations, key_sample)
-
-    return checked

@@ -3,7 +3,8 @@ and its callbacks: ``brax_core.training.run``).
 
 * ``check_config``: the configuration a checkpoint was saved with against the one asked for now; differences are
   refused with every differing field listed, unless the caller allows them by name (PPO);
-  ``check_same_settings`` refuses every difference but the run's length (the gradient algorithms).
+  ``check_same_settings`` (``check_same_config`` for a saved configuration) refuses every difference but the run's
+  length (the gradient algorithms and SAC).
 * ``checked_callbacks``: ``progress_fn`` and ``policy_params_fn`` checked for their signatures before anything runs.
 
 Standard library only: the schema module and the command line import nothing heavier either.
@@ -153,6 +154,14 @@ def check_same_settings(where: str, saved: Mapping[str, Any], requested: Mapping
             f"cannot resume from {where!r} with other settings ({listed}): a resumed run continues the saved one "
             f"exactly, so only {', '.join(RESUME_MAY_CHANGE[:1])} may change (a larger one trains on)"
         )
+
+
+def check_same_config(where: str, saved: Mapping[str, Any], config: Any) -> Any:
+    """The configuration ``saved`` (``to_json``'s form) of the run at ``where``, as ``config``'s type, refused by
+    ``check_same_settings`` unless it has ``config``'s settings."""
+    saved_config = type(config).from_json(saved)
+    check_same_settings(where, saved_config.flat(), config.flat())
+    return saved_config
 
 
 def check_allow(argument: str, allow: Any) -> bool | tuple[str, ...]:

@@ -1,15 +1,16 @@
-"""The checkpoint directory both trainers write, and how its checkpoints are found and verified.
+"""The checkpoint directory every trainer writes, and how its checkpoints are found and verified.
 
 Layout: ``<save_checkpoint_path>/<env_steps>/``, one step directory per checkpoint named with 12 digits as Brax
 names them (``000000001280``; another number of digits, such as ``1280``, names the same step). Each trainer
-writes its own items into it (the JAX trainer orbax's ``config``, ``params``, ``state`` and ``env_state``;
-torch_ppo ``config.json`` and ``state.pt``) and then ``manifest.json``: the trainer, the step and a
-SHA-256 of every file of the items, checked before an item is read, so a flipped bit raises ``CheckpointError``
-naming the file instead of loading as a different policy. A step directory appears complete or not at all (orbax
-and torch_ppo both write into a temporary directory and rename it), so an interrupted save never looks like a
-checkpoint; ``max_to_keep`` (default ``None``: all) bounds how many are kept. The manifest is written last, so a
-step directory without one is a save cut short: the newest checkpoint of a save path is its newest step directory
-with a manifest, and a step directory without one, named directly, is refused as incomplete.
+writes its own items into it (the JAX trainers orbax's ``config``, ``params``, ``state`` and ``env_state``:
+``brax_core.training.checkpoint``; the torch trainers ``state.pt`` and any JSON beside it:
+``torch_training.checkpoint``) and then ``manifest.json``: the trainer, the step and a SHA-256 of every file of the
+items, checked before an item is read, so a flipped bit raises ``CheckpointError`` naming the file instead of
+loading as a different policy. A step directory appears complete or not at all (orbax and ``writing_step_directory``
+both write into a temporary directory and rename it), so an interrupted save never looks like a checkpoint;
+``max_to_keep`` (default ``None``: all) bounds how many are kept. The manifest is written last, so a step directory
+without one is a save cut short: the newest checkpoint of a save path is its newest step directory with a manifest,
+and a step directory without one, named directly, is refused as incomplete.
 """
 
 from __future__ import annotations
@@ -29,9 +30,9 @@ STEP_NAME_DIGITS = 12
 MANIFEST = "manifest.json"
 MANIFEST_FORMAT = "brax_core.checkpoint/1"
 _STEP_NAME = re.compile(r"^\d+$")
-# What a save cut short leaves: torch_ppo's temporary files and directories (orbax names its own ``*.orbax-*``).
+# What a save cut short leaves: the torch trainers' temporary files and directories (orbax names its own
+# ``*.orbax-*``). One untouched for STALE_TMP_S belongs to no running save (a save writes it, then renames it).
 _TEMPORARY = re.compile(r"^\.tmp_.*\.part$")
-# A temporary untouched this long belongs to no running save (a save writes it continuously, then renames it).
 STALE_TMP_S = 600.0
 
 
@@ -62,14 +63,9 @@ def _entries(path: str | os.PathLike) -> list[tuple[int, str]]:
     """``(env steps, step directory)`` of the completed checkpoints under ``path``, oldest first: temporary
     directories, other files and step directories without a manifest (saves cut short) are left out."""
     path = os.fspath(path)
-    if not os.path.isdir(path):
-        return []
-    found = []
-    for name in os.listdir(path):
-        full = os.path.join(path, name)
-        if _STEP_NAME.match(name) and is_step_directory(full):
-            found.append((int(name), full))
-    return sorted(found)
+    names = os.listdir(path) if os.path.isdir(path) else []
+    full = [(name, os.path.join(path, name)) for name in names]
+    return sorted((int(name), p) for name, p in full if _STEP_NAME.match(name) and is_step_directory(p))
 
 
 def latest_step(path: str | os.PathLike) -> int | None:
@@ -106,13 +102,12 @@ def resolve(path: str | os.PathLike) -> str:
     Raises ``FileNotFoundError`` naming the path where there is none, and ``CheckpointError`` for a step directory
     without a manifest (a save cut short)."""
     path = os.path.abspath(os.fspath(path))
+    parent, name = os.path.split(path)
     if not os.path.exists(path):
         # The same step under another number of digits: 100 for 000000000100 (a path built with str(step)).
-        parent, name = os.path.split(path)
-        if _STEP_NAME.match(name):
-            same_step = [p for steps, p in _entries(parent) if steps == int(name)]
-            if same_step:
-                return same_step[0]
+        same_step = [p for steps, p in _entries(parent) if steps == int(name)] if _STEP_NAME.match(name) else []
+        if same_step:
+            return same_step[0]
         raise FileNotFoundError(f"no checkpoint at {path!r}: the path does not exist")
     if os.path.isfile(path):
         raise FileNotFoundError(
@@ -122,7 +117,7 @@ def resolve(path: str | os.PathLike) -> str:
     if is_step_directory(path):
         return path
     found = _entries(path)
-    if not found and _STEP_NAME.match(os.path.basename(path)):
+    if not found and _STEP_NAME.match(name):
         raise _incomplete(path)
     if not found:
         raise FileNotFoundError(f"no checkpoint at {path!r}: it holds no completed checkpoint")
@@ -152,7 +147,6 @@ def written_by(found: str) -> str | None:
 
 
 def _incomplete(step_dir: str) -> CheckpointError:
-    """The error for a step directory without its manifest."""
     return CheckpointError(
         f"checkpoint at {step_dir!r} is incomplete: it has no {MANIFEST}, which a save writes last (the save was cut "
         "short); restore an earlier checkpoint"
@@ -207,9 +201,7 @@ def write_file(path: str, data: bytes) -> None:
 def write_manifest(step_dir: str, trainer: str, env_steps: int, items: Iterable[str]) -> None:
     """Writes the manifest of ``step_dir``: the trainer, the step and the digest of every file of ``items`` (files
     or directories inside ``step_dir``), atomically, as the last file of the checkpoint."""
-    files: dict[str, str] = {}
-    for item in items:
-        files.update(_digests(step_dir, item))
+    files = {name: digest for item in items for name, digest in _digests(step_dir, item).items()}
     manifest = {"format": MANIFEST_FORMAT, "trainer": trainer, "env_steps": int(env_steps), "files": files}
     temporary = os.path.join(step_dir, f".{MANIFEST}.tmp")
     write_file(temporary, json.dumps(manifest, indent=1, sort_keys=True).encode())
@@ -232,20 +224,13 @@ def remove_stale_temporaries(path: str | os.PathLike, older_than_s: float = STAL
     into the same folder) keeps writing, so its modification time stays recent.
     """
     path = os.fspath(path)
-    if not os.path.isdir(path):
-        return []
     now, removed = time.time(), []
-    for name in os.listdir(path):
-        if not _TEMPORARY.match(name):
-            continue
+    for name in os.listdir(path) if os.path.isdir(path) else []:
         full = os.path.join(path, name)
         try:
-            if now - _last_modified(full) < older_than_s:
+            if not _TEMPORARY.match(name) or now - _last_modified(full) < older_than_s:
                 continue
-            if os.path.isdir(full):
-                shutil.rmtree(full)
-            else:
-                os.remove(full)
+            (shutil.rmtree if os.path.isdir(full) else os.remove)(full)
             removed.append(full)
         except FileNotFoundError:  # renamed or removed by its writer meanwhile
             continue
@@ -253,42 +238,31 @@ def remove_stale_temporaries(path: str | os.PathLike, older_than_s: float = STAL
 
 
 def _last_modified(path: str) -> float:
-    if not os.path.isdir(path):
-        return os.stat(path).st_mtime
-    times = [os.stat(path).st_mtime]
-    for root, _, files in os.walk(path):
-        times.extend(os.stat(os.path.join(root, f)).st_mtime for f in files)
-    return max(times)
+    files = [os.path.join(root, f) for root, _, names in os.walk(path) for f in names]
+    return max(os.stat(p).st_mtime for p in [path, *files])
 
 
 # --------------------------------------------------------------------------------------------- verifying
 
 
 def read_manifest(step_dir: str) -> dict[str, Any] | None:
-    """The manifest of ``step_dir`` (``None`` where there is none)."""
-    manifest = _read_json(step_dir, MANIFEST)
-    if manifest is not None and manifest.get("format") != MANIFEST_FORMAT:
+    """The manifest of ``step_dir`` (``None`` where there is none); ``CheckpointError`` where it is unreadable."""
+    path = os.path.join(step_dir, MANIFEST)
+    if not os.path.isfile(path):
+        return None
+    try:
+        with open(path) as f:
+            manifest = json.load(f)
+        if not isinstance(manifest, dict):
+            raise ValueError(f"a JSON {type(manifest).__name__}, not an object")
+    except (OSError, ValueError) as e:
+        raise CheckpointError(f"checkpoint at {step_dir!r} is corrupt: cannot read its {MANIFEST} ({e})") from e
+    if manifest.get("format") != MANIFEST_FORMAT:
         raise CheckpointError(
             f"checkpoint at {step_dir!r} is corrupt: its {MANIFEST} has format {manifest.get('format')!r}, expected "
             f"{MANIFEST_FORMAT!r}"
         )
     return manifest
-
-
-def _read_json(step_dir: str, name: str) -> Any:
-    """The JSON file ``name`` of ``step_dir`` (``None`` where there is none); ``CheckpointError`` where it is
-    unreadable."""
-    path = os.path.join(step_dir, name)
-    if not os.path.isfile(path):
-        return None
-    try:
-        with open(path) as f:
-            content = json.load(f)
-        if not isinstance(content, dict):
-            raise ValueError(f"a JSON {type(content).__name__}, not an object")
-        return content
-    except (OSError, ValueError) as e:
-        raise CheckpointError(f"checkpoint at {step_dir!r} is corrupt: cannot read its {name} ({e})") from e
 
 
 def verify_files(step_dir: str, item: str) -> None:
@@ -297,8 +271,7 @@ def verify_files(step_dir: str, item: str) -> None:
     if manifest is None:
         raise _incomplete(step_dir)
     expected = manifest["files"]
-    prefix = item + "/"
-    for name in sorted(n for n in expected if n == item or n.startswith(prefix)):
+    for name in sorted(n for n in expected if n == item or n.startswith(item + "/")):
         path = os.path.join(step_dir, name)
         actual = _file_digest(path) if os.path.isfile(path) else None
         if actual != expected[name]:
@@ -309,14 +282,8 @@ def verify_files(step_dir: str, item: str) -> None:
 def _digests(step_dir: str, item: str) -> dict[str, str]:
     """``{path relative to step_dir: SHA-256}`` of the file ``item`` or of every file under the directory."""
     top = os.path.join(step_dir, item)
-    if os.path.isfile(top):
-        return {item: _file_digest(top)}
-    out = {}
-    for root, _, files in os.walk(top):
-        for name in files:
-            path = os.path.join(root, name)
-            out[os.path.relpath(path, step_dir).replace(os.sep, "/")] = _file_digest(path)
-    return out
+    files = [top] if os.path.isfile(top) else [os.path.join(r, n) for r, _, names in os.walk(top) for n in names]
+    return {os.path.relpath(p, step_dir).replace(os.sep, "/"): _file_digest(p) for p in files}
 
 
 def _file_digest(path: str) -> str:

@@ -177,7 +177,7 @@ def _train(args: arguments.Arguments) -> tuple[Callable[..., types.Policy], tupl
     make_policy = apg_networks.make_inference_fn(apg_network)
     saved_config = None
     if args.save_checkpoint_path is not None:  # refused now, before training, if the networks cannot be named
-        saved_config = checkpoint.checkpoint_config(obs_size, env.action_size, args.network_factory, config)
+        saved_config = checkpoint.run_config(obs_size, env.action_size, args.network_factory, config)
     optimizer = make_optimizer(algorithm.learning_rate, algorithm.adam_b, algorithm.use_schedule,
                                algorithm.schedule_decay)
     dtype = jnp.float64 if algorithm.use_float64 else jnp.float32

@@ -4,6 +4,8 @@ created, restored, stepped by the compiled training call, evaluated and saved.""
 from __future__ import annotations
 
 import functools
+import logging
+import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -13,7 +15,7 @@ import optax
 from jax.sharding import NamedSharding
 
 from brax_core.envs.base import Env
-from brax_core.training import acting, types
+from brax_core.training import acting, resume, types
 from brax_core.training.acme import running_statistics
 from brax_core.training.agents.ppo import checkpoint, networks_vision
 from brax_core.training.agents.ppo import losses as ppo_losses
@@ -21,6 +23,7 @@ from brax_core.training.agents.ppo import networks as ppo_networks
 from brax_core.training.agents.ppo.arguments import Arguments
 from brax_core.training.agents.ppo.networks import PPOTrainingParams
 from brax_core.training.agents.ppo.training_step import TrainingState, pair_to_steps
+from brax_core.training.run.checkpoints import resolve_for
 
 _TWO_32 = 1 << 32
 
@@ -108,6 +111,15 @@ def start_from_params(
         normalizer_params=jax.device_put(normalizer, replicated),
         optimizer_state=jit(optimizer.init, out_shardings=replicated)(params),
     )
+
+
+def check_resume_config(path: str | os.PathLike, requested: Mapping[str, Any], allow: Any) -> None:
+    """Refuses to resume from the checkpoint at ``path`` with a configuration other than its saved one (see
+    ``resume.check_config``); allowed changes are logged."""
+    step_dir = resolve_for(path, "jax")
+    changed = resume.check_config(step_dir, checkpoint.load_config_json(step_dir), requested, allow)
+    for name, (saved, now) in changed.items():
+        logging.warning("resuming from %s with %s changed from %r to %r", step_dir, name, saved, now)
 
 
 def restore_training(

@@ -201,7 +201,7 @@ def _train(args: arguments.Arguments) -> tuple[Callable[..., types.Policy], PPOT
     # The rollouts' and evaluations' own: without the distribution parameters, which no unroll needs to carry.
     acting_policy = ppo_networks._inference_fn(ppo_network, False, False, with_distribution=False)
     if args.restore_checkpoint_path is not None:
-        checkpoint.check_resume_config(args.restore_checkpoint_path, saved_config, args.allow_config_changes)
+        run_backend.check_resume_config(args.restore_checkpoint_path, saved_config, args.allow_config_changes)
     training_state = run_backend.init_training_state(ppo_network, optimizer, obs_size, key_init, jit, replicated)
 
     # ---- restore: parameters to start from, then a checkpoint to resume

@@ -394,7 +394,7 @@ def _train(
 
     saved_config = None
     if checkpoint_logdir or save_checkpoint_path:  # a factory that cannot be named fails here, before compiling
-        saved_config = checkpoint.checkpoint_config(obs_size, action_size, network_factory, config)
+        saved_config = checkpoint.run_config(obs_size, action_size, network_factory, config)
     make_evaluator = None if evaluation_env is None else functools.partial(
         acting.Evaluator, evaluation_env, functools.partial(make_policy, deterministic=run.deterministic_eval),
         num_eval_envs, episode_length, action_repeat,
