@@ -49,7 +49,7 @@ _QUICK_COMPILE_STEPS_WITH_CONTACTS = 100_000
 _QUICK_STEP_COMPILE_STEPS = 250_000
 _QUICK_STEP_COMPILE_STEPS_WITH_CONTACTS = 50_000
 # The same choice for a program differentiated through the physics (the JAX APG's epoch): level 0 runs its reverse
-# pass about 3x slower than level 1 where a forward program loses little, so level 1 repays its compile after far
+# pass 3.5x slower than level 1 where a forward program loses little, so level 1 repays its compile after far
 # fewer env steps (benchmarks/results/startup.md, "Compile options, differentiated programs").
 _QUICK_GRADIENT_STEPS = 200_000
 _QUICK_GRADIENT_STEPS_WITH_CONTACTS = 50_000
