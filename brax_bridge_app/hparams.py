@@ -42,8 +42,8 @@ BY_NAME: dict[str, FieldSpec] = {spec.name: spec for spec in FIELDS}
 # missing here is listed under OTHER.
 GROUPS: dict[str, tuple[str, ...]] = {
     "run length and batch sizes": (
-        "num_timesteps", "episode_length", "action_repeat", "num_envs", "unroll_length", "horizon_length",
-        "batch_size", "num_minibatches", "num_updates_per_batch", "num_resets_per_eval",
+        "num_timesteps", "episode_length", "training_episode_length", "action_repeat", "num_envs", "unroll_length",
+        "horizon_length", "batch_size", "num_minibatches", "num_updates_per_batch", "num_resets_per_eval",
     ),
     "optimisation": (
         "learning_rate", "actor_learning_rate", "critic_learning_rate", "adam_b", "max_grad_norm",

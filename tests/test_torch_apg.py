@@ -131,3 +131,36 @@ def test_bad_arguments_are_named_before_anything_compiles(changes, message):
     arguments = {"environment": Glide(), "episode_length": 10, "policy_updates": 2, **changes}
     with pytest.raises((ValueError, TypeError), match=message):
         apg.train(**arguments)
+
+
+@pytest.mark.parametrize("trainer", ["jax", "torch"])
+def test_training_episodes_may_be_shorter_than_the_evaluated_ones(trainer, monkeypatch):
+    """``training_episode_length`` is the training envs' time limit in both trainers; evaluations still run whole
+    episodes of ``episode_length``."""
+    from brax_core.training.agents.apg.config import APGConfig
+    from torch_analytic import common
+
+    limits = []
+    if trainer == "jax":
+        original = jax_apg.wrap_for
+
+        def recording(env, num_envs, key, **options):
+            limits.append(options["episode_length"])
+            return original(env, num_envs, key, **options)
+
+        monkeypatch.setattr(jax_apg, "wrap_for", recording)
+        train = jax_apg.train_from_config
+    else:
+
+        class RecordingTorchEnv(TorchEnv):
+            def __init__(self, env, num_envs, **options):
+                limits.append((options["episode_length"], options.get("differentiable", False)))
+                super().__init__(env, num_envs, **options)
+
+        monkeypatch.setattr(common, "TorchEnv", RecordingTorchEnv)
+        train = apg.train_from_config
+    config = APGConfig.from_flat(dict(num_timesteps=160, episode_length=40, training_episode_length=5,
+                                      horizon_length=5, num_envs=4, num_evals=2, num_eval_envs=4))
+    _, _, metrics = train(config, Glide())
+    assert limits == ([5] if trainer == "jax" else [(5, True), (40, False)])
+    assert metrics["eval/avg_episode_length"] == 40.0

@@ -147,7 +147,9 @@ def build_envs(algo: str, config: Config, options: Options) -> tuple[TorchEnv, B
     env_config, seed = config.env, config.run.seed
     common = dict(episode_length=env_config.episode_length, action_repeat=env_config.action_repeat,
                   device=options.device, randomization_fn=options.randomization_fn)
-    env = TorchEnv(options.environment, env_config.num_envs, seed=seed, differentiable=True, **common)
+    training_length = getattr(config.algorithm, "training_episode_length", None) or env_config.episode_length
+    env = TorchEnv(options.environment, env_config.num_envs, seed=seed, differentiable=True,
+                   **{**common, "episode_length": training_length})
     if not isinstance(env.observation_size, int):
         raise NotImplementedError(
             f"{algo} trains on flat array observations; the environment's observation_size is "
@@ -155,7 +157,7 @@ def build_envs(algo: str, config: Config, options: Options) -> tuple[TorchEnv, B
         )
     evaluator = BridgeEvaluator(
         TorchEnv(options.eval_env, env_config.num_eval_envs, seed=seed + 104_729, **common),
-        -(-env.episode_length // env_config.action_repeat), env_config.action_repeat, seed,
+        -(-env_config.episode_length // env_config.action_repeat), env_config.action_repeat, seed,
     )
     return env, evaluator
 

@@ -109,6 +109,11 @@ class Arguments:
         return self.config.env.episode_length
 
     @property
+    def training_episode_length(self) -> int:
+        """The training envs' time limit (``episode_length`` unless the config sets its own)."""
+        return self.config.algorithm.training_episode_length or self.episode_length
+
+    @property
     def envs_per_device(self) -> int:
         return self.config.env.num_envs // len(self.devices)
 

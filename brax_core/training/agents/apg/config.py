@@ -54,6 +54,11 @@ class APGAlgorithm(Section):
                                            "policy's inputs")
     use_float64: bool = boolean(False, "keep the observation statistics in float64 (needs jax_enable_x64)",
                                 trainers=("jax",))
+    training_episode_length: int | None = integer(
+        None, "the training envs' time limit in env steps (None: episode_length); evaluations always run episodes "
+        "of episode_length. Shorter training episodes start more updates' unrolls near an episode's start",
+        optional=True,
+    )
 
 
 @dataclasses.dataclass(frozen=True)

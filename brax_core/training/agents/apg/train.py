@@ -158,7 +158,8 @@ def _train(args: arguments.Arguments) -> tuple[Callable[..., types.Policy], tupl
     resumed = checkpoint.resumable(args.restore_checkpoint_path, config)
 
     # ---- environments: one device's share of the training envs, and the evaluation envs
-    env = wrap_for(args.environment, args.envs_per_device, keys.randomize, **args.env_options)
+    env = wrap_for(args.environment, args.envs_per_device, keys.randomize,
+                   **{**args.env_options, "episode_length": args.training_episode_length})
     obs_size = env.observation_size
     if not isinstance(obs_size, int):
         raise NotImplementedError(
@@ -507,7 +508,7 @@ def _make_first_state_fn(env: Env, args: arguments.Arguments, mesh: Mesh) -> Cal
         key = jax.random.fold_in(key, jax.lax.axis_index(AXIS))
         key_reset, key_scramble = jax.random.split(key)
         state = env.reset(jax.random.split(key_reset, local_envs))
-        state = scramble_steps(state, key_scramble, args.episode_length)
+        state = scramble_steps(state, key_scramble, args.training_episode_length)
         return env.step(state, jnp.zeros((local_envs, env.action_size), jnp.float32))
 
     return jax.shard_map(first_env_state, mesh=mesh, in_specs=P(), out_specs=P(AXIS), check_vma=False)
