@@ -61,6 +61,7 @@ ABLATION = {
     "Adam betas 0.9, 0.999 (of 0.7, 0.95)": "adam-b=0.9,0.999",
     "constant learning rates (no linear decay)": "learning-rate-schedule=constant",
     "no gradient clipping": "max-grad-norm=1e9",
+    "AHAC's adaptive horizon (added)": "adaptive-horizon",
 }
 
 
@@ -264,10 +265,11 @@ def ablation(args: argparse.Namespace) -> str:
     """Runs (or, with ``--reuse ENV``, reads) SHAC with its defaults and with each of its pieces taken away, seed by
     seed (every setting of a seed before the next seed), on each env; the section's text."""
     lines = [
-        f"{platform.machine()}; SHAC (torch) with its defaults and with one of its stabilisers taken away (the flag in "
-        "the folder's name), each run a process of its own, seed by seed with every setting of a seed before the "
-        "next; the runs share the machine's compile cache, so their wall times are not compared here. The gradient "
-        "norm is the actor's before its clip, each epoch's mean. One invocation per env:",
+        f"{platform.machine()}; SHAC (torch) with its defaults and with one of its stabilisers taken away or AHAC's "
+        "adaptive horizon added (the flag in the folder's name), each run a process of its own, seed by seed with "
+        "every setting of a seed before the next; the runs share the machine's compile cache, so their wall times are "
+        "not compared here. The gradient norm is the actor's before its clip, each epoch's mean. One invocation per "
+        "env:",
         "",
     ]
     rows = []
@@ -275,9 +277,10 @@ def ablation(args: argparse.Namespace) -> str:
         started, load = _now(), os.getloadavg()[0]
         code = subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True, text=True,
                               check=False).stdout.strip()
-        folders: dict[str, list[str]] = {name: [] for name in ABLATION}
+        chosen = {name: setting for name, setting in ABLATION.items() if not args.only or name in args.only}
+        folders: dict[str, list[str]] = {name: [] for name in chosen}
         for seed in args.seeds:
-            for name, setting in ABLATION.items():
+            for name, setting in chosen.items():
                 out = os.path.join(args.out, f"ablation-{env_label(env)}", (setting or "defaults").replace("=", ""),
                                    f"seed{seed}")
                 if env not in args.reuse:
@@ -328,6 +331,8 @@ def main() -> None:
     parser.add_argument("--out", default="benchmarks/gradient_learning")
     parser.add_argument("--settings", nargs="*", default=[], help="SHAC alone with each FLAG=VALUE or switch FLAG")
     parser.add_argument("--ablation", action="store_true", help="SHAC with each of its pieces taken away in turn")
+    parser.add_argument("--only", nargs="*", default=[], choices=list(ABLATION),
+                        help="with --ablation: these settings alone (their rows, by name)")
     parser.add_argument("--algos", default="ppo,shac", help="the algorithms each env's comparison runs")
     parser.add_argument("--preset", default=None, help="every algorithm's preset (for a file's task)")
     parser.add_argument("--num-evals", type=int, default=None, help="evaluations per run (else the preset's)")
@@ -342,7 +347,8 @@ def main() -> None:
         body = ablation(args)
         print(body)
         if args.write:
-            replace_section(None, SECTION_ABLATION, body, keep=("Reading",))
+            section = SECTION_ABLATION if args.section == SECTION else args.section
+            replace_section(None, section, body, keep=("Reading",))
         return
     if args.settings:
         body = settings(args)

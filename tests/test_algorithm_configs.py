@@ -3,6 +3,8 @@
 field and section); each trainer's ``train_from_config``; Brax's keyword signatures as translations onto the config;
 presets as config instances; the JAX APG's checkpoints and ``load_policy``; ``torch_analytic.load_policy``."""
 
+import importlib
+import inspect
 import os
 
 import jax
@@ -97,6 +99,37 @@ def test_train_from_config_refuses_another_config_and_config_fields_as_options(t
     with pytest.raises(TypeError, match=r"unknown options \['num_envs'\] \(num_envs: set in config, e\.g\. "
                                         r"config\.replace\(num_envs=\.\.\.\)\)"):
         train_from_config(config, "fast", num_envs=8)
+
+
+class _Captured(Exception):
+    pass
+
+
+@pytest.mark.parametrize("module_name", ["brax_core.training.agents.ppo.train", "torch_ppo.train"])
+def test_the_ppo_signatures_hand_on_every_argument_and_their_defaults_are_the_configs(module_name, monkeypatch):
+    module = importlib.import_module(module_name)
+    parameters = inspect.signature(module.train).parameters
+    defaults = {name: p.default for name, p in parameters.items() if p.default is not inspect.Parameter.empty}
+    # The config fields' defaults are PPOConfig's; the rest are the run options' stated defaults.
+    config_defaults = PPOConfig.defaults()
+    assert {k: v for k, v in defaults.items() if k in config_defaults} == {
+        k: config_defaults[k] for k in defaults if k in config_defaults}
+    assert {k: defaults[k] for k in module.RUN_OPTIONS} == dict(module.RUN_OPTIONS)
+    if hasattr(module, "DEFAULTS"):
+        assert defaults == module.DEFAULTS
+    # Each argument reaches the checks as itself, under its own name.
+    given = {name: object() for name in parameters}
+    seen = {}
+
+    def capture(keywords, *args, **kwargs):
+        seen.update(keywords)
+        raise _Captured
+
+    target = (module.arguments, "validated") if module_name.startswith("brax_core") else (module, "_train")
+    monkeypatch.setattr(*target, capture)
+    with pytest.raises(_Captured):
+        module.train(**given)
+    assert set(seen) == set(parameters) and all(seen[name] is given[name] for name in parameters)
 
 
 def test_the_jax_apg_saves_resumes_exactly_and_loads_its_policy_from_a_checkpoint(tmp_path):

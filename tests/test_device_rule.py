@@ -180,3 +180,19 @@ def test_train_device_auto_and_the_jax_trainer_from_python_agree(reported_gpu, m
     with pytest.raises(_Decided):
         ppo_train.train("fast", num_timesteps=100, num_envs=4, batch_size=4, num_minibatches=1, episode_length=20)
     assert [getattr(d, "platform", None) for d in chosen] == ["gpu", "gpu"]
+
+
+def test_train_device_auto_puts_the_torch_trainer_where_the_rule_says(reported_gpu, monkeypatch, tmp_path):
+    """``train --trainer torch --device auto`` hands torch_ppo the device the rule gives (JAX's GPU, which torch
+    reaches here), and its env is built there."""
+    from cli_runner import TINY, invoke
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    decided = []
+    _stop_at_the_env(monkeypatch, decided)
+    result = invoke("train", "--env", "fast", "--trainer", "torch", "--device", "auto", "--out", str(tmp_path / "r"),
+                    *TINY)
+    assert result.exit_code == 1, result.output  # stopped where the env was built
+    config = json.loads((tmp_path / "r" / "config.json").read_text())
+    assert config["run"]["device"] is None and decided == ["cuda:0"]

@@ -26,7 +26,7 @@ import torch
 
 from brax_bridge import TorchEnv
 from brax_core.training.agents.apg.config import APGConfig
-from brax_core.training.run.driver import Metrics, ignore
+from brax_core.training.run.driver import ReportedMetrics, ignore
 from torch_analytic import checkpoint, common
 from torch_analytic.common import make_policy
 from torch_analytic.networks import APGPolicy
@@ -91,7 +91,7 @@ def train(
     hidden_layer_sizes: Sequence[int] = (32,) * 4,
     activation: str | Callable[..., Any] = "elu",
     layer_norm: bool = True,
-    progress_fn: Callable[[int, Metrics], None] = ignore,
+    progress_fn: Callable[[int, ReportedMetrics], None] = ignore,
     eval_env: Any = None,
     randomization_fn: Callable[..., Any] | None = None,
     device: Any = None,
@@ -100,7 +100,7 @@ def train(
     restore_checkpoint_path: str | os.PathLike | None = None,
     policy_params_fn: Callable[..., None] = ignore,
     max_to_keep: int | None = None,
-) -> tuple[Callable[..., Any], APGPolicy, Metrics]:
+) -> tuple[Callable[..., Any], APGPolicy, ReportedMetrics]:
     """Trains a policy with the analytic gradient of its return through the physics (see the module docstring).
 
     Arguments have the JAX APG's names, meanings and defaults (``help(brax_core.training.agents.apg.train.train)``);
@@ -143,7 +143,7 @@ def train(
 
 def train_from_config(
     config: APGConfig, environment: Any = None, **options: Any
-) -> tuple[Callable[..., Any], APGPolicy, Metrics]:
+) -> tuple[Callable[..., Any], APGPolicy, ReportedMetrics]:
     """Trains ``config`` (an ``APGConfig``, the JAX APG's too) on ``environment`` (default: ``config.env.name``, a
     registered name), on ``config.run.device`` (``None``: the bridge's device rule). ``options``: ``train``'s
     arguments that are not config fields, by the same names (``common.OPTIONS``). Returns what ``train`` returns."""

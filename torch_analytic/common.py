@@ -19,7 +19,7 @@ from brax_core import envs
 from brax_core.training import resume
 from brax_core.training import validation as v
 from brax_core.training.config import Config
-from brax_core.training.run.driver import Metrics, RunDriver, ignore
+from brax_core.training.run.driver import ReportedMetrics, RunDriver, ignore
 from brax_core.training.run.schedule import plan_updates
 from torch_analytic import checkpoint
 from torch_analytic.networks import APGPolicy
@@ -249,7 +249,7 @@ class AnalyticBackend:
             self._sums = None
         return self._metrics
 
-    def evaluate(self, training_metrics: Mapping[str, float]) -> Metrics:
+    def evaluate(self, training_metrics: Mapping[str, float]) -> ReportedMetrics:
         policy = self._policy
         policy.eval()
         # The evaluator acts with ``.policy`` of what it is given, as it reads torch_ppo's modules.
@@ -273,7 +273,7 @@ class AnalyticBackend:
         return self._policy
 
 
-def run(backend: AnalyticBackend, config: Config, options: Options) -> Metrics:
+def run(backend: AnalyticBackend, config: Config, options: Options) -> ReportedMetrics:
     """The run from ``backend.updates`` to its end through the run driver (``plan_updates``: Brax's epochs, a
     resumed run continuing the unbroken plan); at each epoch's end the checkpoint (before any callback sees the
     epoch), the evaluation and ``progress_fn(epoch, metrics)``; an evaluation before training with ``num_evals > 1``

@@ -45,7 +45,7 @@ from torch import nn
 from brax_bridge import TorchEnv
 from brax_core.training.agents.apg.config import from_updates
 from brax_core.training.agents.shac.config import SHACConfig
-from brax_core.training.run.driver import Metrics, ignore
+from brax_core.training.run.driver import ReportedMetrics, ignore
 from torch_analytic import checkpoint, common
 from torch_analytic.common import make_policy
 from torch_analytic.networks import APGPolicy, SHACCritic
@@ -253,7 +253,7 @@ def train(
     value_hidden_layer_sizes: Sequence[int] = (64, 64),
     activation: str | Callable[..., Any] = "elu",
     layer_norm: bool = True,
-    progress_fn: Callable[[int, Metrics], None] = ignore,
+    progress_fn: Callable[[int, ReportedMetrics], None] = ignore,
     eval_env: Any = None,
     randomization_fn: Callable[..., Any] | None = None,
     device: Any = None,
@@ -262,7 +262,7 @@ def train(
     restore_checkpoint_path: str | os.PathLike | None = None,
     policy_params_fn: Callable[..., None] = ignore,
     max_to_keep: int | None = None,
-) -> tuple[Callable[..., Any], APGPolicy, Metrics]:
+) -> tuple[Callable[..., Any], APGPolicy, ReportedMetrics]:
     """Trains a policy with SHAC (see the module docstring): ``policy_updates`` windows, each an actor step and a
     critic fit. The keywords are ``SHACConfig``'s fields (``brax_core.training.agents.shac.config``, each with its
     meaning there) but ``policy_updates``, the run's length in windows; ``train_from_config`` trains a config.
@@ -318,7 +318,7 @@ def train(
 
 def train_from_config(
     config: SHACConfig, environment: Any = None, **options: Any
-) -> tuple[Callable[..., Any], APGPolicy, Metrics]:
+) -> tuple[Callable[..., Any], APGPolicy, ReportedMetrics]:
     """Trains ``config`` (a ``SHACConfig``) on ``environment`` (default: ``config.env.name``, a registered name), on
     ``config.run.device`` (``None``: the bridge's device rule). ``options``: ``train``'s arguments that are not
     config fields, by the same names (``common.OPTIONS``). Returns what ``train`` returns."""

@@ -110,10 +110,6 @@ Returns:
   ``policy(observation, generator=None) -> (action, extras)``; ``params`` is
 """
 
-def ignore(*args: Any) -> None:
-    """The default ``progress_fn`` and ``policy_params_fn``: does nothing."""
-
-
 # The defaults of torch_ppo.train's kernel-initialiser arguments (make_ppo_networks' own).
 KERNEL_INIT_DEFAULTS: dict[str, Any] = {
     "policy_network_kernel_init_fn": "lecun_uniform",

@@ -31,7 +31,7 @@ from brax_core import program_cache
 from brax_core.envs.base import Env
 from brax_core.training import acting
 from brax_core.training.agents.ppo import train as jax_ppo
-from brax_core.training.run.driver import Metrics
+from brax_core.training.run.driver import ReportedMetrics
 from torch_ppo.networks import PPOModules
 from torch_ppo.policy_transfer import jax_policy_factory, jax_policy_params
 
@@ -146,7 +146,7 @@ class JaxEvaluator:
         (self._program,) = compiled
 
     @torch.inference_mode()
-    def run(self, modules: PPOModules, deterministic: bool, generator: torch.Generator) -> Metrics:
+    def run(self, modules: PPOModules, deterministic: bool, generator: torch.Generator) -> ReportedMetrics:
         """One evaluation of the actor's current weights (``deterministic`` was fixed at construction; the
         ``generator`` is the bridge evaluator's, unused here: samples come from the evaluation's JAX key).
 

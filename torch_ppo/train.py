@@ -9,7 +9,6 @@ call reads a value back to the host but its metrics, once per call.
 
 from __future__ import annotations
 
-import inspect
 import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -17,7 +16,8 @@ from typing import Any
 import torch
 
 from brax_core.training.agents.ppo.config import KEYWORD_FIELDS, PPOConfig
-from brax_core.training.run.driver import Metrics, RunDriver
+from brax_core.training.agents.ppo.config import defaults as schema_defaults
+from brax_core.training.run.driver import ReportedMetrics, RunDriver, ignore
 from brax_core.training.run.schedule import plan_run
 from torch_ppo import arguments, distributed
 from torch_ppo.params import TorchPPOParams, params_of
@@ -61,8 +61,8 @@ def train(
     learning_rate_schedule_max_lr: float = 0.01,
     network_factory: Callable[[int, int], tuple[torch.nn.Module, torch.nn.Module]] | None = None,
     use_pmap_on_reset: bool = True,
-    progress_fn: Callable[[int, Metrics], None] = arguments.ignore,
-    policy_params_fn: Callable[..., None] = arguments.ignore,
+    progress_fn: Callable[[int, ReportedMetrics], None] = ignore,
+    policy_params_fn: Callable[..., None] = ignore,
     randomization_fn: Callable[..., Any] | None = None,
     wrap_env_fn: Callable[..., Any] | None = None,
     deterministic_eval: bool = False,
@@ -102,28 +102,73 @@ def train(
     augment_pixels: bool = False,
     allow_config_changes: bool | Sequence[str] = False,
     wrap_env: None = None,
-) -> tuple[Callable[..., Any], TorchPPOParams, Metrics]:
-    given = dict(locals())
+) -> tuple[Callable[..., Any], TorchPPOParams, ReportedMetrics]:
+    # Every argument by name: the PPOConfig's fields (arguments.parse builds the config) and how to run.
+    given = dict(
+        environment=environment, num_timesteps=num_timesteps, episode_length=episode_length,
+        action_repeat=action_repeat, num_envs=num_envs, num_eval_envs=num_eval_envs,
+        learning_rate=learning_rate, entropy_cost=entropy_cost, discounting=discounting, seed=seed,
+        unroll_length=unroll_length, batch_size=batch_size, num_minibatches=num_minibatches,
+        num_updates_per_batch=num_updates_per_batch, num_resets_per_eval=num_resets_per_eval,
+        normalize_observations=normalize_observations,
+        normalize_observations_std_eps=normalize_observations_std_eps,
+        normalize_observations_mode=normalize_observations_mode, normalize_until_count=normalize_until_count,
+        reward_scaling=reward_scaling, clipping_epsilon=clipping_epsilon,
+        clipping_epsilon_value=clipping_epsilon_value, gae_lambda=gae_lambda, max_grad_norm=max_grad_norm,
+        normalize_advantage=normalize_advantage, vf_loss_coefficient=vf_loss_coefficient,
+        bootstrap_on_timeout=bootstrap_on_timeout, use_distributional_critic=use_distributional_critic,
+        desired_kl=desired_kl, learning_rate_schedule=learning_rate_schedule,
+        learning_rate_schedule_min_lr=learning_rate_schedule_min_lr,
+        learning_rate_schedule_max_lr=learning_rate_schedule_max_lr, network_factory=network_factory,
+        use_pmap_on_reset=use_pmap_on_reset, progress_fn=progress_fn, policy_params_fn=policy_params_fn,
+        randomization_fn=randomization_fn, wrap_env_fn=wrap_env_fn, deterministic_eval=deterministic_eval,
+        num_evals=num_evals, eval_env=eval_env, eval_backend=eval_backend, collection=collection,
+        log_training_metrics=log_training_metrics, training_metrics_steps=training_metrics_steps,
+        save_checkpoint_path=save_checkpoint_path, restore_checkpoint_path=restore_checkpoint_path,
+        restore_params=restore_params, restore_value_fn=restore_value_fn, max_to_keep=max_to_keep,
+        policy_hidden_layer_sizes=policy_hidden_layer_sizes, value_hidden_layer_sizes=value_hidden_layer_sizes,
+        activation=activation, num_quantiles=num_quantiles, distribution_type=distribution_type,
+        noise_std_type=noise_std_type, init_noise_std=init_noise_std, state_dependent_std=state_dependent_std,
+        mean_clip_scale=mean_clip_scale, policy_obs_key=policy_obs_key, value_obs_key=value_obs_key,
+        policy_network_kernel_init_fn=policy_network_kernel_init_fn,
+        policy_network_kernel_init_kwargs=policy_network_kernel_init_kwargs,
+        value_network_kernel_init_fn=value_network_kernel_init_fn,
+        value_network_kernel_init_kwargs=value_network_kernel_init_kwargs,
+        mean_kernel_init_fn=mean_kernel_init_fn, mean_kernel_init_kwargs=mean_kernel_init_kwargs, device=device,
+        torch_compile=torch_compile, num_threads=num_threads, max_checkpoints_to_keep=max_checkpoints_to_keep,
+        vision=vision, augment_pixels=augment_pixels, allow_config_changes=allow_config_changes,
+        wrap_env=wrap_env,
+    )
     # The JAX trainer's network_factory (every preset's) becomes torch_ppo's own networks' options.
     given = custom_networks.options_of_jax_factory(given, DEFAULTS)
     return _train(given)
 
 
-# What every argument means: arguments.TRAIN_DOC. The signature above is the one statement of train's parameters.
+# What every argument means: arguments.TRAIN_DOC.
 train.__doc__ = arguments.TRAIN_DOC
-DEFAULTS: dict[str, Any] = {name: p.default for name, p in inspect.signature(train).parameters.items()}
-# train's arguments that are not PPOConfig fields: how to run, not what. The device is the config's run.device, and
-# max_checkpoints_to_keep (an alias of max_to_keep) and wrap_env (refused) are train's alone.
-RUN_OPTIONS: tuple[str, ...] = tuple(
-    name
-    for name in DEFAULTS
-    if name not in KEYWORD_FIELDS and name not in ("environment", "device", "max_checkpoints_to_keep", "wrap_env")
-)
+# train's arguments that are not PPOConfig fields, with train's defaults: how to run, not what.
+RUN_OPTIONS: dict[str, Any] = {
+    "network_factory": None, "progress_fn": ignore, "policy_params_fn": ignore,
+    "randomization_fn": None, "wrap_env_fn": None, "eval_env": None, "eval_backend": None, "collection": None,
+    "save_checkpoint_path": None, "restore_checkpoint_path": None, "restore_params": None, "restore_value_fn": True,
+    **arguments.KERNEL_INIT_DEFAULTS, "num_threads": 1, "vision": False, "augment_pixels": False,
+    "allow_config_changes": False,
+}
+# train's defaults, every argument's but environment's and num_timesteps': the config fields' own, the run options',
+# and three of train's alone (the device is the config's run.device in train_from_config, max_checkpoints_to_keep an
+# alias of max_to_keep, and wrap_env is refused).
+DEFAULTS: dict[str, Any] = {
+    **{name: value for name, value in schema_defaults().items() if name in KEYWORD_FIELDS},
+    **RUN_OPTIONS,
+    "device": None,
+    "max_checkpoints_to_keep": None,
+    "wrap_env": None,
+}
 
 
 def train_from_config(
     config: PPOConfig, environment: Any = None, **options: Any
-) -> tuple[Callable[..., Any], TorchPPOParams, Metrics]:
+) -> tuple[Callable[..., Any], TorchPPOParams, ReportedMetrics]:
     """Trains ``config`` (a ``PPOConfig``, validated when it was built) on ``environment`` (default:
     ``config.env.name``, a registered name), on ``config.run.device`` (``None``: the bridge's device rule).
 
@@ -146,7 +191,7 @@ def train_from_config(
 
 def _train(
     given: dict[str, Any], config: PPOConfig | None = None
-) -> tuple[Callable[..., Any], TorchPPOParams, Metrics]:
+) -> tuple[Callable[..., Any], TorchPPOParams, ReportedMetrics]:
     """One process's run of ``train``'s arguments (``config``: the run's config, else built from them)."""
     resolved_device = resolve_device(given["device"], given["environment"])
     dist = distributed.setup(resolved_device)
@@ -161,7 +206,7 @@ def _train(
         distributed.teardown(dist)
 
 
-def _run(trainer: TorchPPOBackend) -> tuple[Callable[..., Any], TorchPPOParams, Metrics]:
+def _run(trainer: TorchPPOBackend) -> tuple[Callable[..., Any], TorchPPOParams, ReportedMetrics]:
     """The run of one process: nothing to train past a restored checkpoint's steps, else the schedule."""
     config, dist = trainer.config, trainer.dist
     args = trainer.args

@@ -32,7 +32,7 @@ from brax_core import envs
 from brax_core.training import resume
 from brax_core.training import validation as v
 from brax_core.training.agents.sac.config import SACConfig, check_flat_observations
-from brax_core.training.run.driver import Metrics, RunDriver, ignore
+from brax_core.training.run.driver import ReportedMetrics, RunDriver, ignore
 from brax_core.training.run.schedule import plan_updates
 from torch_sac import checkpoint, losses
 from torch_sac.networks import SACActor, TwinQ
@@ -169,7 +169,7 @@ class SACBackend:
             self._sums = None
         return self._metrics
 
-    def evaluate(self, training_metrics: dict[str, float]) -> Metrics:
+    def evaluate(self, training_metrics: dict[str, float]) -> ReportedMetrics:
         if self.evaluator is None:
             return dict(training_metrics)
         actor = self.update.actor
@@ -255,13 +255,13 @@ def train(
     layer_norm: bool = False,
     device: Any = None,
     max_to_keep: int | None = None,
-    progress_fn: Callable[[int, Metrics], None] = ignore,
+    progress_fn: Callable[[int, ReportedMetrics], None] = ignore,
     policy_params_fn: Callable[..., None] = ignore,
     eval_env: Any = None,
     randomization_fn: Callable[..., Any] | None = None,
     save_checkpoint_path: str | os.PathLike | None = None,
     restore_checkpoint_path: str | os.PathLike | None = None,
-) -> tuple[Callable[..., Any], SACActor, Metrics]:
+) -> tuple[Callable[..., Any], SACActor, ReportedMetrics]:
     """Trains a SAC agent in torch (see the module docstring).
 
     Arguments have the JAX SAC's names, meanings and defaults (``help(brax_core.training.agents.sac.train.train)``);
@@ -335,7 +335,7 @@ def _checked_options(config: SACConfig, environment: Any, options: dict[str, Any
 
 
 def train_from_config(config: SACConfig, environment: Any = None,
-                      **options: Any) -> tuple[Callable[..., Any], SACActor, Metrics]:
+                      **options: Any) -> tuple[Callable[..., Any], SACActor, ReportedMetrics]:
     """Trains ``config`` (a ``SACConfig``, the JAX SAC's too) on ``environment`` (default: ``config.env.name``, a
     registered name), on ``config.run.device`` (``None``: the bridge's device rule). ``options``: ``train``'s
     arguments that are not config fields, by the same names (``OPTIONS``). Returns what ``train`` returns."""

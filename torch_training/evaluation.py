@@ -13,7 +13,7 @@ import jax
 import torch
 
 from brax_bridge import TorchEnv
-from brax_core.training.run.driver import Metrics
+from brax_core.training.run.driver import ReportedMetrics
 
 
 class BridgeEvaluator:
@@ -48,7 +48,7 @@ class BridgeEvaluator:
         del compiled
 
     @torch.inference_mode()
-    def run(self, modules: Any, deterministic: bool, generator: torch.Generator) -> Metrics:
+    def run(self, modules: Any, deterministic: bool, generator: torch.Generator) -> ReportedMetrics:
         start = time.perf_counter()
         self.runs += 1
         td = self.env.reset(seed=(self.seed * 7919 + self.runs) % (2**31 - 1))
@@ -79,7 +79,7 @@ class BridgeEvaluator:
             for name in env_metrics:
                 env_metrics[name] = torch.where(active, info.get(name), env_metrics[name])
         moments = lambda x: (float(x.mean()), float(x.std(correction=0)))
-        metrics: Metrics = {}
+        metrics: ReportedMetrics = {}
         for name, value in {"reward": reward_sum, **(env_metrics or {})}.items():
             metrics[f"eval/episode_{name}"], metrics[f"eval/episode_{name}_std"] = moments(value)
         metrics["eval/avg_episode_length"], metrics["eval/std_episode_length"] = moments(length.float())

@@ -24,7 +24,7 @@ from brax_core.training.run import checkpoints
 from brax_core.training.run.schedule import Schedule
 
 # The host-side metrics every trainer reports: ``progress_fn``'s and ``train``'s last ones.
-Metrics = dict[str, float]
+ReportedMetrics = dict[str, float]
 
 
 def ignore(*args: Any) -> None:
@@ -46,7 +46,7 @@ class Backend(Protocol):
         training episodes are tracked, ``episode_count`` and ``episode_sum/<name>``: how many ended and the sums
         of their metrics."""
 
-    def evaluate(self, training_metrics: Mapping[str, float]) -> Metrics:
+    def evaluate(self, training_metrics: Mapping[str, float]) -> ReportedMetrics:
         """Evaluates the current policy; the ``eval/*`` metrics together with ``training_metrics``."""
 
     def save(self, env_steps: int) -> None:
@@ -66,7 +66,7 @@ class ResettingBackend(Backend, Protocol):
 
 def training_metrics(
     step_metrics: Mapping[str, Any], sps: float, walltime: float, last_episode: dict[str, float]
-) -> Metrics:
+) -> ReportedMetrics:
     """Host-side training metrics of one call: ``training/<name>`` for the update's metrics, ``training/sps`` and
     ``training/walltime``, and ``episode/<name>``, the means over the training episodes that ended since the last
     report (the previous means are kept in ``last_episode`` while none ends; until the first ends they are 0.0, and
@@ -151,7 +151,9 @@ class RunDriver:
             self._saved_at = self.env_steps
         return checkpoints.step_directory(self._save_path, self.env_steps)
 
-    def run(self, schedule: Schedule, *, evaluate: bool, report_training_at_evaluation_points: bool = False) -> Metrics:
+    def run(
+        self, schedule: Schedule, *, evaluate: bool, report_training_at_evaluation_points: bool = False
+    ) -> ReportedMetrics:
         """Runs the calls of ``schedule`` this process has left; returns the last metrics reported.
 
         ``evaluate``: this process evaluates at the evaluation points (also before training when ``num_evals > 1``).
@@ -166,7 +168,7 @@ class RunDriver:
         start = time.time()
         if evaluate:
             self.backend.skip_evaluations(schedule.evaluations_before_start(initial_evaluation))
-        metrics: Metrics = {}
+        metrics: ReportedMetrics = {}
         if evaluate and schedule.evaluates_at_start(initial_evaluation):
             metrics = self._evaluate({"eval/walltime": 0.0})
         if self._main:
@@ -203,7 +205,7 @@ class RunDriver:
         logging.info("total steps: %s, wall time %.1f s", self.env_steps, time.time() - start)
         return metrics
 
-    def _evaluate(self, training_metrics: Mapping[str, float]) -> Metrics:
+    def _evaluate(self, training_metrics: Mapping[str, float]) -> ReportedMetrics:
         metrics = self.backend.evaluate(training_metrics)
         logging.info(metrics)
         self._call("progress_fn", self._progress_fn, self._report_step(self.env_steps), metrics)

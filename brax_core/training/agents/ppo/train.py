@@ -16,7 +16,6 @@ whole run and drives it: a call of training steps at a time, saving, evaluating 
 from __future__ import annotations
 
 import functools
-import inspect
 import logging
 import os
 from collections.abc import Callable, Mapping, Sequence
@@ -47,7 +46,7 @@ from brax_core.training.agents.ppo.training_step import (
     random_shift_pixels,
     steps_to_pair,
 )
-from brax_core.training.run.driver import RunDriver
+from brax_core.training.run.driver import RunDriver, ignore
 from brax_core.training.run.schedule import plan_run
 
 __all__ = [
@@ -105,8 +104,8 @@ def train(
     network_factory: Callable[..., ppo_networks.PPONetworks] = ppo_networks.make_ppo_networks,
     use_pmap_on_reset: bool = True,
     # callbacks
-    progress_fn: Callable[[int, Mapping[str, Any]], None] = lambda *args: None,
-    policy_params_fn: Callable[..., None] = lambda *args: None,
+    progress_fn: Callable[[int, Mapping[str, Any]], None] = ignore,
+    policy_params_fn: Callable[..., None] = ignore,
     # environment randomisation
     randomization_fn: Callable[..., Any] | None = None,
     # evaluation
@@ -128,18 +127,48 @@ def train(
     vision: bool = False,
     allow_config_changes: bool | Sequence[str] = False,
 ) -> tuple[Callable[..., types.Policy], PPOTrainingParams, dict[str, float]]:
-    # Brax's keywords become one PPOConfig (arguments.config_of_keywords): the first statement, so that locals()
-    # holds exactly train's arguments.
-    return _train(arguments.validated(locals(), training_devices))
+    # Every argument by name; arguments.validated makes the PPOConfig of its fields (config_of_keywords) and checks
+    # the rest, how to run.
+    keywords = dict(
+        environment=environment, num_timesteps=num_timesteps, max_devices_per_host=max_devices_per_host,
+        wrap_env=wrap_env, wrap_env_fn=wrap_env_fn, episode_length=episode_length, action_repeat=action_repeat,
+        num_envs=num_envs, num_eval_envs=num_eval_envs, learning_rate=learning_rate, entropy_cost=entropy_cost,
+        discounting=discounting, seed=seed, unroll_length=unroll_length, batch_size=batch_size,
+        num_minibatches=num_minibatches, num_updates_per_batch=num_updates_per_batch,
+        num_resets_per_eval=num_resets_per_eval, normalize_observations=normalize_observations,
+        normalize_observations_std_eps=normalize_observations_std_eps,
+        normalize_observations_mode=normalize_observations_mode, normalize_until_count=normalize_until_count,
+        reward_scaling=reward_scaling, clipping_epsilon=clipping_epsilon,
+        clipping_epsilon_value=clipping_epsilon_value, gae_lambda=gae_lambda, max_grad_norm=max_grad_norm,
+        normalize_advantage=normalize_advantage, vf_loss_coefficient=vf_loss_coefficient,
+        bootstrap_on_timeout=bootstrap_on_timeout, use_distributional_critic=use_distributional_critic,
+        desired_kl=desired_kl, learning_rate_schedule=learning_rate_schedule,
+        learning_rate_schedule_min_lr=learning_rate_schedule_min_lr,
+        learning_rate_schedule_max_lr=learning_rate_schedule_max_lr, network_factory=network_factory,
+        use_pmap_on_reset=use_pmap_on_reset, progress_fn=progress_fn, policy_params_fn=policy_params_fn,
+        randomization_fn=randomization_fn, deterministic_eval=deterministic_eval, num_evals=num_evals,
+        eval_env=eval_env, log_training_metrics=log_training_metrics,
+        training_metrics_steps=training_metrics_steps, save_checkpoint_path=save_checkpoint_path,
+        restore_checkpoint_path=restore_checkpoint_path, restore_params=restore_params,
+        restore_value_fn=restore_value_fn, max_to_keep=max_to_keep, run_evals=run_evals,
+        madrona_backend=madrona_backend, augment_pixels=augment_pixels, vision=vision,
+        allow_config_changes=allow_config_changes,
+    )
+    return _train(arguments.validated(keywords, training_devices))
 
 
 # What every argument means: arguments.TRAIN_DOC, the text help(train) shows.
 train.__doc__ = arguments.TRAIN_DOC
 
-# train's arguments that are not PPOConfig fields: how to run, not what (callbacks, checkpoints, randomisation, ...).
-RUN_OPTIONS: tuple[str, ...] = tuple(
-    name for name in inspect.signature(train).parameters if name not in KEYWORD_FIELDS and name != "environment"
-)
+# train's arguments that are not PPOConfig fields, with train's defaults: how to run, not what (callbacks,
+# checkpoints, randomisation, ...).
+RUN_OPTIONS: dict[str, Any] = {
+    "max_devices_per_host": None, "wrap_env": True, "wrap_env_fn": None,
+    "network_factory": ppo_networks.make_ppo_networks, "progress_fn": ignore,
+    "policy_params_fn": ignore, "randomization_fn": None, "eval_env": None, "save_checkpoint_path": None,
+    "restore_checkpoint_path": None, "restore_params": None, "restore_value_fn": True, "run_evals": True,
+    "madrona_backend": False, "augment_pixels": False, "vision": False, "allow_config_changes": False,
+}
 
 
 def train_from_config(
@@ -161,12 +190,7 @@ def train_from_config(
         fields = sorted(set(unknown) & set(KEYWORD_FIELDS))
         hint = f" ({', '.join(fields)}: set in config, e.g. config.replace({fields[0]}=...))" if fields else ""
         raise TypeError(f"train_from_config got unknown options {unknown}{hint}; its options: {', '.join(RUN_OPTIONS)}")
-    defaults = {
-        name: parameter.default
-        for name, parameter in inspect.signature(train).parameters.items()
-        if name in RUN_OPTIONS
-    }
-    given = {**defaults, "network_factory": None, **options, "environment": environment}
+    given = {**RUN_OPTIONS, "network_factory": None, **options, "environment": environment}
     with devices.placed(config.run.device):
         return _train(arguments.validated(given, training_devices, config))
 
