@@ -1,17 +1,18 @@
-"""Gradient trainers against torch_ppo, each on its own preset, in wall time: when does each run first reach
-torch_ppo's final reward, against half of torch_ppo's wall time?
+"""Gradient trainers against torch_ppo, each on its own preset, in wall time: when does each run first reach torch_ppo's
+final reward, against half of torch_ppo's wall time?
 
     python benchmarks/gradient_race.py --env reacher --contestants ppo/torch apg/jax --seeds 0 1 2 3
 
-Every run is ``brax-bridge train --algo ALGO --trainer TRAINER --env ENV --seed K`` (the env's preset of that
-algorithm) in a process of its own, seed by seed, the contestants alternating (which goes first alternates too), into
-``<out>/<env>/<algo>-<trainer>-seed<k>``. All runs share the machine's compile caches: the seeds of ``--cold``
-(default: the first) run first, with the caches as they are (empty on a fresh machine, ``--clear`` empties them
-first), and the others are the warm runs a user's second run of a configuration sees. The table is read from each
-run's ``metrics.jsonl`` (evaluation reward, env steps and seconds since the run's start) and from the process's own
-wall time (launch to exit, imports included). torch_ppo's final reward is the IQM of its warm runs' last evaluations;
-"half" is half of their median process wall time. Curves: ``<out>/<env>.png`` (reward against env steps and against
-seconds, every run).
+Every run is ``brax-bridge train --algo ALGO --trainer TRAINER --env ENV --seed K`` (the env's preset of that algorithm)
+in a process of its own, seed by seed, the contestants alternating (which goes first alternates too), into
+``<out>/<env>/<algo>-<trainer>-seed<k>``. All runs share the machine's compile caches: the seeds of ``--cold`` (default:
+the first) run first, with the caches as they are (empty on a fresh machine, ``--clear`` empties them first), and the
+others are the warm runs a user's second run of a configuration sees. The table is read from each run's
+``metrics.jsonl`` (evaluation reward, env steps and seconds since the run's start), put on the process's clock (launch
+to exit, imports included) by the time before the run's start: the process's wall time less the run's own
+(``summary.json``'s ``wall_s``), the time after the run's end being a fraction of a second. torch_ppo's final reward is
+the IQM of its warm runs' last evaluations; "half" is half of their median process wall time. Curves:
+``<out>/<env>.png`` (reward against env steps and against seconds, every run).
 """
 
 from __future__ import annotations
@@ -44,8 +45,11 @@ def run_one(env: str, contestant: str, seed: int, out: str) -> dict:
     wall = time.time() - start
     with open(os.path.join(folder, "metrics.jsonl"), encoding="utf-8") as f:
         evals = [row for row in map(json.loads, filter(str.strip, f)) if "eval/episode_reward" in row]
+    with open(os.path.join(folder, "summary.json"), encoding="utf-8") as f:
+        before_start = wall - json.load(f)["wall_s"]
     return {"contestant": contestant, "seed": seed, "process_wall_s": round(wall, 1),
-            "evals": [(row["step"], row["time_s"], row["eval/episode_reward"]) for row in evals]}
+            "before_start_s": round(before_start, 1),
+            "evals": [(row["step"], row["time_s"] + before_start, row["eval/episode_reward"]) for row in evals]}
 
 
 def plot(runs: list[dict], path: str, env: str) -> None:
@@ -63,7 +67,7 @@ def plot(runs: list[dict], path: str, env: str) -> None:
         axes[0].plot(steps, rewards, color=colour, label=label, alpha=0.8)
         axes[1].plot(seconds, rewards, color=colour, label=label, alpha=0.8)
     axes[0].set_xlabel("env steps")
-    axes[1].set_xlabel("seconds since the run's start")
+    axes[1].set_xlabel("seconds since the process's launch")
     for axis in axes:
         axis.set_ylabel("eval reward")
         axis.set_yscale("symlog")
@@ -111,11 +115,11 @@ def main() -> None:
     half = statistics.median(r["process_wall_s"] for r in ppo) / 2
     print(f"\n{report['command']}, {report['started_utc']} to {report['finished_utc']} UTC, load average "
           f"{report['load_average_at_start']} at the start and {report['load_average_at_end']} at the end; code "
-          f"{report['code']}; torch_ppo's final reward (IQM of its warm runs) {target:.1f}, half its median process "
+          f"{report['code']}; torch_ppo's final reward (IQM of its warm runs) {target:.2f}, half its median process "
           f"wall time {half:.0f} s.\n")
-    print("| run | caches | final reward | best reward | first at torch_ppo's final reward (env steps, s since start) "
-          "| process wall (s) | within half of torch_ppo's time |")
-    print("| --- | --- | ---: | ---: | ---: | ---: | --- |")
+    print("| run | caches | final reward | best reward | first at torch_ppo's final reward (env steps, s since launch) "
+          "| before the run's start (s) | process wall (s) | within half of torch_ppo's time |")
+    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | --- |")
     for run in sorted(runs, key=lambda r: (r["contestant"], r["seed"])):
         final, best = run["evals"][-1][2], max(e[2] for e in run["evals"])
         first = next((e for e in run["evals"] if e[2] >= target), None)
@@ -124,7 +128,7 @@ def main() -> None:
             "yes" if first is not None and first[1] <= half else "no")
         print(f"| `{args.env}` {run['contestant']}, seed {run['seed']} | "
               f"{'cold' if run['seed'] in report['cold'] else 'warm'} | {final:.1f} | {best:.1f} | {reached} | "
-              f"{run['process_wall_s']:.0f} | {within} |")
+              f"{run['before_start_s']:.0f} | {run['process_wall_s']:.0f} | {within} |")
     for contestant in args.contestants:
         mine = [r for r in warm if r["contestant"] == contestant]
         print(f"\n{contestant}: warm final reward IQM {iqm([r['evals'][-1][2] for r in mine]):.1f}, median process "
