@@ -108,8 +108,9 @@ def check_differentiable(name: str, episode_length: int | None = None, import_di
     """Refuses an env whose step JAX cannot differentiate in reverse mode, as ``TorchEnv(differentiable=True)``
     does: from shapes, before anything compiles (``ValueError`` naming what to change). A registered env passes
     without the check: each differentiates (tests/test_every_env_differentiates.py checks each against finite
-    differences), and building its ``TorchEnv`` cost the JAX APG's run about 11 s of start-up (imports and tracing
-    that run never uses)."""
+    differences), and building its ``TorchEnv`` cost the JAX APG's run on ``reacher`` 9-12 s of start-up (torch's
+    import and the step's tracing, which that run never uses; results/gradients.md, "a reaching task against
+    torch_ppo's wall time")."""
     if name in registered_names():
         return
     environment = make(name, import_dir) if is_user_env(name) else name
