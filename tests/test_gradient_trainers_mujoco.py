@@ -86,8 +86,11 @@ def test_one_torch_apg_update_through_mujoco_physics_equals_the_jax_apgs():
 
 
 # Each trainer at a tiny size on the pendulum with its dense reward (at most 1 a step, episodes of 100 steps): the
-# untrained policy lets the pole fall within about 10 steps; a margin of 20 is a policy that holds it twice as long.
-EPISODE, MARGIN = 100, 20.0
+# untrained policy lets the pole fall within 12-19 steps. Learning at this size is noisy from one evaluation to the
+# next (one float's difference between CPUs moves a curve), so the run is 80 updates with 4 evaluations after the
+# untrained one, and the best of them must hold the pole twice as long as the untrained policy, by 20 steps at least:
+# over seeds 0-2 the weakest run (SHAC) reached 2.6-7.9 times the untrained reward, the APGs 4.6-6.5.
+EPISODE, MARGIN, FACTOR, UPDATES, EVALS = 100, 20.0, 2.0, 80, 5
 
 
 def _untrained_and_trained(reports: list[float]) -> tuple[float, float]:
@@ -98,15 +101,15 @@ def _untrained_and_trained(reports: list[float]) -> tuple[float, float]:
 def test_each_gradient_trainer_learns_to_hold_the_pendulum_up(trainer):
     rewards: list[float] = []
     progress = lambda epoch, metrics: rewards.append(metrics["eval/episode_reward"])  # noqa: E731
-    common = dict(episode_length=EPISODE, num_evals=3, num_eval_envs=16, seed=0, progress_fn=progress)
+    common = dict(episode_length=EPISODE, num_evals=EVALS, num_eval_envs=16, seed=0, progress_fn=progress)
     if trainer == "jax_apg":
-        jax_apg.train(_pendulum(), policy_updates=40, horizon_length=16, num_envs=16, learning_rate=3e-3,
+        jax_apg.train(_pendulum(), policy_updates=UPDATES, horizon_length=16, num_envs=16, learning_rate=3e-3,
                       max_gradient_norm=1.0, normalize_observations=True, **common)
     elif trainer == "torch_apg":
-        apg.train(_pendulum(), policy_updates=40, horizon_length=16, num_envs=16, learning_rate=3e-3,
+        apg.train(_pendulum(), policy_updates=UPDATES, horizon_length=16, num_envs=16, learning_rate=3e-3,
                   max_gradient_norm=1.0, normalize_observations=True, **common)
     else:
-        shac.train(_pendulum(), policy_updates=40, horizon_length=16, num_envs=16, critic_iterations=4,
+        shac.train(_pendulum(), policy_updates=UPDATES, horizon_length=16, num_envs=16, critic_iterations=4,
                    num_critic_batches=4, **common)
     untrained, trained = _untrained_and_trained(rewards)
-    assert len(rewards) == 3 and trained > untrained + MARGIN, (trainer, rewards)
+    assert len(rewards) == EVALS and trained > max(FACTOR * untrained, untrained + MARGIN), (trainer, rewards)
