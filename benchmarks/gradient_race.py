@@ -3,16 +3,17 @@ final reward, against half of torch_ppo's wall time?
 
     python benchmarks/gradient_race.py --env reacher --contestants ppo/torch apg/jax --seeds 0 1 2 3
 
-Every run is ``brax-bridge train --algo ALGO --trainer TRAINER --env ENV --seed K`` (the env's preset of that algorithm)
-in a process of its own, seed by seed, the contestants alternating (which goes first alternates too), into
-``<out>/<env>/<algo>-<trainer>-seed<k>``. All runs share the machine's compile caches: the seeds of ``--cold`` (default:
+Every run is ``brax-bridge train --algo ALGO --trainer TRAINER --env ENV --seed K`` (the env's preset of that algorithm;
+a contestant ``ALGO/TRAINER@PRESET`` adds ``--preset PRESET``) in a process of its own, seed by seed, the contestants
+alternating (which goes first alternates too), into ``<out>/<name>/<algo>-<trainer>-seed<k>`` (``name``: the env's,
+or NAME of a task ``FILE.py:NAME``). All runs share the machine's compile caches: the seeds of ``--cold`` (default:
 the first) run first, with the caches as they are (empty on a fresh machine, ``--clear`` empties them first), and the
 others are the warm runs a user's second run of a configuration sees. The table is read from each run's
 ``metrics.jsonl`` (evaluation reward, env steps and seconds since the run's start), put on the process's clock (launch
 to exit, imports included) by the time before the run's start: the process's wall time less the run's own
 (``summary.json``'s ``wall_s``), the time after the run's end being a fraction of a second. torch_ppo's final reward is
 the IQM of its warm runs' last evaluations; "half" is half of their median process wall time. Curves:
-``<out>/<env>.png`` (reward against env steps and against seconds, every run).
+``<out>/<name>.png`` (reward against env steps and against seconds, every run).
 """
 
 from __future__ import annotations
@@ -35,11 +36,14 @@ def _now() -> str:
 
 
 def run_one(env: str, contestant: str, seed: int, out: str) -> dict:
-    algo, trainer = contestant.split("/")
+    """One run of ``contestant`` (``ALGO/TRAINER``, or ``ALGO/TRAINER@PRESET`` for a preset other than the env's)."""
+    algo, trainer = contestant.split("@")[0].split("/")
     folder = os.path.join(out, f"{algo}-{trainer}-seed{seed}")
     shutil.rmtree(folder, ignore_errors=True)
     command = [sys.executable, "-m", "brax_bridge_app.cli", "train", "--algo", algo, "--trainer", trainer,
                "--env", env, "--seed", str(seed), "--out", folder]
+    if "@" in contestant:
+        command += ["--preset", contestant.split("@")[1]]
     start = time.time()
     subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
     wall = time.time() - start
@@ -79,15 +83,17 @@ def plot(runs: list[dict], path: str, env: str) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--env", default="reacher")
-    parser.add_argument("--contestants", nargs="+", default=["ppo/torch", "apg/jax"])
+    parser.add_argument("--env", default="reacher", help="a registered env, or FILE.py:NAME (a task of a file)")
+    parser.add_argument("--contestants", nargs="+", default=["ppo/torch", "apg/jax"],
+                        help="ALGO/TRAINER (the env's preset) or ALGO/TRAINER@PRESET")
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2, 3])
     parser.add_argument("--cold", nargs="*", type=int, default=None, help="seeds run first (default: the first)")
     parser.add_argument("--out", default="benchmarks/gradient_race")
     parser.add_argument("--reuse", action="store_true", help="read runs.json instead of running")
     args = parser.parse_args()
     cold = args.seeds[:1] if args.cold is None else args.cold
-    out = os.path.join(args.out, args.env)
+    name = args.env.rsplit(":", 1)[-1]  # a task of a file is named by its function
+    out = os.path.join(args.out, name)
     os.makedirs(out, exist_ok=True)
     record = os.path.join(out, "runs.json")
     if args.reuse:
@@ -108,7 +114,7 @@ def main() -> None:
         with open(record, "w", encoding="utf-8") as f:
             json.dump(report, f, indent=1)
     runs = report["runs"]
-    plot(runs, os.path.join(args.out, f"{args.env}.png"), args.env)
+    plot(runs, os.path.join(args.out, f"{name}.png"), name)
     warm = [r for r in runs if r["seed"] not in report["cold"]]
     ppo = [r for r in warm if r["contestant"].startswith("ppo/")]
     target = iqm([r["evals"][-1][2] for r in ppo])
@@ -126,7 +132,7 @@ def main() -> None:
         reached = "-" if first is None else f"{first[0]:,}, {first[1]:.0f}"
         within = "" if run["contestant"].startswith("ppo/") else (
             "yes" if first is not None and first[1] <= half else "no")
-        print(f"| `{args.env}` {run['contestant']}, seed {run['seed']} | "
+        print(f"| `{name}` {run['contestant']}, seed {run['seed']} | "
               f"{'cold' if run['seed'] in report['cold'] else 'warm'} | {final:.1f} | {best:.1f} | {reached} | "
               f"{run['before_start_s']:.0f} | {run['process_wall_s']:.0f} | {within} |")
     for contestant in args.contestants:
