@@ -38,6 +38,7 @@ import datetime
 import json
 import os
 import platform
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -62,7 +63,16 @@ ABLATION = {
     "constant learning rates (no linear decay)": "learning-rate-schedule=constant",
     "no gradient clipping": "max-grad-norm=1e9",
     "AHAC's adaptive horizon (added)": "adaptive-horizon",
+    # AHAC's windows start at its horizon_min (4) and stay near it over a short run: a fixed window of that length
+    # tells the adaptation apart from the shorter window alone.
+    "a fixed 4-step window (AHAC's first)": "horizon-length=4",
 }
+
+
+def _shell_words(words: list[str]) -> str:
+    """``words`` as a shell reads them back: quoted where needed, in double quotes where a word holds a ``'``."""
+    quoted = [f'"{w}"' if "'" in w and not any(c in w for c in '"$`\\!') else shlex.quote(w) for w in words]
+    return " ".join(quoted)
 
 
 def env_label(env: str) -> str:
@@ -94,7 +104,7 @@ def run_compare(env: str, args: argparse.Namespace, out: str, setting: str | Non
     code = subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True, text=True, check=False)
     subprocess.run(command, check=False)
     invocation = {
-        "command": "python benchmarks/gradient_learning.py " + " ".join(sys.argv[1:]),
+        "command": "python benchmarks/gradient_learning.py " + _shell_words(sys.argv[1:]),
         "code": code.stdout.strip() or "unknown",
         "started_utc": started, "finished_utc": _now(), "load_average_at_start": round(load, 2),
         "num_timesteps": args.num_timesteps,
@@ -268,8 +278,8 @@ def ablation(args: argparse.Namespace) -> str:
         f"{platform.machine()}; SHAC (torch) with its defaults and with one of its stabilisers taken away or AHAC's "
         "adaptive horizon added (the flag in the folder's name), each run a process of its own, seed by seed with "
         "every setting of a seed before the next; the runs share the machine's compile cache, so their wall times are "
-        "not compared here. The gradient norm is the actor's before its clip, each epoch's mean. One invocation per "
-        "env:",
+        "not compared here. The gradient norm is the actor's before its clip, each epoch's mean. The invocations "
+        "that ran the rows' runs:",
         "",
     ]
     rows = []
@@ -279,24 +289,33 @@ def ablation(args: argparse.Namespace) -> str:
                               check=False).stdout.strip()
         chosen = {name: setting for name, setting in ABLATION.items() if not args.only or name in args.only}
         folders: dict[str, list[str]] = {name: [] for name in chosen}
+        base = os.path.join(args.out, f"ablation-{env_label(env)}")
+        settings = {name: os.path.join(base, (setting or "defaults").replace("=", ""))
+                    for name, setting in chosen.items()}
         for seed in args.seeds:
             for name, setting in chosen.items():
-                out = os.path.join(args.out, f"ablation-{env_label(env)}", (setting or "defaults").replace("=", ""),
-                                   f"seed{seed}")
+                out = os.path.join(settings[name], f"seed{seed}")
                 if env not in args.reuse:
                     ablation_run(env, setting, seed, args, out)
                 folders[name].append(out)
-        invocation = os.path.join(args.out, f"ablation-{env_label(env)}", "invocation.json")
         if env not in args.reuse:
-            with open(invocation, "w", encoding="utf-8") as f:
-                json.dump({"command": "python benchmarks/gradient_learning.py " + " ".join(sys.argv[1:]), "code": code,
-                           "started_utc": started, "finished_utc": _now(), "load_average_at_start": round(load, 2),
-                           "num_timesteps": args.num_timesteps}, f, indent=2)
-        with open(invocation, encoding="utf-8") as f:
-            run = json.load(f)
-        lines.append(f"- `{env_label(env)}`: `{run['command']}`, {run['started_utc']} to {run['finished_utc'][-5:]} "
-                     f"UTC, load average {run['load_average_at_start']} at the start; code {run['code']}; "
-                     f"{run['num_timesteps']:,} env steps per run.")
+            record = {"command": "python benchmarks/gradient_learning.py " + _shell_words(sys.argv[1:]), "code": code,
+                      "started_utc": started, "finished_utc": _now(), "load_average_at_start": round(load, 2),
+                      "num_timesteps": args.num_timesteps}
+            for folder in settings.values():  # each setting's runs name the invocation that ran them
+                with open(os.path.join(folder, "invocation.json"), "w", encoding="utf-8") as f:
+                    json.dump(record, f, indent=2)
+        invocations = []
+        for folder in settings.values():  # a setting's own record, else the env's (runs before per-setting records)
+            own = os.path.join(folder, "invocation.json")
+            with open(own if os.path.exists(own) else os.path.join(base, "invocation.json"), encoding="utf-8") as f:
+                run = json.load(f)
+            if run not in invocations:
+                invocations.append(run)
+        for run in invocations:
+            lines.append(f"- `{env_label(env)}`: `{run['command']}`, {run['started_utc']} to "
+                         f"{run['finished_utc'][-5:]} UTC, load average {run['load_average_at_start']} at the start; "
+                         f"code {run['code']}; {run['num_timesteps']:,} env steps per run.")
         rows += ablation_rows(env, folders)
     lines += [
         "",
