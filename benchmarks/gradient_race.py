@@ -37,13 +37,14 @@ def _now() -> str:
 
 def run_one(env: str, contestant: str, seed: int, out: str) -> dict:
     """One run of ``contestant`` (``ALGO/TRAINER``, or ``ALGO/TRAINER@PRESET`` for a preset other than the env's)."""
-    algo, trainer = contestant.split("@")[0].split("/")
+    algo_trainer, _, preset = contestant.partition("@")
+    algo, trainer = algo_trainer.split("/")
     folder = os.path.join(out, f"{algo}-{trainer}-seed{seed}")
     shutil.rmtree(folder, ignore_errors=True)
     command = [sys.executable, "-m", "brax_bridge_app.cli", "train", "--algo", algo, "--trainer", trainer,
                "--env", env, "--seed", str(seed), "--out", folder]
-    if "@" in contestant:
-        command += ["--preset", contestant.split("@")[1]]
+    if preset:
+        command += ["--preset", preset]
     start = time.time()
     subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
     wall = time.time() - start

@@ -11,9 +11,9 @@ import sys
 import textwrap
 
 import pytest
+from test_ppo_train import STEP, TINY
 
 from brax_core.training.agents.apg import train as apg
-from brax_core.training.agents.ppo import presets
 from brax_core.training.agents.ppo import train as ppo
 from brax_core.training.agents.sac import networks as sac_networks
 from brax_core.training.agents.sac import train as sac
@@ -51,9 +51,7 @@ LOAD = textwrap.dedent(
 def checkpoints(tmp_path_factory):
     """One small checkpoint of each JAX trainer on ``fast``."""
     folder = tmp_path_factory.mktemp("jax_checkpoints")
-    tiny_ppo = {k: v for k, v in presets.TRAIN_KWARGS["fast"].items()
-                if k not in ("num_timesteps", "num_evals", "num_eval_envs")}
-    ppo.train("fast", num_timesteps=1280, num_evals=0, save_checkpoint_path=folder / "ppo", **tiny_ppo)
+    ppo.train("fast", num_timesteps=STEP, num_evals=0, save_checkpoint_path=folder / "ppo", **TINY)
     apg.train("fast", policy_updates=2, horizon_length=4, num_envs=4, num_evals=0, episode_length=20,
               save_checkpoint_path=folder / "apg")
     sac.train("fast", num_timesteps=256, episode_length=32, num_envs=16, batch_size=16, num_evals=0,
